@@ -1,0 +1,5 @@
+"""``python -m kube_nudge`` runs the command line."""
+
+from kube_nudge.cli import main
+
+raise SystemExit(main())

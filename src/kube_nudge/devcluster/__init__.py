@@ -1,0 +1,1 @@
+"""The local development/test control plane (build, PKI, processes, cluster)."""

@@ -1,0 +1,186 @@
+"""Find or build the control-plane binaries the local cluster runs.
+
+Binaries are built from the Go module proxy with pinned versions (the wrapper modules in
+``gomod/`` are shipped as package data, so this works from a plain ``pip install``), into a
+per-version cache directory outside any checkout, and only when missing. Users can point at
+prebuilt binaries with ``KUBE_NUDGE_BIN_DIR`` or envtest's ``KUBEBUILDER_ASSETS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+KUBERNETES_VERSION = "v1.35.4"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.8.0"
+
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+)
+
+
+class BuildError(RuntimeError):
+    """A binary could not be found or built; the message is one line naming the cause."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Recipe:
+    module: str | None  # wrapper module dir under gomod/, or None for `go install pkg@version`
+    package: str
+    ldflags: str = ""
+
+
+def _kube_ldflags() -> str:
+    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+    stamps = {
+        "gitVersion": KUBERNETES_VERSION,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+    }
+    flags = ["-s", "-w"]
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {pkg}.{name}={value}" for name, value in stamps.items()]
+    return " ".join(flags)
+
+
+_RECIPES: dict[str, _Recipe] = {
+    "etcd": _Recipe("etcd", ".", "-s -w"),
+    "kwok": _Recipe(None, f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", "-s -w"),
+    **{
+        name: _Recipe("kube", f"k8s.io/kubernetes/cmd/{name}", _kube_ldflags())
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+    },
+}
+
+
+def cache_root() -> Path:
+    """Where built binaries live: ``$KUBE_NUDGE_CACHE`` or ``~/.cache/kube-nudge``."""
+    explicit = os.environ.get("KUBE_NUDGE_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kube-nudge"
+
+
+def _gomod_dir() -> Path:
+    return Path(str(resources.files("kube_nudge.devcluster") / "gomod"))
+
+
+def _version_id() -> str:
+    """Changes whenever a pinned version or a wrapper module changes."""
+    digest = hashlib.sha256()
+    digest.update(f"{KUBERNETES_VERSION} {ETCD_VERSION} {KWOK_VERSION}".encode())
+    for path in sorted(_gomod_dir().rglob("*")):
+        if path.is_file() and path.suffix in {".mod", ".sum", ".go"}:
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def bin_cache_dir() -> Path:
+    """The per-version directory where this version's binaries are built."""
+    return cache_root() / f"controlplane-{KUBERNETES_VERSION}-{_version_id()}" / "bin"
+
+
+def _prebuilt_dirs() -> list[Path]:
+    dirs = []
+    for var in ("KUBE_NUDGE_BIN_DIR", "KUBEBUILDER_ASSETS"):
+        value = os.environ.get(var)
+        if value:
+            dirs.append(Path(value))
+    return dirs
+
+
+def find_binary(name: str) -> Path | None:
+    """Return an executable for ``name`` from the prebuilt dirs or the cache, if any."""
+    for directory in [*_prebuilt_dirs(), bin_cache_dir()]:
+        candidate = directory / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        GOTOOLCHAIN="local",
+        GOWORK="off",
+        CGO_ENABLED="0",
+        GOFLAGS="-mod=readonly -buildvcs=false -trimpath",
+    )
+    return env
+
+
+def _build_one(name: str, out_dir: Path, log: Path, go: str) -> None:
+    recipe = _RECIPES[name]
+    with tempfile.TemporaryDirectory(prefix="kube-nudge-build-") as tmp:
+        if recipe.module is None:
+            cmd = [go, "install", f"-ldflags={recipe.ldflags}", recipe.package]
+            cwd = Path(tmp)
+            env = _go_env()
+            env["GOBIN"] = tmp
+            built = Path(tmp) / name
+        else:
+            # Copy the wrapper module out of the (possibly read-only) installed package.
+            cwd = Path(tmp) / recipe.module
+            shutil.copytree(_gomod_dir() / recipe.module, cwd)
+            built = Path(tmp) / f"{name}.bin"
+            cmd = [go, "build", f"-ldflags={recipe.ldflags}", "-o", str(built), recipe.package]
+            env = _go_env()
+        with log.open("ab") as sink:
+            sink.write(f"\n$ {' '.join(cmd)}  (in {cwd})\n".encode())
+            sink.flush()
+            result = subprocess.run(
+                cmd, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False
+            )
+        if result.returncode != 0:
+            raise BuildError(f"building {name} failed (exit {result.returncode}); log: {log}")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp_target = out_dir / f".{name}.partial"
+        shutil.copy2(built, tmp_target)
+        tmp_target.replace(out_dir / name)  # atomic: a killed build never leaves half a binary
+
+
+def ensure_binaries(
+    names: tuple[str, ...] = COMPONENTS,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Path]:
+    """Return a path for each binary, building the missing ones into the cache first."""
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    found = {name: find_binary(name) for name in names}
+    missing = [name for name, path in found.items() if path is None]
+    if missing:
+        go = shutil.which("go")
+        if go is None:
+            raise BuildError(
+                f"cannot build {', '.join(missing)}: no Go toolchain on PATH "
+                "(install Go >= 1.25, or set KUBE_NUDGE_BIN_DIR to prebuilt binaries)"
+            )
+        out_dir = bin_cache_dir()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        log = out_dir.parent / "build.log"
+        say(f"building {len(missing)} control-plane binaries into {out_dir} (log: {log})")
+        say("the first build downloads Go modules and compiles Kubernetes: several minutes")
+        for index, name in enumerate(missing, start=1):
+            started = time.monotonic()
+            say(f"  [{index}/{len(missing)}] {name} ...")
+            _build_one(name, out_dir, log, go)
+            say(f"  [{index}/{len(missing)}] {name} built in {time.monotonic() - started:.0f} s")
+            found[name] = out_dir / name
+    return {name: path for name, path in found.items() if path is not None}

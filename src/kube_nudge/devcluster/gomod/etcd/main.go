@@ -1,0 +1,12 @@
+// Command etcd runs the etcd server from go.etcd.io/etcd/server/v3 unchanged.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}

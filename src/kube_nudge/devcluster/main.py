@@ -1,0 +1,53 @@
+"""``kube-nudge dev-cluster``: run the local cluster in the foreground until a signal."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from kube_nudge.devcluster.build import BuildError
+from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge.devcluster.processes import ClusterError
+
+
+class _StopRequested(Exception):
+    """Raised from the signal handler so that start-up, too, unwinds and cleans up."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    # One-shot: a second Ctrl-C must not interrupt the clean-up the first one started.
+    for other in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(other, signal.SIG_IGN)
+    raise _StopRequested(signal.Signals(signum).name)
+
+
+def run_dev_cluster(directory: str | None, *, nodes: int = 2) -> int:
+    """Start the cluster, print one ready line, run until SIGINT/SIGTERM; return exit code."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_stop)
+    cluster = LocalCluster(Path(directory) if directory else None, nodes=nodes)
+    idle = threading.Event()
+    try:
+        cluster.start()
+        print(
+            f"dev-cluster ready in {cluster.startup_seconds:.1f} s: "
+            f"export KUBECONFIG={cluster.kubeconfig}  (logs: {cluster.logs})",
+            flush=True,
+        )
+        while True:
+            cluster.check()
+            idle.wait(0.25)  # child liveness poll; signals interrupt it immediately
+    except _StopRequested as stop:
+        print(f"dev-cluster: {stop}, stopping", file=sys.stderr, flush=True)
+        cluster.stop()
+        return 0
+    except (ClusterError, BuildError) as exc:
+        first, _, rest = str(exc).partition("\n")
+        print(f"kube-nudge dev-cluster: {first}", file=sys.stderr)
+        if rest:
+            print(rest, file=sys.stderr)
+        cluster.stop()
+        return 1

@@ -1,0 +1,237 @@
+"""Raw-JSON asyncio client for the Kubernetes API.
+
+lightkube loads the kubeconfig or in-cluster config (certificates, tokens, exec plugins) and
+builds the HTTP client; we talk JSON through it directly, parsed with orjson into plain dicts,
+because typed models cost memory and CPU on every watch event and we keep only projections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import orjson
+from aiolimiter import AsyncLimiter
+from lightkube.config import client_adapter
+from lightkube.config.kubeconfig import KubeConfig
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is valid YAML
+_RETRYABLE = {429, 500, 502, 503, 504}
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server (never carries request bodies)."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def not_found(self) -> bool:
+        """True for 404."""
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        """True for 409 (conflict or already exists)."""
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        """True for 410: the resourceVersion is too old, re-list."""
+        return self.status == 410
+
+
+def _api_error(status: int, body: bytes, headers: Mapping[str, str]) -> ApiError:
+    reason, message = "", body[:200].decode(errors="replace")
+    try:
+        status_obj = orjson.loads(body)
+        reason = str(status_obj.get("reason", ""))
+        message = str(status_obj.get("message", ""))[:500]
+    except (orjson.JSONDecodeError, AttributeError):
+        pass
+    retry_after = None
+    if "retry-after" in headers:
+        try:
+            retry_after = float(headers["retry-after"])
+        except ValueError:
+            retry_after = 1.0
+    return ApiError(status, reason, message, retry_after)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """Tuning of the client: write rate and retries."""
+
+    write_qps: float = 200.0
+    write_burst: int = 400
+    max_retries: int = 5
+    timeout: float = 30.0
+    http2: bool = False
+
+
+class KubeClient:
+    """A small async client: JSON in, JSON out, with a client-side write rate and retries."""
+
+    def __init__(self, http: httpx.AsyncClient, options: ClientOptions | None = None) -> None:
+        self.http = http
+        self.options = options or ClientOptions()
+        self._write_limiter = AsyncLimiter(
+            self.options.write_burst, self.options.write_burst / self.options.write_qps
+        )
+        self.default_namespace = "default"
+
+    @classmethod
+    def from_config(
+        cls,
+        kubeconfig: str | Path | None = None,
+        *,
+        context: str | None = None,
+        options: ClientOptions | None = None,
+    ) -> KubeClient:
+        """Build from a kubeconfig file, ``$KUBECONFIG``/``~/.kube/config``, or in-cluster."""
+        options = options or ClientOptions()
+        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+        single = config.get(context)
+        if single is None:
+            raise ValueError(f"kubeconfig has no context {context or '(current)'}")
+        params = client_adapter.ConnectionParams(
+            timeout=httpx.Timeout(options.timeout), http2=options.http2
+        )
+        http = client_adapter.AsyncClient(single, params)
+        client = cls(http, options)
+        client.default_namespace = single.namespace
+        return client
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.http.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """One API call with retries on 429/5xx (honouring Retry-After); returns parsed JSON."""
+        is_write = method != "GET"
+        content = None if body is None else orjson.dumps(body)
+        headers = {"Accept": "application/json"}
+        if content is not None:
+            headers["Content-Type"] = content_type
+        attempt = 0
+        while True:
+            if is_write:
+                await self._write_limiter.acquire()
+            try:
+                response = await self.http.request(
+                    method, path, params=params, content=content, headers=headers
+                )
+            except httpx.TransportError as exc:
+                if attempt >= self.options.max_retries:
+                    raise ApiError(0, "TransportError", type(exc).__name__) from None
+                attempt += 1
+                await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
+                continue
+            if response.status_code < 300:
+                return orjson.loads(response.content) if response.content else {}
+            error = _api_error(response.status_code, response.content, response.headers)
+            if response.status_code not in _RETRYABLE or attempt >= self.options.max_retries:
+                raise error
+            attempt += 1
+            delay = error.retry_after if error.retry_after is not None else 0.1 * 2**attempt
+            log.debug("retrying %s %s after %s in %.2fs", method, path, error.status, delay)
+            await asyncio.sleep(min(delay, 30.0))
+
+    async def get(self, path: str, **params: str | int) -> JSON:
+        """GET one object or collection."""
+        return await self.request("GET", path, params=params or None)
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        """POST a new object to a collection path."""
+        return await self.request("POST", path, body=body)
+
+    async def delete(self, path: str) -> JSON:
+        """DELETE one object."""
+        return await self.request("DELETE", path)
+
+    async def merge_patch(self, path: str, body: JSON) -> JSON:
+        """JSON merge patch."""
+        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    async def apply(self, path: str, body: JSON, *, field_manager: str, force: bool = True) -> JSON:
+        """Server-side apply ``body`` as ``field_manager``."""
+        params = {"fieldManager": field_manager, "force": "true" if force else "false"}
+        return await self.request("PATCH", path, params=params, body=body, content_type=APPLY_PATCH)
+
+    async def list_pages(
+        self, path: str, params: Mapping[str, str | int] | None = None, *, limit: int = 500
+    ) -> AsyncIterator[tuple[list[JSON], str]]:
+        """Yield (items, list resourceVersion) page by page, so big lists never sit in memory."""
+        continue_token = ""
+        while True:
+            query: dict[str, str | int] = {**(params or {}), "limit": limit}
+            if continue_token:
+                query["continue"] = continue_token
+            page = await self.request("GET", path, params=query)
+            metadata = page.get("metadata") or {}
+            yield page.get("items") or [], str(metadata.get("resourceVersion", ""))
+            continue_token = metadata.get("continue") or ""
+            if not continue_token:
+                return
+
+    async def watch(
+        self,
+        path: str,
+        params: Mapping[str, str | int] | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        inactivity_timeout: float = 90.0,
+    ) -> AsyncIterator[JSON]:
+        """Stream watch events from ``resource_version`` (with bookmarks) until the server
+        closes the stream. Raises ``ApiError`` (410 for an expired version) and
+        ``TimeoutError`` when no byte arrives for ``inactivity_timeout`` seconds."""
+        query: dict[str, str | int] = {
+            **(params or {}),
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_seconds,
+        }
+        timeout = httpx.Timeout(self.options.timeout, read=inactivity_timeout)
+        async with self.http.stream("GET", path, params=query, timeout=timeout) as response:
+            if response.status_code >= 300:
+                raise _api_error(response.status_code, await response.aread(), response.headers)
+            try:
+                async for line in response.aiter_lines():
+                    if not line:
+                        continue
+                    event = orjson.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        raise ApiError(
+                            int(status.get("code") or 500),
+                            str(status.get("reason", "")),
+                            str(status.get("message", ""))[:500],
+                        )
+                    yield event
+            except httpx.ReadTimeout:
+                raise TimeoutError(
+                    f"watch {path}: no data for {inactivity_timeout:.0f} s"
+                ) from None

@@ -1,0 +1,59 @@
+"""API resources by group/version/plural, and the URL paths that address them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One API resource type, e.g. apps/v1 deployments."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` for the core group, else ``group/version``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        """The REST path of the collection, or of one object when ``name`` is given."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
+CORE_EVENTS = Resource("", "v1", "events", "Event")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet")
+CONTROLLERREVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
+CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
+JOBS = Resource("batch", "v1", "jobs", "Job")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)

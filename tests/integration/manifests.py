@@ -1,0 +1,125 @@
+"""Small builders for the workload manifests the integration tests create."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+def pod_spec(**extra: Any) -> JSON:
+    """A minimal pod spec (kwok runs no containers, so the image is never pulled)."""
+    spec: JSON = {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]}
+    spec.update(extra)
+    return spec
+
+
+def _template(name: str, spec: JSON | None, annotations: dict[str, str] | None) -> JSON:
+    metadata: JSON = {"labels": {"app": name}}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"metadata": metadata, "spec": spec or pod_spec()}
+
+
+def deployment(
+    name: str,
+    *,
+    replicas: int = 1,
+    spec: JSON | None = None,
+    annotations: dict[str, str] | None = None,
+    template_annotations: dict[str, str] | None = None,
+) -> JSON:
+    """An apps/v1 Deployment."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": {"rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": _template(name, spec, template_annotations),
+        },
+    }
+
+
+def statefulset(
+    name: str,
+    *,
+    replicas: int = 1,
+    spec: JSON | None = None,
+    annotations: dict[str, str] | None = None,
+) -> JSON:
+    """An apps/v1 StatefulSet (parallel pod management, so pods start together)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": name}},
+            "template": _template(name, spec, None),
+        },
+    }
+
+
+def daemonset(
+    name: str, *, spec: JSON | None = None, annotations: dict[str, str] | None = None
+) -> JSON:
+    """An apps/v1 DaemonSet."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": _template(name, spec, None),
+        },
+    }
+
+
+def cronjob(
+    name: str,
+    *,
+    schedule: str = "* * * * *",
+    spec: JSON | None = None,
+    annotations: dict[str, str] | None = None,
+) -> JSON:
+    """A batch/v1 CronJob."""
+    pod = dict(spec or pod_spec())
+    pod.setdefault("restartPolicy", "Never")
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "schedule": schedule,
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {"spec": {"template": _template(name, pod, None)}},
+        },
+    }
+
+
+def configmap(name: str, data: dict[str, str], annotations: dict[str, str] | None = None) -> JSON:
+    """A v1 ConfigMap."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "data": data,
+    }
+
+
+def secret(
+    name: str, string_data: dict[str, str], annotations: dict[str, str] | None = None
+) -> JSON:
+    """A v1 Opaque Secret."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "stringData": string_data,
+    }
