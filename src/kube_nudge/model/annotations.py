@@ -1,0 +1,359 @@
+"""The annotation contract, parsed into settings plus readable error messages.
+
+Parsing never raises. Each invalid annotation yields one message naming the
+annotation and the (truncated) bad value, and its field falls back to the default,
+so one mistake never hides another. Values are stripped of surrounding whitespace.
+All annotations are parsed even when the workload is not opted in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from kube_nudge.model.references import SourceKind, SourceRef
+
+__all__ = [
+    "COMPAT_RELOADER",
+    "COMPAT_WAVE",
+    "CONFIGMAPS",
+    "CONFIG_HASH",
+    "DEBOUNCE",
+    "DEFAULT_DEBOUNCE",
+    "DEFAULT_MAX_ROLLOUTS",
+    "DEFAULT_ROLLOUT_WINDOW",
+    "DEFAULT_STRATEGY",
+    "ENABLED",
+    "EXCLUDE",
+    "IGNORE",
+    "MAX_ROLLOUTS",
+    "PREFIX",
+    "SECRETS",
+    "SHARE_ALL",
+    "SHARE_WITH",
+    "STRATEGIES",
+    "STRATEGY",
+    "SourceSettings",
+    "WorkloadSettings",
+    "cross_namespace_allowed",
+    "parse_duration",
+    "parse_source",
+    "parse_workload",
+]
+
+PREFIX: Final = "kube-nudge.io/"
+
+# On the workload.
+ENABLED: Final = PREFIX + "enabled"
+CONFIGMAPS: Final = PREFIX + "configmaps"
+SECRETS: Final = PREFIX + "secrets"
+EXCLUDE: Final = PREFIX + "exclude"
+DEBOUNCE: Final = PREFIX + "debounce"
+MAX_ROLLOUTS: Final = PREFIX + "max-rollouts"
+STRATEGY: Final = PREFIX + "strategy"
+COMPAT_WAVE: Final = "wave.pusher.com/update-on-config-change"
+COMPAT_RELOADER: Final = "reloader.stakater.com/auto"
+
+# On the pod template, written by the controller.
+CONFIG_HASH: Final = PREFIX + "config-hash"
+
+# On a ConfigMap or Secret.
+IGNORE: Final = PREFIX + "ignore"
+SHARE_WITH: Final = PREFIX + "share-with"
+SHARE_ALL: Final = "*"
+
+DEFAULT_DEBOUNCE: Final = 2.0
+MAX_DEBOUNCE: Final = 3600.0
+DEFAULT_MAX_ROLLOUTS: Final = 3
+MAX_MAX_ROLLOUTS: Final = 1000
+DEFAULT_ROLLOUT_WINDOW: Final = 300.0
+MIN_ROLLOUT_WINDOW: Final = 1.0
+MAX_ROLLOUT_WINDOW: Final = 86400.0
+STRATEGY_ROLLOUT: Final = "rollout"
+STRATEGIES: Final = (STRATEGY_ROLLOUT,)
+DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
+
+_KINDS: Final = frozenset(kind.value for kind in SourceKind)
+_SHOWN_CHARS = 100
+_MAX_DURATION_CHARS = 64
+_MAX_NS = 2**63 - 1  # Go's time.Duration range
+_UNIT_NS: Final = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # micro sign
+    "\u03bcs": 1_000,  # Greek mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_COMPONENT = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_LABEL_RE = re.compile(_DNS_LABEL)
+_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_MAX_ROLLOUTS_RE = re.compile(r"([0-9]{1,10})/(.*)", re.DOTALL)
+
+_T = TypeVar("_T")
+_NO_REFS: frozenset[SourceRef] = frozenset()
+_NO_NAMESPACES: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSettings:
+    """What a workload's annotations ask of the controller."""
+
+    enabled: bool
+    extra: tuple[SourceRef, ...]
+    """Sources named by annotation, sorted: consumed whole and not optional."""
+    exclude: frozenset[SourceRef]
+    debounce: float
+    """Seconds to wait for further changes before rolling."""
+    max_rollouts: int
+    rollout_window: float
+    """At most `max_rollouts` rollouts per `rollout_window` seconds."""
+    strategy: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSettings:
+    """What a ConfigMap's or Secret's annotations ask of the controller."""
+
+    ignore: bool
+    share_with: frozenset[str]
+    """Namespaces whose workloads may name this source; `*` means all."""
+
+
+def parse_workload(
+    annotations: Mapping[str, str] | None, namespace: str, *, compat: bool = False
+) -> tuple[WorkloadSettings, list[str]]:
+    """Settings of a workload in `namespace`, and one error message per bad annotation.
+
+    With `compat`, the Wave and Reloader opt-in annotations also enable the workload
+    unless `kube-nudge.io/enabled` is validly set.
+    """
+    ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
+    errors: list[str] = []
+    enabled = _field(ann, ENABLED, _parse_bool, None, errors)
+    if enabled is None:
+        enabled = compat and (ann.get(COMPAT_WAVE) == "true" or ann.get(COMPAT_RELOADER) == "true")
+
+    def sources(name: str, kind: SourceKind) -> tuple[SourceRef, ...]:
+        return _field(ann, name, lambda n, v: _parse_sources(n, v, kind, namespace), (), errors)
+
+    extra = sorted(
+        set(sources(CONFIGMAPS, SourceKind.CONFIGMAP) + sources(SECRETS, SourceKind.SECRET))
+    )
+    exclude = _field(ann, EXCLUDE, lambda n, v: _parse_exclude(n, v, namespace), _NO_REFS, errors)
+    debounce = _field(ann, DEBOUNCE, _parse_debounce, DEFAULT_DEBOUNCE, errors)
+    max_rollouts, window = _field(
+        ann,
+        MAX_ROLLOUTS,
+        _parse_max_rollouts,
+        (DEFAULT_MAX_ROLLOUTS, DEFAULT_ROLLOUT_WINDOW),
+        errors,
+    )
+    strategy = _field(ann, STRATEGY, _parse_strategy, DEFAULT_STRATEGY, errors)
+    settings = WorkloadSettings(
+        enabled=enabled,
+        extra=tuple(extra),
+        exclude=exclude,
+        debounce=debounce,
+        max_rollouts=max_rollouts,
+        rollout_window=window,
+        strategy=strategy,
+    )
+    return settings, errors
+
+
+def parse_source(annotations: Mapping[str, str] | None) -> tuple[SourceSettings, list[str]]:
+    """Settings of a ConfigMap or Secret, and one error message per bad annotation."""
+    ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
+    errors: list[str] = []
+    ignore = _field(ann, IGNORE, _parse_bool, None, errors)
+    share_with = _field(ann, SHARE_WITH, _parse_share_with, _NO_NAMESPACES, errors)
+    return SourceSettings(ignore=bool(ignore), share_with=share_with), errors
+
+
+def cross_namespace_allowed(
+    workload_namespace: str, source_namespace: str, settings: SourceSettings
+) -> bool:
+    """Whether a workload in `workload_namespace` may consume a source it names by annotation."""
+    return (
+        workload_namespace == source_namespace
+        or SHARE_ALL in settings.share_with
+        or workload_namespace in settings.share_with
+    )
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-style duration such as `0`, `500ms`, `1.5s` or `1m30s`.
+
+    Follows Go's `time.ParseDuration`: an optional sign, then one or more
+    number-unit pairs (units ns, us, µs, ms, s, m, h); a bare `0` needs no unit.
+    Raises ValueError with a message quoting the (truncated) input.
+    """
+    if not isinstance(text, str) or len(text) > _MAX_DURATION_CHARS:
+        raise ValueError(f"invalid duration {_show(text)}: too long")
+    body = text[1:] if text[:1] in ("-", "+") else text
+    sign = -1 if text[:1] == "-" else 1
+    if body == "0":
+        return 0.0
+    if not body:
+        raise ValueError(f"invalid duration {_show(text)}: empty")
+    total_ns, pos = 0, 0
+    while pos < len(body):
+        match = _COMPONENT.match(body, pos)
+        if match is None or not (match[1] or match[2]):
+            raise ValueError(
+                f"invalid duration {_show(text)}: expected a number and a unit "
+                '(ns, us, ms, s, m, h) such as "500ms", "2s" or "1m30s"'
+            )
+        whole, fraction, unit = match[1], match[2] or "", _UNIT_NS[match[3]]
+        # Integer nanoseconds, fractions truncated, as Go does.
+        total_ns += int(whole or "0") * unit + int(fraction or "0") * unit // 10 ** len(fraction)
+        pos = match.end()
+    if total_ns > _MAX_NS:
+        raise ValueError(f"invalid duration {_show(text)}: out of range")
+    return sign * total_ns / 1e9
+
+
+def _field(
+    ann: Mapping[str, object],
+    name: str,
+    parse: Callable[[str, str], _T],
+    default: _T,
+    errors: list[str],
+) -> _T:
+    value = ann.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        errors.append(f"{name} must be a string")
+        return default
+    try:
+        return parse(name, value.strip())
+    except ValueError as exc:
+        errors.append(str(exc))
+        return default
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError(f'{name} must be "true" or "false", got {_show(value)}')
+
+
+def _split(name: str, value: str) -> list[str]:
+    if not value:
+        return []
+    items = [item.strip() for item in value.split(",")]
+    if not all(items):
+        raise ValueError(f"{name} has an empty item in {_show(value)}")
+    return items
+
+
+def _parse_sources(
+    name: str, value: str, kind: SourceKind, namespace: str
+) -> tuple[SourceRef, ...]:
+    refs = []
+    for item in _split(name, value):
+        ref = _source_ref(kind, item, namespace)
+        if ref is None:
+            raise ValueError(
+                f"{name} has an invalid item {_show(item)}: "
+                "want a name or namespace/name (lowercase DNS-1123)"
+            )
+        refs.append(ref)
+    return tuple(refs)
+
+
+def _parse_exclude(name: str, value: str, namespace: str) -> frozenset[SourceRef]:
+    refs = set()
+    for item in _split(name, value):
+        kind_text, _, rest = item.partition("/")
+        ref = None
+        if kind_text in _KINDS:
+            ref = _source_ref(SourceKind(kind_text), rest, namespace)
+        if ref is None:
+            raise ValueError(
+                f"{name} has an invalid item {_show(item)}: want configmap/name, "
+                "secret/name, configmap/namespace/name or secret/namespace/name"
+            )
+        refs.add(ref)
+    return frozenset(refs)
+
+
+def _source_ref(kind: SourceKind, text: str, namespace: str) -> SourceRef | None:
+    """`name` or `namespace/name`, or None if either part is not a valid Kubernetes name."""
+    parts = text.split("/")
+    if len(parts) == 1:
+        parts = [namespace, *parts]
+    if len(parts) != 2 or not _is_label(parts[0]) or not _is_subdomain(parts[1]):
+        return None
+    return SourceRef(kind, parts[0], parts[1])
+
+
+def _parse_debounce(name: str, value: str) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_DEBOUNCE:
+        raise ValueError(
+            f'{name} must be a duration between 0s and 1h such as "500ms" or "2s", '
+            f"got {_show(value)}"
+        )
+    return seconds
+
+
+def _parse_max_rollouts(name: str, value: str) -> tuple[int, float]:
+    match = _MAX_ROLLOUTS_RE.fullmatch(value)
+    count, window = 0, 0.0
+    if match is not None:
+        count = int(match[1])
+        try:
+            window = parse_duration(match[2])
+        except ValueError:
+            window = 0.0
+    if not (1 <= count <= MAX_MAX_ROLLOUTS and MIN_ROLLOUT_WINDOW <= window <= MAX_ROLLOUT_WINDOW):
+        raise ValueError(
+            f'{name} must be "N/window" with N from 1 to {MAX_MAX_ROLLOUTS} and a window '
+            f'between 1s and 24h such as "3/5m", got {_show(value)}'
+        )
+    return count, window
+
+
+def _parse_strategy(name: str, value: str) -> str:
+    if value not in STRATEGIES:
+        supported = ", ".join(f'"{s}"' for s in STRATEGIES)
+        raise ValueError(f"{name} must be one of {supported}, got {_show(value)}")
+    return value
+
+
+def _parse_share_with(name: str, value: str) -> frozenset[str]:
+    items = _split(name, value)
+    for item in items:
+        if item != SHARE_ALL and not _is_label(item):
+            raise ValueError(
+                f'{name} has an invalid item {_show(item)}: want a namespace name or "*"'
+            )
+    return frozenset(items)
+
+
+def _is_label(text: str) -> bool:
+    return len(text) <= 63 and _LABEL_RE.fullmatch(text) is not None
+
+
+def _is_subdomain(text: str) -> bool:
+    return len(text) <= 253 and _SUBDOMAIN_RE.fullmatch(text) is not None
+
+
+def _show(value: object) -> str:
+    """The value quoted and escaped for a message, truncated to ~100 characters."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > _SHOWN_CHARS:
+        text = text[:_SHOWN_CHARS] + "..."
+    return json.dumps(text)

@@ -1,0 +1,203 @@
+"""Discovery of the ConfigMaps and Secrets a pod template consumes.
+
+`discover` is total: it accepts any JSON-like value, skips what is malformed and never
+raises. Whenever it has to guess, it guesses towards consuming more (so a workload
+rolls too often rather than too rarely): a volume whose `items` is unusable consumes
+every key, and a volume or container without a name still counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "Consumption",
+    "SourceKind",
+    "SourceRef",
+    "consume_all",
+    "discover",
+    "merge",
+]
+
+_UNNAMED = "<unnamed>"
+_CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
+
+
+class SourceKind(StrEnum):
+    """Kind of a configuration source."""
+
+    CONFIGMAP = "configmap"
+    SECRET = "secret"  # noqa: S105 - a kind, not a password
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SourceRef:
+    """A ConfigMap or Secret, by namespace and name. `str(ref)` is `kind/namespace/name`."""
+
+    kind: SourceKind
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+    def display(self, namespace: str | None = None) -> str:
+        """`kind/name` when the source lives in `namespace`, else `kind/namespace/name`."""
+        if namespace is not None and namespace == self.namespace:
+            return f"{self.kind}/{self.name}"
+        return str(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Consumption:
+    """How a pod template consumes one source, merged over all its references."""
+
+    keys: frozenset[str] | None
+    """Consumed keys; None means every key (data and binaryData)."""
+    optional: bool
+    """True only if every reference to the source is optional."""
+    required_keys: frozenset[str]
+    """Keys that a non-optional key reference or volume `items` entry needs to exist."""
+    via: tuple[str, ...]
+    """Sorted, unique human-readable forms of the references, e.g. `volume cfg`."""
+
+
+def discover(pod_spec: Mapping[str, Any], namespace: str) -> dict[SourceRef, Consumption]:
+    """Every ConfigMap/Secret consumed by a pod spec, sorted by reference. Never raises."""
+    found: dict[SourceRef, Consumption] = {}
+    spec: object = pod_spec  # callers pass raw JSON: check rather than trust the hint
+    if not isinstance(spec, Mapping):
+        return found
+    for kind, name, use in _references(spec):
+        ref = SourceRef(kind, namespace, name)
+        previous = found.get(ref)
+        found[ref] = use if previous is None else _combine(previous, use)
+    return {ref: found[ref] for ref in sorted(found)}
+
+
+def merge(
+    a: Mapping[SourceRef, Consumption], b: Mapping[SourceRef, Consumption]
+) -> dict[SourceRef, Consumption]:
+    """Union of two discoveries, combining the consumption of sources present in both."""
+    merged = dict(a)
+    for ref, use in b.items():
+        previous = merged.get(ref)
+        merged[ref] = use if previous is None else _combine(previous, use)
+    return {ref: merged[ref] for ref in sorted(merged)}
+
+
+def consume_all(refs: Iterable[SourceRef], via: str) -> dict[SourceRef, Consumption]:
+    """Consumption of sources named outside the pod spec: all keys, not optional."""
+    use = Consumption(keys=None, optional=False, required_keys=frozenset(), via=(via,))
+    return {ref: use for ref in sorted(set(refs))}
+
+
+def _combine(a: Consumption, b: Consumption) -> Consumption:
+    keys = None if a.keys is None or b.keys is None else a.keys | b.keys
+    return Consumption(
+        keys=keys,
+        optional=a.optional and b.optional,
+        required_keys=a.required_keys | b.required_keys,
+        via=tuple(sorted(set(a.via) | set(b.via))),
+    )
+
+
+def _use(keys: frozenset[str] | None, optional: bool, via: str) -> Consumption:
+    """One reference. The keys it names are required unless it is optional."""
+    required = frozenset() if optional or keys is None else keys
+    return Consumption(keys=keys, optional=optional, required_keys=required, via=(via,))
+
+
+_Found = tuple[SourceKind, str, Consumption]
+
+
+def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
+    for volume in _dicts(spec.get("volumes")):
+        yield from _volume_references(volume)
+    for field in _CONTAINER_FIELDS:
+        for container in _dicts(spec.get(field)):
+            yield from _container_references(container)
+
+
+def _volume_references(volume: Mapping[str, Any]) -> Iterator[_Found]:
+    via = f"volume {_label(volume.get('name'))}"
+    sources: list[tuple[SourceKind, object, str]] = [
+        (SourceKind.CONFIGMAP, volume.get("configMap"), "name"),
+        (SourceKind.SECRET, volume.get("secret"), "secretName"),
+    ]
+    projected = _dict(volume.get("projected"))
+    if projected is not None:
+        for source in _dicts(projected.get("sources")):
+            sources.append((SourceKind.CONFIGMAP, source.get("configMap"), "name"))
+            sources.append((SourceKind.SECRET, source.get("secret"), "name"))
+    for kind, raw, name_field in sources:
+        ref = _dict(raw)
+        if ref is None:
+            continue
+        name = _name(ref.get(name_field))
+        if name is not None:
+            yield kind, name, _use(_item_keys(ref.get("items")), _optional(ref), via)
+
+
+def _container_references(container: Mapping[str, Any]) -> Iterator[_Found]:
+    label = _label(container.get("name"))
+    for env in _dicts(container.get("env")):
+        value_from = _dict(env.get("valueFrom"))
+        if value_from is None:
+            continue
+        for kind, field in (
+            (SourceKind.CONFIGMAP, "configMapKeyRef"),
+            (SourceKind.SECRET, "secretKeyRef"),
+        ):
+            ref = _dict(value_from.get(field))
+            if ref is None:
+                continue
+            name, key = _name(ref.get("name")), _name(ref.get("key"))
+            if name is not None and key is not None:
+                yield kind, name, _use(frozenset((key,)), _optional(ref), f"env {label}")
+    for env_from in _dicts(container.get("envFrom")):
+        for kind, field in (
+            (SourceKind.CONFIGMAP, "configMapRef"),
+            (SourceKind.SECRET, "secretRef"),
+        ):
+            ref = _dict(env_from.get(field))
+            if ref is None:
+                continue
+            name = _name(ref.get("name"))
+            if name is not None:
+                yield kind, name, _use(None, _optional(ref), f"envFrom {label}")
+
+
+def _item_keys(items: object) -> frozenset[str] | None:
+    # Kubernetes projects every key when `items` is absent or empty; an unusable list is
+    # treated the same way so that a malformed entry never hides a change.
+    if not isinstance(items, list | tuple):
+        return None
+    keys = frozenset(key for item in _dicts(items) if (key := _name(item.get("key"))) is not None)
+    return keys or None
+
+
+def _dict(value: object) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _dicts(value: object) -> Iterator[Mapping[str, Any]]:
+    if isinstance(value, list | tuple):
+        for item in value:
+            if isinstance(item, Mapping):
+                yield item
+
+
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _label(value: object) -> str:
+    return value if isinstance(value, str) and value else _UNNAMED
+
+
+def _optional(source: Mapping[str, Any]) -> bool:
+    return source.get("optional") is True

@@ -1,0 +1,499 @@
+"""Property-based tests of discovery, digests, hashing and parsing."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from kube_nudge.model.annotations import (
+    CONFIGMAPS,
+    DEBOUNCE,
+    ENABLED,
+    EXCLUDE,
+    MAX_ROLLOUTS,
+    SECRETS,
+    SHARE_WITH,
+    STRATEGY,
+    parse_duration,
+    parse_source,
+    parse_workload,
+)
+from kube_nudge.model.digests import key_digests
+from kube_nudge.model.hashing import (
+    ABSENT,
+    SourceState,
+    canonical_encoding,
+    config_hash,
+    consumed_digests,
+    source_state,
+)
+from kube_nudge.model.references import Consumption, SourceKind, SourceRef, discover, merge
+
+NS = "team"
+KEY = b"\x07" * 32
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# --- strategies ------------------------------------------------------------------------
+
+VOCAB = [
+    "volumes",
+    "containers",
+    "initContainers",
+    "ephemeralContainers",
+    "env",
+    "envFrom",
+    "valueFrom",
+    "configMapKeyRef",
+    "secretKeyRef",
+    "configMapRef",
+    "secretRef",
+    "configMap",
+    "secret",
+    "secretName",
+    "projected",
+    "sources",
+    "items",
+    "key",
+    "path",
+    "name",
+    "optional",
+    "prefix",
+    "data",
+    "binaryData",
+]
+NAMES = ["a", "b", "c"]
+KEYS = ["k1", "k2", "k3", "k4"]
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.sampled_from(["", *NAMES, *KEYS])
+    | st.text(st.characters(), max_size=6)
+)
+junk: st.SearchStrategy[Any] = st.recursive(
+    scalars,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.sampled_from(VOCAB) | st.text(max_size=4), children, max_size=6)
+    ),
+    max_leaves=40,
+)
+
+
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Mostly `strategy`, sometimes (1 in 10) arbitrary junk in its place."""
+    return st.integers(0, 9).flatmap(lambda i: junk if i == 0 else strategy)
+
+
+def obj(**fields: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """A JSON object with all of `fields`, or any subset of them, or junk."""
+    full, some = st.fixed_dictionaries(fields), st.fixed_dictionaries({}, optional=fields)
+    return st.integers(0, 9).flatmap(lambda i: junk if i == 0 else some if i < 3 else full)
+
+
+def array(element: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return maybe(st.lists(element, min_size=1, max_size=3) | st.just([]))
+
+
+name_st = maybe(st.sampled_from(NAMES))
+optional_st = maybe(st.booleans())
+items_st = array(obj(key=maybe(st.sampled_from(KEYS)), path=maybe(st.just("p"))))
+source_fields = {"name": name_st, "items": items_st, "optional": optional_st}
+key_ref_st = obj(name=name_st, key=maybe(st.sampled_from(KEYS)), optional=optional_st)
+env_ref_st = obj(name=name_st, optional=optional_st)
+container_st = obj(
+    name=name_st,
+    env=array(
+        obj(name=name_st, valueFrom=obj(configMapKeyRef=key_ref_st, secretKeyRef=key_ref_st))
+    ),
+    envFrom=array(obj(configMapRef=env_ref_st, secretRef=env_ref_st, prefix=maybe(st.just("P_")))),
+)
+volume_st = obj(
+    name=name_st,
+    configMap=obj(**source_fields),
+    secret=obj(secretName=name_st, items=items_st, optional=optional_st),
+    projected=obj(sources=array(obj(configMap=obj(**source_fields), secret=obj(**source_fields)))),
+)
+shaped_spec: st.SearchStrategy[Any] = maybe(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "volumes": array(volume_st),
+            "containers": array(container_st),
+            "initContainers": array(container_st),
+            "ephemeralContainers": array(container_st),
+        },
+    )
+)
+"""Pod specs of the right shape with junk at every level: reaches every branch of discover."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One well-formed reference, as the generator planned it."""
+
+    kind: SourceKind
+    name: str
+    form: str  # volume, projected, env, envFrom
+    keys: tuple[str, ...]  # empty = all keys
+    optional: bool
+    containers: str  # which container list env/envFrom go to
+
+
+refs_st = st.builds(
+    Ref,
+    kind=st.sampled_from(SourceKind),
+    name=st.sampled_from(NAMES),
+    form=st.sampled_from(["volume", "projected", "env", "envFrom"]),
+    keys=st.lists(st.sampled_from(KEYS), max_size=3, unique=True).map(tuple),
+    optional=st.booleans(),
+    containers=st.sampled_from(["containers", "initContainers", "ephemeralContainers"]),
+)
+
+
+def render(refs: list[Ref], start: int = 0) -> dict[str, Any]:
+    """A pod spec with one volume or container per planned reference, numbered from `start`."""
+    spec: dict[str, Any] = {"volumes": [], "containers": [], "initContainers": []}
+    for i, ref in enumerate(refs, start):
+        cm = ref.kind is SourceKind.CONFIGMAP
+        items = [{"key": k, "path": f"p{j}"} for j, k in enumerate(ref.keys)]
+        if ref.form in ("volume", "projected"):
+            source: dict[str, Any] = {"optional": ref.optional}
+            if ref.form == "volume":
+                source["name" if cm else "secretName"] = ref.name
+            else:
+                source["name"] = ref.name
+            if items:
+                source["items"] = items
+            field = "configMap" if cm else "secret"
+            if ref.form == "volume":
+                volume: dict[str, Any] = {"name": f"v{i}", field: source}
+            else:
+                sources = [{"downwardAPI": {}}, {field: source}]
+                volume = {"name": f"v{i}", "projected": {"sources": sources}}
+            spec["volumes"].append(volume)
+        elif ref.form == "env":
+            key = ref.keys[0] if ref.keys else "k1"
+            key_ref = {"name": ref.name, "key": key, "optional": ref.optional}
+            env = [
+                {"name": "X", "valueFrom": {"configMapKeyRef" if cm else "secretKeyRef": key_ref}}
+            ]
+            spec.setdefault(ref.containers, []).append({"name": f"c{i}", "env": env})
+        else:
+            env_ref = {"name": ref.name, "optional": ref.optional}
+            env_from = [{"configMapRef" if cm else "secretRef": env_ref, "prefix": "P_"}]
+            spec.setdefault(ref.containers, []).append({"name": f"c{i}", "envFrom": env_from})
+    return spec
+
+
+def oracle(refs: list[Ref]) -> dict[SourceRef, Consumption]:
+    """What discover() must return for render(refs), computed independently."""
+    by_source: dict[SourceRef, list[tuple[Ref, int]]] = {}
+    for i, ref in enumerate(refs):
+        by_source.setdefault(SourceRef(ref.kind, NS, ref.name), []).append((ref, i))
+    out = {}
+    for source, uses in sorted(by_source.items()):
+        key_sets: list[frozenset[str] | None] = []
+        required: set[str] = set()
+        via = set()
+        for ref, i in uses:
+            if ref.form == "env":
+                keys: frozenset[str] | None = frozenset({ref.keys[0] if ref.keys else "k1"})
+                via.add(f"env c{i}")
+            elif ref.form == "envFrom":
+                keys = None
+                via.add(f"envFrom c{i}")
+            else:
+                keys = frozenset(ref.keys) or None
+                via.add(f"volume v{i}")
+            key_sets.append(keys)
+            if not ref.optional and keys is not None:
+                required |= keys
+        listed = [k for k in key_sets if k is not None]
+        out[source] = Consumption(
+            keys=None if len(listed) < len(key_sets) else frozenset(k for ks in listed for k in ks),
+            optional=all(ref.optional for ref, _ in uses),
+            required_keys=frozenset(required),
+            via=tuple(sorted(via)),
+        )
+    return out
+
+
+def shuffled(value: Any, rnd: random.Random) -> Any:
+    """The same JSON value with every list and every dict's key order shuffled."""
+    if isinstance(value, list):
+        items = [shuffled(v, rnd) for v in value]
+        rnd.shuffle(items)
+        return items
+    if isinstance(value, dict):
+        keys = list(value)
+        rnd.shuffle(keys)
+        return {k: shuffled(value[k], rnd) for k in keys}
+    return value
+
+
+def with_junk(spec: dict[str, Any], extra: list[Any], rnd: random.Random) -> dict[str, Any]:
+    """`spec` with junk entries inserted into its reference lists (not into `items`)."""
+    spec = copy.deepcopy(spec)
+    lists: list[list[Any]] = [spec["volumes"]]
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        lists.append(spec.setdefault(field, []))
+        for c in spec[field]:
+            lists += [c[k] for k in ("env", "envFrom") if k in c]
+    for v in spec["volumes"]:
+        if "projected" in v:
+            lists.append(v["projected"]["sources"])
+    for item in extra:
+        target = rnd.choice(lists)
+        target.insert(rnd.randrange(len(target) + 1), item)
+    return spec
+
+
+data_st = st.dictionaries(st.sampled_from(KEYS), st.sampled_from(["x", "y", "z", ""]), max_size=4)
+source_obj_st = st.none() | st.builds(lambda d: {"data": d}, data_st)
+
+
+def states_for(objs: Mapping[SourceRef, Mapping[str, Any] | None]) -> dict[SourceRef, SourceState]:
+    return {ref: source_state(obj) for ref, obj in objs.items()}
+
+
+all_refs = [SourceRef(kind, NS, name) for kind in SourceKind for name in NAMES]
+source_objs_st = st.fixed_dictionaries({ref: source_obj_st for ref in all_refs})
+
+
+# --- discovery -------------------------------------------------------------------------
+
+
+@PROPS
+@given(junk | shaped_spec)
+def test_discover_is_total_and_deterministic(spec: Any) -> None:
+    first = discover(spec, NS)
+    again = discover(copy.deepcopy(spec), NS)
+    assert list(first.items()) == list(again.items())
+    for ref, use in first.items():
+        assert ref.namespace == NS and ref.name
+        assert use.keys is None or use.required_keys <= use.keys
+        assert not (use.optional and use.required_keys)
+        assert list(use.via) == sorted(set(use.via))
+
+
+@PROPS
+@given(shaped_spec, st.randoms())
+def test_discover_ignores_order_even_of_junk(spec: Any, rnd: random.Random) -> None:
+    assert discover(shuffled(spec, rnd), NS) == discover(spec, NS)
+
+
+@PROPS
+@given(st.lists(refs_st, max_size=8))
+def test_discover_matches_oracle(refs: list[Ref]) -> None:
+    assert discover(render(refs), NS) == oracle(refs)
+
+
+@PROPS
+@given(st.lists(refs_st, min_size=1, max_size=8), st.randoms())
+def test_discover_is_order_independent(refs: list[Ref], rnd: random.Random) -> None:
+    spec = render(refs)
+    assert discover(shuffled(spec, rnd), NS) == discover(spec, NS)
+
+
+@PROPS
+@given(
+    st.lists(refs_st, min_size=1, max_size=6), st.lists(junk, min_size=1, max_size=6), st.randoms()
+)
+def test_junk_never_hides_a_well_formed_reference(
+    refs: list[Ref], extra: list[Any], rnd: random.Random
+) -> None:
+    expected = oracle(refs)
+    found = discover(with_junk(render(refs), extra, rnd), NS)
+    for ref, want in expected.items():
+        got = found[ref]
+        assert got.keys is None or (want.keys is not None and want.keys <= got.keys)
+        assert want.required_keys <= got.required_keys
+        assert got.optional <= want.optional
+        assert set(want.via) <= set(got.via)
+
+
+@PROPS
+@given(st.lists(refs_st, max_size=6), st.lists(refs_st, max_size=6))
+def test_merge_equals_discovering_both(left: list[Ref], right: list[Ref]) -> None:
+    separately = merge(discover(render(left), NS), discover(render(right, len(left)), NS))
+    assert separately == discover(render(left + right), NS)
+    assert list(separately) == sorted(separately)
+
+
+# --- digests ---------------------------------------------------------------------------
+
+
+@PROPS
+@given(junk)
+def test_key_digests_is_total(obj: Any) -> None:
+    digests = key_digests(obj)
+    assert all(isinstance(k, str) and len(d) == 16 for k, d in digests.items())
+
+
+@PROPS
+@given(
+    st.dictionaries(st.text(st.characters()), st.text(st.characters()), max_size=5),
+    st.dictionaries(st.text(st.characters()), st.text(st.characters()), max_size=5),
+)
+def test_key_digests_covers_every_string_entry(
+    data: dict[str, str], binary: dict[str, str]
+) -> None:
+    digests = key_digests({"data": data, "binaryData": binary})
+    assert set(digests) == set(data) | set(binary)
+
+
+# --- hashing ---------------------------------------------------------------------------
+
+
+@PROPS
+@given(st.lists(refs_st, max_size=6), source_objs_st, st.randoms())
+def test_hash_ignores_all_ordering(
+    refs: list[Ref], objs: dict[SourceRef, dict[str, Any] | None], rnd: random.Random
+) -> None:
+    spec = render(refs)
+    states = states_for(objs)
+    shuffled_states = states_for(shuffled(objs, rnd))
+    expected = config_hash(KEY, discover(spec, NS), states)
+    assert config_hash(KEY, discover(shuffled(spec, rnd), NS), shuffled_states) == expected
+
+
+@PROPS
+@given(st.lists(refs_st, min_size=1, max_size=6), source_objs_st, st.data())
+def test_changing_a_consumed_value_changes_the_hash(
+    refs: list[Ref], objs: dict[SourceRef, dict[str, Any] | None], data: st.DataObject
+) -> None:
+    consumed = discover(render(refs), NS)
+    ref = data.draw(st.sampled_from(sorted(consumed)))
+    use = consumed[ref]
+    obj = objs[ref] or {"data": {}}
+    key = data.draw(st.sampled_from(sorted(use.keys) if use.keys is not None else KEYS))
+    before = config_hash(KEY, consumed, states_for({**objs, ref: obj}))
+    changed = {"data": {**obj["data"], key: obj["data"].get(key, "") + "!"}}
+    assert config_hash(KEY, consumed, states_for({**objs, ref: changed})) != before
+
+
+@PROPS
+@given(st.lists(refs_st, min_size=1, max_size=6), source_objs_st, st.data())
+def test_unconsumed_values_do_not_change_the_hash(
+    refs: list[Ref], objs: dict[SourceRef, dict[str, Any] | None], data: st.DataObject
+) -> None:
+    consumed = discover(render(refs), NS)
+    listed = [r for r, use in consumed.items() if use.keys is not None and objs[r] is not None]
+    unconsumed = [r for r in all_refs if r not in consumed]
+    assume(listed or unconsumed)
+    ref = data.draw(st.sampled_from(listed + unconsumed))
+    obj = objs[ref] or {"data": {}}
+    use = consumed.get(ref)
+    free = [k for k in [*KEYS, "k5"] if use is None or use.keys is None or k not in use.keys]
+    key = data.draw(st.sampled_from(free))
+    before = config_hash(KEY, consumed, states_for({**objs, ref: obj}))
+    edited = {"data": {**obj["data"], key: data.draw(st.text(max_size=3))}}
+    assert config_hash(KEY, consumed, states_for({**objs, ref: edited})) == before
+
+
+@PROPS
+@given(
+    st.lists(refs_st, min_size=1, max_size=6),
+    source_objs_st,
+    st.binary(min_size=32, max_size=32),
+    st.binary(min_size=32, max_size=32),
+)
+def test_hmac_keys_give_different_hashes(
+    refs: list[Ref], objs: dict[SourceRef, dict[str, Any] | None], k1: bytes, k2: bytes
+) -> None:
+    assume(k1 != k2)
+    consumed, states = discover(render(refs), NS), states_for(objs)
+    assert config_hash(k1, consumed, states) != config_hash(k2, consumed, states)
+
+
+def _view(
+    consumed: Mapping[SourceRef, Consumption], states: Mapping[SourceRef, SourceState]
+) -> list[tuple[SourceRef, bool, bool, dict[str, bytes | None]]]:
+    """Everything the hash is documented to cover."""
+    view = []
+    for ref in sorted(consumed):
+        state = states.get(ref, ABSENT)
+        all_keys = consumed[ref].keys is None
+        view.append((ref, state.present, all_keys, consumed_digests(consumed[ref], state)))
+    return view
+
+
+@PROPS
+@given(
+    st.lists(refs_st, max_size=4),
+    source_objs_st,
+    st.lists(refs_st, max_size=4),
+    source_objs_st,
+)
+def test_encoding_is_injective_on_what_it_covers(
+    refs1: list[Ref],
+    objs1: dict[SourceRef, dict[str, Any] | None],
+    refs2: list[Ref],
+    objs2: dict[SourceRef, dict[str, Any] | None],
+) -> None:
+    c1, s1 = discover(render(refs1), NS), states_for(objs1)
+    c2, s2 = discover(render(refs2), NS), states_for(objs2)
+    same_encoding = canonical_encoding(c1, s1) == canonical_encoding(c2, s2)
+    assert same_encoding == (_view(c1, s1) == _view(c2, s2))
+
+
+# --- annotations -----------------------------------------------------------------------
+
+ANNOTATIONS = [ENABLED, CONFIGMAPS, SECRETS, EXCLUDE, DEBOUNCE, MAX_ROLLOUTS, STRATEGY]
+annotation_values = st.text(st.characters(), max_size=30) | st.sampled_from(
+    ["true", "false", "a,b", "ns/a", "configmap/a", "2s", "3/5m", "rollout", "*"]
+)
+
+
+@PROPS
+@given(st.dictionaries(st.sampled_from(ANNOTATIONS), annotation_values), st.booleans())
+def test_parse_workload_is_total(annotations: dict[str, str], compat: bool) -> None:
+    settings_, errors = parse_workload(annotations, NS, compat=compat)
+    assert len(errors) <= len(annotations)
+    assert all(e.split(" ", 1)[0] in annotations for e in errors)
+    assert 0 <= settings_.debounce <= 3600
+    assert 1 <= settings_.max_rollouts <= 1000
+    assert 1 <= settings_.rollout_window <= 86400
+    assert settings_.enabled == (annotations.get(ENABLED, "").strip() == "true")
+
+
+@PROPS
+@given(st.dictionaries(st.sampled_from([SHARE_WITH, "kube-nudge.io/ignore"]), annotation_values))
+def test_parse_source_is_total(annotations: dict[str, str]) -> None:
+    _, errors = parse_source(annotations)
+    assert len(errors) <= len(annotations)
+
+
+@PROPS
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 999), st.sampled_from(["h", "m", "s", "ms", "us", "ns"])),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_parse_duration_sums_components(parts: list[tuple[int, str]]) -> None:
+    scale = {"h": 3600 * 10**9, "m": 60 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+    expected_ns = sum(n * scale[unit] for n, unit in parts)
+    text = "".join(f"{n}{unit}" for n, unit in parts)
+    assert parse_duration(text) == expected_ns / 1e9
+
+
+@PROPS
+@given(st.text(st.characters(), max_size=20))
+def test_parse_duration_raises_only_value_error(text: str) -> None:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        assert str(exc).startswith("invalid duration")
+    else:
+        assert abs(seconds) < 2**63 / 1e9
