@@ -22,7 +22,7 @@ def cluster() -> Iterator[LocalCluster]:
 @pytest.fixture(scope="session")
 async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
     """An admin client for the session cluster."""
-    client = KubeClient.from_config(cluster.kubeconfig)
+    client = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
     yield client
     await client.aclose()
 

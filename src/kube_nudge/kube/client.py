@@ -20,6 +20,8 @@ from aiolimiter import AsyncLimiter
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import KubeConfig
 
+from kube_nudge import __version__
+
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
@@ -100,6 +102,7 @@ class KubeClient:
         *,
         context: str | None = None,
         options: ClientOptions | None = None,
+        user_agent: str = f"kube-nudge/{__version__}",
     ) -> KubeClient:
         """Build from a kubeconfig file, ``$KUBECONFIG``/``~/.kube/config``, or in-cluster."""
         options = options or ClientOptions()
@@ -111,6 +114,7 @@ class KubeClient:
             timeout=httpx.Timeout(options.timeout), http2=options.http2
         )
         http = client_adapter.AsyncClient(single, params)
+        http.headers["User-Agent"] = user_agent
         client = cls(http, options)
         client.default_namespace = single.namespace
         return client

@@ -84,13 +84,18 @@ class Informer(Generic[T]):
     def _apply(self, key: Key, new: T | None) -> None:
         old = self.store.get(key)
         if new is None:
-            if key in self.store:
-                del self.store[key]
-                self.handler(key, old, None)
-            return
-        self.store[key] = new
-        if old != new:
+            if key not in self.store:
+                return
+            del self.store[key]
+        else:
+            self.store[key] = new
+            if old == new:
+                return
+        try:
             self.handler(key, old, new)
+        except Exception:
+            # A handler bug must not stop the cache for every other object.
+            log.exception("handling %s %s/%s failed", self.resource, *key)
 
     async def _list(self) -> None:
         path = self.resource.path(self.config.namespace)

@@ -1,0 +1,1 @@
+"""The controller loop: caches of projections, reverse index, work queue, reconcile."""

@@ -1,0 +1,59 @@
+"""The per-installation HMAC key that makes config hashes unguessable.
+
+Kept in a Secret the controller creates on first start (or read from a file given by
+flag), so every replica and every restart computes the same hashes.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from pathlib import Path
+
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.resources import SECRETS
+
+KEY_FIELD = "hmac-key"
+KEY_BYTES = 32
+
+
+def read_key_file(path: Path) -> bytes:
+    """Read a key file (raw bytes, at least 16); raises ValueError without showing it."""
+    key = path.read_bytes().strip()
+    if len(key) < 16:
+        raise ValueError(f"{path}: an HMAC key needs at least 16 bytes")
+    return key
+
+
+async def load_or_create_key(client: KubeClient, namespace: str, name: str) -> bytes:
+    """Return the key stored in Secret ``namespace/name``, creating it if missing."""
+    path = SECRETS.path(namespace, name)
+    for _ in range(3):
+        try:
+            secret = await client.get(path)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+        else:
+            encoded = (secret.get("data") or {}).get(KEY_FIELD)
+            if not encoded:
+                raise ValueError(f"secret {namespace}/{name} has no {KEY_FIELD!r} key")
+            return base64.b64decode(encoded)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/managed-by": "kube-nudge"},
+                "annotations": {"kube-nudge.io/ignore": "true"},
+            },
+            "data": {KEY_FIELD: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()},
+        }
+        try:
+            await client.create(SECRETS.path(namespace), body)
+        except ApiError as exc:
+            if not exc.conflict:  # 409: another replica created it first; read theirs
+                raise
+    raise RuntimeError(f"could not read or create secret {namespace}/{name}")

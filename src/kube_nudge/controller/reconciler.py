@@ -1,0 +1,232 @@
+"""Level-triggered reconcile of one workload: compute the hash of the config it consumes now,
+compare with the hash its pods run, and write only when they differ (and it is safe)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kube_nudge.controller.views import SourceView, WorkloadKind, WorkloadView
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.events import NORMAL, WARNING, EventRecorder, ObjectRef
+from kube_nudge.model import (
+    ABSENT,
+    Consumption,
+    SourceRef,
+    SourceState,
+    changed_keys,
+    config_hash,
+    cross_namespace_allowed,
+    missing_requirements,
+)
+from kube_nudge.ops.metrics import Metrics
+from kube_nudge.strategies import rollout
+
+log = logging.getLogger(__name__)
+
+WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a reconcile did; ``requeue_after`` asks for another pass (seconds)."""
+
+    action: str  # "none" | "adopted" | "rolled" | "held" | "gone" | "failed"
+    requeue_after: float | None = None
+
+
+class Reconciler:
+    """Turns a workload key into at most one write, plus Events and metrics."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        hmac_key: bytes,
+        workload: Callable[[WorkloadKey], WorkloadView | None],
+        source: Callable[[SourceRef], SourceView | None],
+        recorder: EventRecorder,
+        metrics: Metrics,
+    ) -> None:
+        self.client = client
+        self.hmac_key = hmac_key
+        self.workload = workload
+        self.source = source
+        self.recorder = recorder
+        self.metrics = metrics
+        self._rollouts: dict[WorkloadKey, deque[float]] = {}
+        self._rolled_with: dict[WorkloadKey, Mapping[SourceRef, SourceState]] = {}
+        # Hash we wrote but whose watch event has not arrived yet: a reconcile in between
+        # must not write the same value again.
+        self._written: dict[WorkloadKey, str] = {}
+        self._failures: dict[WorkloadKey, int] = {}
+
+    def observed(self, key: WorkloadKey, view: WorkloadView | None) -> None:
+        """Called by the workload cache on every change of ``key``'s view."""
+        if view is None:
+            for table in (self._rollouts, self._rolled_with, self._written, self._failures):
+                table.pop(key, None)
+        elif key in self._written and self._written[key] == view.applied_hash:
+            del self._written[key]
+
+    async def reconcile(self, key: WorkloadKey) -> Outcome:
+        """One level-triggered pass over ``key``."""
+        started = time.perf_counter()
+        try:
+            return await self._reconcile(key)
+        finally:
+            self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+
+    async def _reconcile(self, key: WorkloadKey) -> Outcome:
+        kind, namespace, name = key
+        view = self.workload(key)
+        if view is None:
+            return Outcome("gone")
+        ref = ObjectRef(kind.resource.api_version, kind.resource.kind, namespace, name, view.uid)
+        if view.errors:
+            await self._event(ref, WARNING, "InvalidAnnotation", "; ".join(view.errors))
+        if not view.has_template:
+            path = ".".join(kind.template_path)
+            await self._hold(ref, "invalid", "NoPodTemplate", f"no pod template at {path}")
+            return Outcome("held")
+
+        consumed, refused = self._visible(view.consumed, namespace)
+        for source_ref in refused:
+            await self._event(
+                ref, WARNING, "SourceNotShared",
+                f"ignoring {source_ref}: it does not list namespace {namespace!r} in "
+                "kube-nudge.io/share-with (or does not exist)",
+            )  # fmt: skip
+        states = {source_ref: self._state(source_ref) for source_ref in consumed}
+        desired = config_hash(self.hmac_key, consumed, states)
+        applied = self._written.get(key, view.applied_hash)
+        if applied is None:
+            # First sight: record what the pods run now (even if some of it is missing, so
+            # that its arrival rolls them) and restart nothing.
+            patch = rollout.adopt_patch(view.uid, desired)
+            outcome = await self._write(key, ref, patch, desired, states, "adopted")
+            if outcome.action != "adopted":
+                return outcome
+            applied = desired
+
+        missing = missing_requirements(consumed, states, namespace=namespace)
+        if missing:
+            await self._hold(ref, "missing", "ConfigMissing", "not rolling: " + "; ".join(missing))
+            return Outcome("held")
+        if desired == applied:
+            self._rolled_with[key] = states
+            return Outcome("none")
+
+        recent = self._recent_rollouts(key, view.settings.rollout_window)
+        if len(recent) >= view.settings.max_rollouts:
+            wait = recent[0] + view.settings.rollout_window - time.monotonic()
+            await self._hold(
+                ref, "flapping", "RolloutsCapped",
+                f"held: {len(recent)} rollouts in the last {view.settings.rollout_window:g} s "
+                f"(max {view.settings.max_rollouts}); will roll the latest config in {wait:.0f} s",
+            )  # fmt: skip
+            return Outcome("held", requeue_after=max(wait, 0.05))
+
+        patch = rollout.rollout_patch(
+            kind, view.uid, desired, had_baseline=bool(view.baseline_hash)
+        )
+        outcome = await self._write(key, ref, patch, desired, states, "rolled")
+        if outcome.action == "rolled":
+            recent.append(time.monotonic())
+            self.metrics.nudges.labels(kind=kind.resource.kind).inc()
+            message = self._describe(consumed, self._rolled_with.get(key), states, namespace)
+            await self._event(ref, NORMAL, "Rolling", message)
+        self._rolled_with[key] = states
+        return outcome
+
+    async def _write(
+        self,
+        key: WorkloadKey,
+        ref: ObjectRef,
+        patch: dict[str, object],
+        desired: str,
+        states: Mapping[SourceRef, SourceState],
+        action: str,
+    ) -> Outcome:
+        kind, namespace, name = key
+        try:
+            await rollout.write(self.client, kind, namespace, name, patch)
+        except ApiError as exc:
+            if exc.not_found:
+                return Outcome("gone")
+            self.metrics.errors.labels(stage="write").inc()
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            log.warning("writing %s %s/%s failed: %s", kind.resource.kind, namespace, name, exc)
+            if not exc.conflict:  # 409: uid changed (recreated); the next event settles it
+                await self._event(ref, WARNING, "WriteFailed", f"could not update: {exc}")
+            return Outcome("failed", requeue_after=min(0.5 * 2**failures, 60.0))
+        self._failures.pop(key, None)
+        self._written[key] = desired
+        self.metrics.writes.labels(kind=kind.resource.kind).inc()
+        if action == "adopted":
+            self._rolled_with[key] = states
+            await self._event(
+                ref, NORMAL, "Adopted",
+                "recorded the hash of the config the pods run; the next change rolls them",
+            )  # fmt: skip
+        log.info("%s %s %s/%s to %s", action, kind.resource.kind, namespace, name, desired)
+        return Outcome(action)
+
+    def _visible(
+        self, consumed: Mapping[SourceRef, Consumption], namespace: str
+    ) -> tuple[dict[SourceRef, Consumption], list[SourceRef]]:
+        """Drop ignored sources, and sources of other namespaces that were not shared."""
+        visible: dict[SourceRef, Consumption] = {}
+        refused: list[SourceRef] = []
+        for source_ref, use in consumed.items():
+            view = self.source(source_ref)
+            if source_ref.namespace != namespace and (
+                view is None
+                or not cross_namespace_allowed(namespace, source_ref.namespace, view.settings)
+            ):
+                refused.append(source_ref)
+            elif view is None or not view.settings.ignore:
+                visible[source_ref] = use
+        return visible, refused
+
+    def _state(self, ref: SourceRef) -> SourceState:
+        view = self.source(ref)
+        return view.state if view is not None else ABSENT
+
+    def _recent_rollouts(self, key: WorkloadKey, window: float) -> deque[float]:
+        recent = self._rollouts.setdefault(key, deque())
+        horizon = time.monotonic() - window
+        while recent and recent[0] <= horizon:
+            recent.popleft()
+        return recent
+
+    @staticmethod
+    def _describe(
+        consumed: Mapping[SourceRef, Consumption],
+        before: Mapping[SourceRef, SourceState] | None,
+        after: Mapping[SourceRef, SourceState],
+        namespace: str,
+    ) -> str:
+        if before is None:
+            return "rolling: config changed while kube-nudge was not watching"
+        parts = []
+        for source_ref, keys in changed_keys(consumed, before, after).items():
+            label = source_ref.display(namespace)
+            if not keys:
+                parts.append(f"{label} appeared" if after.get(source_ref, ABSENT).present
+                             else f"{label} removed")  # fmt: skip
+            else:
+                parts.append(f"{label} keys [{', '.join(keys)}] changed")
+        return "rolling: " + ("; ".join(parts) if parts else "consumed sources changed")
+
+    async def _hold(self, ref: ObjectRef, reason: str, event_reason: str, message: str) -> None:
+        self.metrics.holds.labels(reason=reason).inc()
+        log.warning("%s %s/%s: %s", ref.kind, ref.namespace, ref.name, message)
+        await self._event(ref, WARNING, event_reason, message)
+
+    async def _event(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
+        if not await self.recorder.record(ref, event_type, reason, message):
+            self.metrics.errors.labels(stage="event").inc()

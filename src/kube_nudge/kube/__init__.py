@@ -1,0 +1,1 @@
+"""Kubernetes transport: raw-JSON client, resources, informer, events, waiting."""

@@ -1,0 +1,112 @@
+"""Kubernetes Events on workloads, with client-side de-duplication.
+
+A repeated (object, type, reason, message) within ``dedupe_window`` bumps the count of the
+existing Event instead of creating another, as kubelet's recorder does, so a workload held
+for an hour produces one Event with a growing count, not hundreds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.resources import CORE_EVENTS
+
+log = logging.getLogger(__name__)
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """The object an Event is about."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(slots=True)
+class _Recent:
+    name: str
+    count: int
+    at: float
+
+
+class EventRecorder:
+    """Posts core/v1 Events; messages must never contain Secret values."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        component: str = "kube-nudge",
+        instance: str = "",
+        dedupe_window: float = 600.0,
+        max_remembered: int = 4096,
+    ) -> None:
+        self.client = client
+        self.component = component
+        self.instance = instance
+        self.dedupe_window = dedupe_window
+        self.max_remembered = max_remembered
+        self._recent: OrderedDict[tuple[str, str, str, str], _Recent] = OrderedDict()
+
+    async def record(self, obj: ObjectRef, event_type: str, reason: str, message: str) -> bool:
+        """Post (or count again) one Event; False (logged) if the API refused it."""
+        message = message[:1024]
+        key = (obj.uid, event_type, reason, message)
+        now_iso = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        recent = self._recent.get(key)
+        try:
+            if recent is not None and time.monotonic() - recent.at < self.dedupe_window:
+                recent.count += 1
+                recent.at = time.monotonic()
+                self._recent.move_to_end(key)
+                await self.client.merge_patch(
+                    CORE_EVENTS.path(obj.namespace, recent.name),
+                    {"count": recent.count, "lastTimestamp": now_iso},
+                )
+                return True
+            name = f"{obj.name}.{secrets.token_hex(8)}"
+            await self.client.create(
+                CORE_EVENTS.path(obj.namespace),
+                {
+                    "apiVersion": "v1",
+                    "kind": "Event",
+                    "metadata": {"name": name, "namespace": obj.namespace},
+                    "involvedObject": {
+                        "apiVersion": obj.api_version,
+                        "kind": obj.kind,
+                        "namespace": obj.namespace,
+                        "name": obj.name,
+                        "uid": obj.uid,
+                    },
+                    "type": event_type,
+                    "reason": reason,
+                    "message": message,
+                    "count": 1,
+                    "firstTimestamp": now_iso,
+                    "lastTimestamp": now_iso,
+                    "source": {"component": self.component},
+                    "reportingComponent": self.component,
+                    "reportingInstance": self.instance,
+                },
+            )
+            self._recent[key] = _Recent(name, 1, time.monotonic())
+            while len(self._recent) > self.max_remembered:
+                self._recent.popitem(last=False)
+            return True
+        except ApiError as exc:
+            if exc.not_found and recent is not None:
+                del self._recent[key]  # the Event expired; the next one starts afresh
+            log.warning("could not post event %s on %s/%s: %s", reason, obj.kind, obj.name, exc)
+            return False

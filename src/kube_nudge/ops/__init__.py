@@ -1,0 +1,1 @@
+"""Operations: leader election, metrics, health endpoints, logging."""

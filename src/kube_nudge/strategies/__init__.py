@@ -1,0 +1,1 @@
+"""Strategies that apply a desired config hash to a workload."""

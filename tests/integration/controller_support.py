@@ -1,0 +1,153 @@
+"""Running the controller in-process against the session cluster, and observing it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kube_nudge.controller.controller import BUILTIN_KINDS, Controller, ControllerOptions
+from kube_nudge.controller.hmackey import load_or_create_key
+from kube_nudge.controller.views import Defaults, WorkloadKind
+from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.events import EventRecorder
+from kube_nudge.kube.resources import CORE_EVENTS
+from kube_nudge.model import (
+    CONFIG_HASH,
+    SourceKind,
+    SourceRef,
+    config_hash,
+    consume_all,
+    discover,
+    get_pod_spec,
+    merge,
+    parse_workload,
+    source_state,
+    template_annotation,
+)
+from kube_nudge.ops.metrics import Metrics
+
+HMAC_SECRET = "kube-nudge-hmac-key"
+CONTROLLER_AGENT = "kube-nudge/"
+
+
+@dataclass
+class Running:
+    """A controller running in this event loop, with what tests need to observe it."""
+
+    controller: Controller
+    client: KubeClient
+    hmac_key: bytes
+    metrics: Metrics
+
+
+@contextlib.asynccontextmanager
+async def running_controller(
+    cluster: LocalCluster,
+    namespace: str,
+    *,
+    debounce: float = 0.0,
+    max_rollouts: int = 100,
+    window: float = 60.0,
+    kinds: tuple[WorkloadKind, ...] = BUILTIN_KINDS,
+    compat: bool = False,
+) -> AsyncIterator[Running]:
+    """Start a controller scoped to ``namespace``; stop it on exit."""
+    client = KubeClient.from_config(cluster.kubeconfig)
+    metrics = Metrics()
+    key = await load_or_create_key(client, namespace, HMAC_SECRET)
+    options = replace(
+        ControllerOptions(),
+        namespaces=(namespace,),
+        kinds=kinds,
+        defaults=Defaults(debounce, max_rollouts, window, compat),
+        workers=8,
+    )
+    controller = Controller(
+        client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client)
+    )
+    task = asyncio.create_task(controller.run())
+    controller.set_leader(True)
+    try:
+        await eventually(lambda: controller.ready, timeout=30)
+        await controller.settled(timeout=30)
+        yield Running(controller, client, key, metrics)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await client.aclose()
+
+
+async def eventually(condition: Callable[[], bool], *, timeout: float) -> None:
+    """Wait until an in-memory condition holds (checked every 10 ms), or TimeoutError."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def controller_writes(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
+    """Audit entries of writes by kube-nudge to workloads in ``namespace``."""
+    writes = []
+    with Path(cluster.audit_log).open() as log:
+        for line in log:
+            entry = json.loads(line)
+            obj = entry.get("objectRef") or {}
+            if (
+                entry.get("stage") == "ResponseComplete"
+                and entry.get("userAgent", "").startswith(CONTROLLER_AGENT)
+                and obj.get("namespace") == namespace
+                and obj.get("resource") not in ("secrets", "events")
+                and entry.get("verb") in ("patch", "update", "create")
+            ):
+                writes.append(entry)
+    return writes
+
+
+async def expected_hash(
+    kube: KubeClient, kind: WorkloadKind, obj: dict[str, Any], key: bytes
+) -> str:
+    """The hash computed from the sources as they are in the API right now."""
+    namespace = obj["metadata"]["namespace"]
+    settings, _ = parse_workload(obj["metadata"].get("annotations"), namespace)
+    consumed = discover(get_pod_spec(obj, kind.template_path) or {}, namespace)
+    consumed = merge(consumed, consume_all(settings.extra, "annotation"))
+    states = {}
+    for ref in consumed:
+        states[ref] = source_state(await _get_or_none(kube, ref))
+    return config_hash(key, consumed, states)
+
+
+async def _get_or_none(kube: KubeClient, ref: SourceRef) -> dict[str, Any] | None:
+    from kube_nudge.kube.client import ApiError
+    from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
+
+    resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
+    try:
+        return await kube.get(resource.path(ref.namespace, ref.name))
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+
+
+def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
+    """The config hash currently on the workload's pod template."""
+    return template_annotation(obj, kind.template_path, CONFIG_HASH)
+
+
+async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
+    """Events with ``reason`` in ``namespace``."""
+    found = await kube.get(CORE_EVENTS.path(namespace), fieldSelector=f"reason={reason}")
+    return list(found.get("items", []))
+
+
+def monotonic_deadline(seconds: float) -> float:
+    """A deadline for bounded loops in tests."""
+    return time.monotonic() + seconds
