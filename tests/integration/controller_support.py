@@ -57,6 +57,7 @@ async def running_controller(
     window: float = 60.0,
     kinds: tuple[WorkloadKind, ...] = BUILTIN_KINDS,
     compat: bool = False,
+    also_watch: tuple[str, ...] = (),
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit."""
     client = KubeClient.from_config(cluster.kubeconfig)
@@ -64,7 +65,7 @@ async def running_controller(
     key = await load_or_create_key(client, namespace, HMAC_SECRET)
     options = replace(
         ControllerOptions(),
-        namespaces=(namespace,),
+        namespaces=(namespace, *also_watch),
         kinds=kinds,
         defaults=Defaults(debounce, max_rollouts, window, compat),
         workers=8,

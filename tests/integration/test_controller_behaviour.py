@@ -1,0 +1,270 @@
+"""Coalescing, restart safety, missing config, flap caps, custom resources, compat, isolation."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kube_nudge.controller.controller import BUILTIN_KINDS
+from kube_nudge.controller.views import BASELINE_HASH, WorkloadKind
+from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import (
+    CONFIGMAPS,
+    CRDS,
+    DEPLOYMENTS,
+    NAMESPACES,
+    REPLICASETS,
+    SECRETS,
+    Resource,
+)
+from kube_nudge.kube.waiting import wait_for_object, wait_for_objects
+from kube_nudge.model import parse_path
+from tests.integration import manifests
+from tests.integration.controller_support import (
+    controller_writes,
+    events,
+    expected_hash,
+    running_controller,
+    template_hash,
+)
+
+pytestmark = pytest.mark.cluster
+DEPLOYMENT = BUILTIN_KINDS[0]
+ENABLED = {"kube-nudge.io/enabled": "true"}
+
+
+def app_spec() -> dict[str, Any]:
+    """Consumes configmap/app (all keys) and secret/db (key password)."""
+    return manifests.pod_spec(
+        containers=[{
+            "name": "app", "image": "registry.invalid/app:1",
+            "envFrom": [{"configMapRef": {"name": "app"}}],
+            "env": [{"name": "PW",
+                     "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
+        }],
+    )  # fmt: skip
+
+
+async def make_app(kube: KubeClient, namespace: str, annotations: dict[str, str] | None = None,
+                   *, with_sources: bool = True) -> None:  # fmt: skip
+    if with_sources:
+        await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+        await kube.create(
+            SECRETS.path(namespace), manifests.secret("db", {"password": "s3cr3t-canary"})
+        )
+    await kube.create(
+        DEPLOYMENTS.path(namespace),
+        manifests.deployment("app", spec=app_spec(), annotations=annotations or ENABLED),
+    )
+
+
+async def replicasets(kube: KubeClient, namespace: str) -> int:
+    return len((await kube.get(REPLICASETS.path(namespace)))["items"])
+
+
+async def wait_adopted(kube: KubeClient, namespace: str, name: str = "app") -> dict[str, Any]:
+    return await wait_for_object(
+        kube, DEPLOYMENTS.path(namespace), name,
+        lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=30,
+    )  # fmt: skip
+
+
+async def wait_rolled(
+    kube: KubeClient, namespace: str, old: str | None, name: str = "app"
+) -> dict[str, Any]:
+    def rolled(obj: dict[str, Any]) -> bool:
+        new = template_hash(obj, DEPLOYMENT)
+        return new is not None and new != old
+
+    return await wait_for_object(kube, DEPLOYMENTS.path(namespace), name, rolled, timeout=30)
+
+
+async def test_configmap_and_secret_changed_300ms_apart_roll_once(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await make_app(kube, namespace)
+    async with running_controller(cluster, namespace, debounce=2.0) as running:
+        await wait_adopted(kube, namespace)
+        assert await replicasets(kube, namespace) == 1
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+        await asyncio.sleep(0.3)  # the scenario itself: two edits 300 ms apart
+        await kube.merge_patch(SECRETS.path(namespace, "db"), {"stringData": {"password": "n3w"}})
+        rolled = await wait_rolled(kube, namespace, None)
+        await running.controller.settled(timeout=30)
+        assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, rolled, running.hmac_key
+        )
+        await wait_for_objects(kube, REPLICASETS.path(namespace), lambda f: len(f) == 2, timeout=30)
+        assert await replicasets(kube, namespace) == 2
+        assert len(controller_writes(cluster, namespace)) == 2  # adoption + one rollout
+        [event] = await events(kube, namespace, "Rolling")
+        assert "configmap/app keys [LEVEL] changed" in event["message"]
+        assert "secret/db keys [password] changed" in event["message"]
+
+
+async def test_restarts_write_nothing_and_offline_changes_roll_once(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await make_app(kube, namespace)
+    async with running_controller(cluster, namespace):
+        await wait_adopted(kube, namespace)
+    writes = len(controller_writes(cluster, namespace))
+    assert writes == 1
+    for _ in range(3):
+        async with running_controller(cluster, namespace) as running:
+            await running.controller.settled(timeout=30)
+    assert len(controller_writes(cluster, namespace)) == writes
+    assert await replicasets(kube, namespace) == 1
+
+    # Changed while no controller runs: rolled exactly once when it comes back.
+    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "warn"}})
+    async with running_controller(cluster, namespace) as running:
+        rolled = await wait_rolled(kube, namespace, None)
+        await running.controller.settled(timeout=30)
+        assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, rolled, running.hmac_key
+        )
+    assert len(controller_writes(cluster, namespace)) == writes + 1
+
+
+async def test_missing_configmap_holds_then_rolls_when_created(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "x"}))
+    await make_app(kube, namespace, with_sources=False)
+    async with running_controller(cluster, namespace) as running:
+        adopted = await wait_adopted(kube, namespace)
+        assert template_hash(adopted, DEPLOYMENT) is None
+        [warning] = await events(kube, namespace, "ConfigMissing")
+        assert warning["type"] == "Warning"
+        assert "configmap/app not found" in warning["message"]
+        assert await replicasets(kube, namespace) == 1
+
+        await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+        rolled = await wait_rolled(kube, namespace, None)
+        assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, rolled, running.hmac_key
+        )
+
+
+async def test_flapping_secret_is_capped_then_rolled_with_the_latest_value(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await make_app(kube, namespace)
+    async with running_controller(
+        cluster, namespace, debounce=0.2, max_rollouts=3, window=6.0
+    ) as running:
+        await wait_adopted(kube, namespace)
+        for n in range(100):  # 100 updates over ~10 s
+            await kube.merge_patch(
+                SECRETS.path(namespace, "db"), {"stringData": {"password": f"v{n}"}}
+            )
+            await asyncio.sleep(0.1)
+        final = await kube.get(DEPLOYMENTS.path(namespace, "app"))
+        want = await expected_hash(kube, DEPLOYMENT, final, running.hmac_key)
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "app",
+            lambda o: template_hash(o, DEPLOYMENT) == want, timeout=30,
+        )  # fmt: skip
+        await running.controller.settled(timeout=30)
+        rollouts = len(controller_writes(cluster, namespace)) - 1
+        # At most 3 per 6 s window over ~10 s of flapping, plus the final catch-up.
+        assert 2 <= rollouts <= 3 * 3, rollouts
+        capped = await events(kube, namespace, "RolloutsCapped")
+        assert capped and capped[0]["type"] == "Warning"
+        assert running.metrics.holds.labels(reason="flapping")._value.get() >= 1
+
+
+ROLLOUTS = Resource("example.kube-nudge.io", "v1", "rollouts", "Rollout")
+
+
+async def test_custom_resource_with_a_registered_template_path(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    crd_name = f"{ROLLOUTS.plural}.{ROLLOUTS.group}"
+    try:
+        await kube.create(CRDS.path(), {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name},
+            "spec": {
+                "group": ROLLOUTS.group, "scope": "Namespaced",
+                "names": {"plural": "rollouts", "singular": "rollout", "kind": "Rollout"},
+                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                    "openAPIV3Schema": {"type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True}}}],
+            },
+        })  # fmt: skip
+    except Exception as exc:  # created by an earlier run of this session
+        if "AlreadyExists" not in str(exc):
+            raise
+    await wait_for_object(
+        kube, CRDS.path(), crd_name,
+        lambda crd: any(c["type"] == "Established" and c["status"] == "True"
+                        for c in crd.get("status", {}).get("conditions", [])),
+        timeout=30,
+    )  # fmt: skip
+    kind = WorkloadKind(ROLLOUTS, parse_path("spec.workload.template"))
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+    await kube.create(ROLLOUTS.path(namespace), {
+        "apiVersion": ROLLOUTS.api_version, "kind": "Rollout",
+        "metadata": {"name": "r", "annotations": ENABLED},
+        "spec": {"workload": {"template": {"spec": manifests.pod_spec(
+            volumes=[{"name": "c", "configMap": {"name": "app"}}])}}},
+    })  # fmt: skip
+    async with running_controller(cluster, namespace, kinds=(*BUILTIN_KINDS, kind)) as running:
+        await wait_for_object(
+            kube, ROLLOUTS.path(namespace), "r",
+            lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=30,
+        )  # fmt: skip
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "x"}})
+        rolled = await wait_for_object(
+            kube, ROLLOUTS.path(namespace), "r",
+            lambda o: template_hash(o, kind) is not None, timeout=30,
+        )  # fmt: skip
+        assert template_hash(rolled, kind) == await expected_hash(
+            kube, kind, rolled, running.hmac_key
+        )
+
+
+async def test_compat_annotations_opt_in_only_with_compat(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await make_app(kube, namespace, {"reloader.stakater.com/auto": "true"})
+    async with running_controller(cluster, namespace) as running:
+        await running.controller.settled(timeout=30)
+        assert controller_writes(cluster, namespace) == []
+    async with running_controller(cluster, namespace, compat=True):
+        await wait_adopted(kube, namespace)
+
+
+async def test_cross_namespace_source_needs_the_owners_grant(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    other = f"{namespace}-src"
+    await kube.create(NAMESPACES.path(), {"metadata": {"name": other}})
+    try:
+        await kube.create(CONFIGMAPS.path(other), manifests.configmap("shared", {"K": "1"}))
+        await make_app(kube, namespace, {**ENABLED, "kube-nudge.io/configmaps": f"{other}/shared"})
+        async with running_controller(cluster, namespace, also_watch=(other,)) as running:
+            adopted = await wait_adopted(kube, namespace)
+            [refused] = await events(kube, namespace, "SourceNotShared")
+            assert f"configmap/{other}/shared" in refused["message"]
+            # Not shared: its changes are invisible to the workload.
+            await kube.merge_patch(CONFIGMAPS.path(other, "shared"), {"data": {"K": "2"}})
+            await running.controller.settled(timeout=30)
+            assert len(controller_writes(cluster, namespace)) == 1
+
+            # The owner grants access: from now on it is part of the workload's config.
+            await kube.merge_patch(
+                CONFIGMAPS.path(other, "shared"),
+                {"metadata": {"annotations": {"kube-nudge.io/share-with": namespace}}},
+            )
+            rolled = await wait_rolled(kube, namespace, template_hash(adopted, DEPLOYMENT))
+            assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+                kube, DEPLOYMENT, rolled, running.hmac_key
+            )
+    finally:
+        await kube.delete(NAMESPACES.path(name=other))
