@@ -1,76 +1,171 @@
-"""``make demo``: a local cluster, a Deployment rolled out, a summary, then a clean stop."""
+"""``make demo``: kube-nudge rolling a Deployment when the config it consumes changes.
+
+Starts the local control plane, runs ``kube-nudge run`` against it as a user would, and
+shows: opting in restarts nothing; a change to a key the pods consume rolls them once
+(new ReplicaSet, Event saying which key); a change to a key nobody consumes rolls nothing.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge.devcluster.cluster import LocalCluster, free_port
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import DEPLOYMENTS, NAMESPACES, REPLICASETS
+from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, DEPLOYMENTS, NAMESPACES, REPLICASETS
 from kube_nudge.kube.waiting import wait_for_object, wait_for_objects
 
 NAMESPACE = "demo"
+HASH = "kube-nudge.io/config-hash"
 
 
 def _say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
 
 
-def _available(replicas: int):  # type: ignore[no-untyped-def]
-    def check(obj: dict) -> bool:  # type: ignore[type-arg]
-        status = obj.get("status", {})
-        return bool(
-            status.get("observedGeneration") == obj["metadata"]["generation"]
-            and status.get("updatedReplicas") == replicas
-            and status.get("availableReplicas") == replicas
-            and status.get("replicas") == replicas
-        )
-
-    return check
+def _complete(obj: dict[str, Any]) -> bool:
+    status, replicas = obj.get("status", {}), obj["spec"]["replicas"]
+    return bool(
+        status.get("observedGeneration") == obj["metadata"]["generation"]
+        and status.get("updatedReplicas") == replicas
+        and status.get("availableReplicas") == replicas
+        and status.get("replicas") == replicas
+    )
 
 
-async def _run(cluster: LocalCluster) -> None:
-    kube = KubeClient.from_config(cluster.kubeconfig)
-    try:
-        await kube.create(NAMESPACES.path(), {"metadata": {"name": NAMESPACE}})
-        deployment = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}]},
+def _deployment() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "annotations": {"kube-nudge.io/enabled": "true"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [{
+                        "name": "web", "image": "registry.invalid/web:1",
+                        "env": [{"name": "LOG_LEVEL", "valueFrom": {"configMapKeyRef": {
+                            "name": "web-config", "key": "LOG_LEVEL"}}}],
+                    }],
                 },
             },
-        }
-        started = time.monotonic()
-        await kube.create(DEPLOYMENTS.path(NAMESPACE), deployment)
-        done = await wait_for_object(
-            kube, DEPLOYMENTS.path(NAMESPACE), "web", _available(2), timeout=120
-        )
-        _say(
-            f"deployment/web available with {done['status']['availableReplicas']} ready pods "
-            f"in {time.monotonic() - started:.1f} s"
-        )
-        replicasets = await wait_for_objects(
-            kube, REPLICASETS.path(NAMESPACE), lambda found: len(found) >= 1, timeout=30
-        )
-        _say(f"replicasets: {', '.join(sorted(replicasets))}")
+        },
+    }  # fmt: skip
+
+
+@contextlib.contextmanager
+def _controller(cluster: LocalCluster, port: int) -> Iterator[subprocess.Popen[bytes]]:
+    log = cluster.logs / "kube-nudge.log"
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={cluster.kubeconfig}",
+             f"--metrics-addr=127.0.0.1:{port}", f"--state-namespace={NAMESPACE}"],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        yield proc
     finally:
-        await kube.aclose()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+        text = response.read().decode()
+    match = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+async def _until(condition: Callable[[], bool], timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110 - polls another process's HTTP endpoint
+            await asyncio.sleep(0.05)
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+async def _run(cluster: LocalCluster, kube: KubeClient) -> None:
+    await kube.create(NAMESPACES.path(), {"metadata": {"name": NAMESPACE}})
+    config = {"metadata": {"name": "web-config"}, "data": {"LOG_LEVEL": "info", "UNUSED": "a"}}
+    await kube.create(CONFIGMAPS.path(NAMESPACE), config)
+    await kube.create(DEPLOYMENTS.path(NAMESPACE), _deployment())
+    await wait_for_object(kube, DEPLOYMENTS.path(NAMESPACE), "web", _complete, timeout=120)
+    _say(
+        "deployment/web is Available with 2 ready pods, reading LOG_LEVEL from configmap/web-config"
+    )
+
+    port = free_port()
+    with _controller(cluster, port):
+        await _until(lambda: _ready(port), 60)
+        adopted = await wait_for_object(
+            kube, DEPLOYMENTS.path(NAMESPACE), "web",
+            lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
+            timeout=60,
+        )  # fmt: skip
+        baseline = adopted["metadata"]["annotations"]["kube-nudge.io/baseline-hash"]
+        _say(f"kube-nudge adopted deployment/web (baseline {baseline}); pods not restarted")
+
+        started = time.monotonic()
+        await kube.merge_patch(
+            CONFIGMAPS.path(NAMESPACE, "web-config"), {"data": {"LOG_LEVEL": "debug"}}
+        )
+        _say("changed LOG_LEVEL=debug in configmap/web-config")
+        rolled = await wait_for_object(
+            kube, DEPLOYMENTS.path(NAMESPACE), "web",
+            lambda o: HASH in o["spec"]["template"]["metadata"].get("annotations", {}), timeout=60,
+        )  # fmt: skip
+        nudged = time.monotonic() - started
+        await wait_for_object(kube, DEPLOYMENTS.path(NAMESPACE), "web", _complete, timeout=120)
+        replicasets = await wait_for_objects(
+            kube, REPLICASETS.path(NAMESPACE), lambda found: len(found) == 2, timeout=30
+        )
+        events = await kube.get(CORE_EVENTS.path(NAMESPACE), fieldSelector="reason=Rolling")
+        message = events["items"][0]["message"] if events["items"] else "(no event)"
+        _say(f"pod template nudged {nudged:.1f} s later (2 s debounce window included): "
+             f"{rolled['spec']['template']['metadata']['annotations'][HASH]}")  # fmt: skip
+        _say(f"Event on deployment/web: {message}")
+        _say(f"rollout complete: replicasets {', '.join(sorted(replicasets))}")
+
+        reconciles = _metric(port, "kube_nudge_reconcile_duration_seconds_count")
+        await kube.merge_patch(CONFIGMAPS.path(NAMESPACE, "web-config"), {"data": {"UNUSED": "b"}})
+        await _until(
+            lambda: _metric(port, "kube_nudge_reconcile_duration_seconds_count") > reconciles, 30
+        )
+        count = len((await kube.get(REPLICASETS.path(NAMESPACE)))["items"])
+        _say(f"changed UNUSED (consumed by no pod): reconciled, {count} replicasets, no rollout")
+        nudges = _metric(port, 'kube_nudge_nudges_total{kind="Deployment"}')
+        _say(f'metrics: kube_nudge_nudges_total{{kind="Deployment"}} = {nudges:.0f}')
 
 
 def main() -> int:
     """Run the demo; exit non-zero if any step fails."""
-    _say("starting the local control plane (the first run builds it: several minutes)")
+    _say("starting the local control plane (the first run builds it: about 10 minutes)")
     with LocalCluster() as cluster:
-        _say(f"cluster ready in {cluster.startup_seconds:.1f} s at {cluster.server}")
-        asyncio.run(_run(cluster))
+        _say(f"cluster ready in {cluster.startup_seconds:.1f} s")
+
+        async def go() -> None:
+            kube = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-demo")
+            try:
+                await _run(cluster, kube)
+            finally:
+                await kube.aclose()
+
+        asyncio.run(go())
     _say("cluster stopped; done")
     return 0
 
