@@ -1,0 +1,123 @@
+"""`kube-nudge run` as deployed: two replicas with leader election, probes, metrics, JSON logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from kube_nudge.controller.controller import BUILTIN_KINDS
+from kube_nudge.devcluster.cluster import LocalCluster, free_port
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
+from kube_nudge.kube.waiting import wait_for_object
+from tests.integration import manifests
+from tests.integration.controller_support import template_hash
+
+pytestmark = pytest.mark.cluster
+CANARY = "canary-7f3a9c1e-do-not-log"
+
+
+class Replica:
+    """One `kube-nudge run` process and its probe port."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, port: int, log: Path) -> None:
+        self.proc, self.port, self.log = proc, port, log
+
+    async def get(self, path: str) -> httpx.Response | None:
+        try:
+            async with httpx.AsyncClient() as client:
+                return await client.get(f"http://127.0.0.1:{self.port}{path}", timeout=2)
+        except httpx.HTTPError:
+            return None
+
+    async def leading(self) -> bool:
+        response = await self.get("/metrics")
+        return response is not None and "\nkube_nudge_leader 1.0" in response.text
+
+
+async def start_replica(cluster: LocalCluster, namespace: str, log: Path) -> Replica:
+    port = free_port()
+    with log.open("ab") as sink:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={cluster.kubeconfig}",
+            f"--namespace={namespace}", f"--state-namespace={namespace}", "--leader-elect",
+            f"--metrics-addr=127.0.0.1:{port}", "--log-format=json", "--debounce=0",
+            stdout=sink, stderr=sink,
+        )  # fmt: skip
+    return Replica(proc, port, log)
+
+
+async def until(check: object, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():  # type: ignore[operator]
+            await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def replicas(
+    cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> AsyncIterator[list[Replica]]:
+    started = [await start_replica(cluster, namespace, tmp_path / f"r{n}.log") for n in range(2)]
+    yield started
+    for replica in started:
+        if replica.proc.returncode is None:
+            replica.proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(replica.proc.wait(), 30)
+
+
+async def test_two_replicas_one_leader_failover_and_clean_logs(
+    replicas: list[Replica], kube: KubeClient, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"K": "1"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": CANARY}))
+    spec = manifests.pod_spec(volumes=[
+        {"name": "c", "configMap": {"name": "app"}}, {"name": "s", "secret": {"secretName": "db"}},
+    ])  # fmt: skip
+    await kube.create(
+        DEPLOYMENTS.path(namespace),
+        manifests.deployment("app", spec=spec, annotations={"kube-nudge.io/enabled": "true"}),
+    )
+
+    async def both_ready() -> bool:
+        answers = [await r.get("/readyz") for r in replicas]
+        return all(a is not None and a.status_code == 200 for a in answers)
+
+    await until(both_ready, 60)
+
+    async def one_leader() -> bool:
+        return [await r.leading() for r in replicas].count(True) == 1
+
+    await until(one_leader, 30)
+    leader, standby = replicas if await replicas[0].leading() else replicas[::-1]
+    await wait_for_object(
+        kube, DEPLOYMENTS.path(namespace), "app",
+        lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
+        timeout=30,
+    )  # fmt: skip
+
+    leader.proc.kill()  # no release: the standby must wait for the lease to expire
+    await leader.proc.wait()
+    await until(standby.leading, 30)
+    await kube.merge_patch(
+        SECRETS.path(namespace, "db"), {"stringData": {"password": CANARY + "2"}}
+    )
+    await wait_for_object(
+        kube, DEPLOYMENTS.path(namespace), "app",
+        lambda o: template_hash(o, BUILTIN_KINDS[0]) is not None, timeout=30,
+    )  # fmt: skip
+
+    metrics = await standby.get("/metrics")
+    assert metrics is not None and 'kube_nudge_nudges_total{kind="Deployment"} 1.0' in metrics.text
+    for replica in replicas:
+        text = replica.log.read_text()
+        assert CANARY not in text
+        for line in text.splitlines():
+            json.loads(line)  # every log line is one JSON object
+    assert CANARY not in metrics.text
