@@ -200,6 +200,8 @@ class Controller:
         self.metrics.objects_tracked.labels(resource=str(kind.resource)).set(
             sum(len(i.store) for i in self._workloads[kind])
         )
+        if new is not None and new.errors and (old is None or old.errors != new.errors):
+            log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
         if new is None:
             self.queue.forget(key)
         elif self._synced:
