@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
+
 from kube_nudge.controller.controller import BUILTIN_KINDS, Controller, ControllerOptions
 from kube_nudge.controller.hmackey import load_or_create_key
 from kube_nudge.controller.views import Defaults, WorkloadKind
-from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge.devcluster.cluster import LocalCluster, free_port
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.resources import CORE_EVENTS
@@ -152,3 +155,44 @@ async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str
 def monotonic_deadline(seconds: float) -> float:
     """A deadline for bounded loops in tests."""
     return time.monotonic() + seconds
+
+
+class Replica:
+    """One `kube-nudge run` process and its probe port."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, port: int, log: Path) -> None:
+        self.proc, self.port, self.log = proc, port, log
+
+    async def get(self, path: str) -> httpx.Response | None:
+        try:
+            async with httpx.AsyncClient() as client:
+                return await client.get(f"http://127.0.0.1:{self.port}{path}", timeout=2)
+        except httpx.HTTPError:
+            return None
+
+    async def leading(self) -> bool:
+        response = await self.get("/metrics")
+        return response is not None and "\nkube_nudge_leader 1.0" in response.text
+
+
+async def start_replica(
+    kubeconfig: Path, namespace: str, log: Path, *, state_namespace: str | None = None
+) -> Replica:
+    """Start `kube-nudge run` with leader election, watching ``namespace``."""
+    port = free_port()
+    with log.open("ab") as sink:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={kubeconfig}",
+            f"--namespace={namespace}", f"--state-namespace={state_namespace or namespace}",
+            "--leader-elect",
+            f"--metrics-addr=127.0.0.1:{port}", "--log-format=json", "--debounce=0",
+            stdout=sink, stderr=sink,
+        )  # fmt: skip
+    return Replica(proc, port, log)
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float) -> None:
+    """Wait until an async check (e.g. an HTTP probe of a replica) passes."""
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(0.1)

@@ -5,66 +5,30 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx2 as httpx
 import pytest
 
 from kube_nudge.controller.controller import BUILTIN_KINDS
-from kube_nudge.devcluster.cluster import LocalCluster, free_port
+from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.waiting import wait_for_object
 from tests.integration import manifests
-from tests.integration.controller_support import template_hash
+from tests.integration.controller_support import Replica, start_replica, template_hash, until
 
 pytestmark = pytest.mark.cluster
 CANARY = "canary-7f3a9c1e-do-not-log"
-
-
-class Replica:
-    """One `kube-nudge run` process and its probe port."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, port: int, log: Path) -> None:
-        self.proc, self.port, self.log = proc, port, log
-
-    async def get(self, path: str) -> httpx.Response | None:
-        try:
-            async with httpx.AsyncClient() as client:
-                return await client.get(f"http://127.0.0.1:{self.port}{path}", timeout=2)
-        except httpx.HTTPError:
-            return None
-
-    async def leading(self) -> bool:
-        response = await self.get("/metrics")
-        return response is not None and "\nkube_nudge_leader 1.0" in response.text
-
-
-async def start_replica(cluster: LocalCluster, namespace: str, log: Path) -> Replica:
-    port = free_port()
-    with log.open("ab") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={cluster.kubeconfig}",
-            f"--namespace={namespace}", f"--state-namespace={namespace}", "--leader-elect",
-            f"--metrics-addr=127.0.0.1:{port}", "--log-format=json", "--debounce=0",
-            stdout=sink, stderr=sink,
-        )  # fmt: skip
-    return Replica(proc, port, log)
-
-
-async def until(check: object, timeout: float) -> None:
-    async with asyncio.timeout(timeout):
-        while not await check():  # type: ignore[operator]
-            await asyncio.sleep(0.1)
 
 
 @pytest.fixture
 async def replicas(
     cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> AsyncIterator[list[Replica]]:
-    started = [await start_replica(cluster, namespace, tmp_path / f"r{n}.log") for n in range(2)]
+    started = [
+        await start_replica(cluster.kubeconfig, namespace, tmp_path / f"r{n}.log") for n in range(2)
+    ]
     yield started
     for replica in started:
         if replica.proc.returncode is None:
