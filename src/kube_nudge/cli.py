@@ -81,8 +81,8 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="default cap: at most N rollouts per window per workload (default 3/5m)",
     )
     add("--workers", type=int, default=32, help="concurrent reconciles (default 32)")
-    add("--write-qps", type=float, default=200.0, help="client-side write rate (default 200/s)")
-    add("--write-burst", type=int, default=400, help="client-side write burst (default 400)")
+    add("--write-qps", type=float, default=500.0, help="client-side write rate (default 500/s)")
+    add("--write-burst", type=int, default=1000, help="client-side write burst (default 1000)")
     add(
         "--metrics-addr",
         default=":8080",

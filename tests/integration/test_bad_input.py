@@ -79,6 +79,7 @@ async def test_malformed_annotations_warn_and_fall_back_to_defaults(
         async with running_controller(cluster, namespace) as running:
             await adopted(kube, namespace, "bad")
             await adopted(kube, namespace, "good")
+            await running.controller.settled(timeout=30)
             [warning] = [
                 e for e in await events(kube, namespace, "InvalidAnnotation")
                 if e["involvedObject"]["name"] == "bad"

@@ -138,6 +138,7 @@ async def test_missing_configmap_holds_then_rolls_when_created(
     async with running_controller(cluster, namespace) as running:
         adopted = await wait_adopted(kube, namespace)
         assert template_hash(adopted, DEPLOYMENT) is None
+        await running.controller.settled(timeout=30)
         [warning] = await events(kube, namespace, "ConfigMissing")
         assert warning["type"] == "Warning"
         assert "configmap/app not found" in warning["message"]
@@ -250,6 +251,7 @@ async def test_cross_namespace_source_needs_the_owners_grant(
         await make_app(kube, namespace, {**ENABLED, "kube-nudge.io/configmaps": f"{other}/shared"})
         async with running_controller(cluster, namespace, also_watch=(other,)) as running:
             adopted = await wait_adopted(kube, namespace)
+            await running.controller.settled(timeout=30)
             [refused] = await events(kube, namespace, "SourceNotShared")
             assert f"configmap/{other}/shared" in refused["message"]
             # Not shared: its changes are invisible to the workload.

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from aiolimiter import AsyncLimiter
 
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.resources import LEASES
@@ -183,13 +184,14 @@ class Partitionable(KubeClient):
         params: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        limiter: AsyncLimiter | None = None,
     ) -> JSON:
         if self.partitioned:
             if self.mode == "hang":
                 await asyncio.Event().wait()  # only the elector's deadline ends this
             raise ApiError(0, "TransportError", "partitioned")
         return await super().request(
-            method, path, params=params, body=body, content_type=content_type
+            method, path, params=params, body=body, content_type=content_type, limiter=limiter
         )
 
 

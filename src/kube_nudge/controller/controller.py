@@ -117,7 +117,6 @@ class Controller:
         self._synced = False
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[Any]] = set()
 
     # -- informers and handlers -------------------------------------------------------------
 
@@ -213,11 +212,7 @@ class Controller:
         if not view.uid:
             return
         obj = ObjectRef(resource.api_version, resource.kind, ref.namespace, ref.name, view.uid)
-        task = asyncio.create_task(
-            self.recorder.record(obj, WARNING, "InvalidAnnotation", "; ".join(view.errors))
-        )
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.reconciler.event(obj, WARNING, "InvalidAnnotation", "; ".join(view.errors))
 
     # -- lookups used by the reconciler ------------------------------------------------------
 
@@ -299,6 +294,7 @@ class Controller:
         async with asyncio.timeout(timeout):
             while len(self.queue) or self.queue.busy:
                 await self.queue.wait_idle()
+            await self.reconciler.flush_events()
 
     def _enqueue_all(self) -> None:
         for key in self.workload_keys():

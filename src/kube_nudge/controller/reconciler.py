@@ -3,6 +3,7 @@ compare with the hash its pods run, and write only when they differ (and it is s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -63,6 +64,7 @@ class Reconciler:
         # must not write the same value again.
         self._written: dict[WorkloadKey, str] = {}
         self._failures: dict[WorkloadKey, int] = {}
+        self._events: set[asyncio.Task[None]] = set()
 
     def observed(self, key: WorkloadKey, view: WorkloadView | None) -> None:
         """Called by the workload cache on every change of ``key``'s view."""
@@ -87,7 +89,7 @@ class Reconciler:
             return Outcome("gone")
         ref = ObjectRef(kind.resource.api_version, kind.resource.kind, namespace, name, view.uid)
         if view.errors:
-            await self._event(ref, WARNING, "InvalidAnnotation", "; ".join(view.errors))
+            self.event(ref, WARNING, "InvalidAnnotation", "; ".join(view.errors))
         if not view.has_template:
             path = ".".join(kind.template_path)
             await self._hold(ref, "invalid", "NoPodTemplate", f"no pod template at {path}")
@@ -95,7 +97,7 @@ class Reconciler:
 
         consumed, refused = self._visible(view.consumed, namespace)
         for source_ref in refused:
-            await self._event(
+            self.event(
                 ref, WARNING, "SourceNotShared",
                 f"ignoring {source_ref}: it does not list namespace {namespace!r} in "
                 "kube-nudge.io/share-with (or does not exist)",
@@ -138,7 +140,7 @@ class Reconciler:
             recent.append(time.monotonic())
             self.metrics.nudges.labels(kind=kind.resource.kind).inc()
             message = self._describe(consumed, self._rolled_with.get(key), states, namespace)
-            await self._event(ref, NORMAL, "Rolling", message)
+            self.event(ref, NORMAL, "Rolling", message)
         self._rolled_with[key] = states
         return outcome
 
@@ -161,14 +163,14 @@ class Reconciler:
             failures = self._failures[key] = self._failures.get(key, 0) + 1
             log.warning("writing %s %s/%s failed: %s", kind.resource.kind, namespace, name, exc)
             if not exc.conflict:  # 409: uid changed (recreated); the next event settles it
-                await self._event(ref, WARNING, "WriteFailed", f"could not update: {exc}")
+                self.event(ref, WARNING, "WriteFailed", f"could not update: {exc}")
             return Outcome("failed", requeue_after=min(0.5 * 2**failures, 60.0))
         self._failures.pop(key, None)
         self._written[key] = desired
         self.metrics.writes.labels(kind=kind.resource.kind).inc()
         if action == "adopted":
             self._rolled_with[key] = states
-            await self._event(
+            self.event(
                 ref, NORMAL, "Adopted",
                 "recorded the hash of the config the pods run; the next change rolls them",
             )  # fmt: skip
@@ -225,8 +227,20 @@ class Reconciler:
     async def _hold(self, ref: ObjectRef, reason: str, event_reason: str, message: str) -> None:
         self.metrics.holds.labels(reason=reason).inc()
         log.warning("%s %s/%s: %s", ref.kind, ref.namespace, ref.name, message)
-        await self._event(ref, WARNING, event_reason, message)
+        self.event(ref, WARNING, event_reason, message)
 
-    async def _event(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
+    def event(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
+        """Post an Event in the background (see ``flush_events``)."""
+        # Posted in the background: Events have their own budget and never delay a rollout.
+        task = asyncio.create_task(self._post_event(ref, event_type, reason, message))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    async def _post_event(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
         if not await self.recorder.record(ref, event_type, reason, message):
             self.metrics.errors.labels(stage="event").inc()
+
+    async def flush_events(self) -> None:
+        """Wait until every Event scheduled so far has been posted (or failed)."""
+        while self._events:
+            await asyncio.gather(*list(self._events), return_exceptions=True)

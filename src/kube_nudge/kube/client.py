@@ -77,8 +77,10 @@ def _api_error(status: int, body: bytes, headers: Mapping[str, str]) -> ApiError
 class ClientOptions:
     """Tuning of the client: write rate and retries."""
 
-    write_qps: float = 200.0
-    write_burst: int = 400
+    write_qps: float = 500.0
+    write_burst: int = 1000
+    event_qps: float = 50.0
+    event_burst: int = 200
     max_retries: int = 5
     timeout: float = 30.0
     http2: bool = False
@@ -92,6 +94,10 @@ class KubeClient:
         self.options = options or ClientOptions()
         self._write_limiter = AsyncLimiter(
             self.options.write_burst, self.options.write_burst / self.options.write_qps
+        )
+        # Events get their own, smaller budget so that they never delay a rollout.
+        self.event_limiter = AsyncLimiter(
+            self.options.event_burst, self.options.event_burst / self.options.event_qps
         )
         self.default_namespace = "default"
 
@@ -131,17 +137,21 @@ class KubeClient:
         params: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        limiter: AsyncLimiter | None = None,
     ) -> JSON:
-        """One API call with retries on 429/5xx (honouring Retry-After); returns parsed JSON."""
-        is_write = method != "GET"
+        """One API call with retries on 429/5xx (honouring Retry-After); returns parsed JSON.
+
+        Writes wait for the client-side write budget (or for ``limiter`` if given)."""
+        if limiter is None and method != "GET":
+            limiter = self._write_limiter
         content = None if body is None else orjson.dumps(body)
         headers = {"Accept": "application/json"}
         if content is not None:
             headers["Content-Type"] = content_type
         attempt = 0
         while True:
-            if is_write:
-                await self._write_limiter.acquire()
+            if limiter is not None:
+                await limiter.acquire()
             try:
                 response = await self.http.request(
                     method, path, params=params, content=content, headers=headers

@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ class _Recent:
     name: str
     count: int
     at: float
+    posted: bool = False
 
 
 class EventRecorder:
@@ -71,15 +72,26 @@ class EventRecorder:
                 recent.count += 1
                 recent.at = time.monotonic()
                 self._recent.move_to_end(key)
-                await self.client.merge_patch(
+                if not recent.posted:
+                    return True  # its creation is in flight; a later repeat carries the count
+                await self.client.request(
+                    "PATCH",
                     CORE_EVENTS.path(obj.namespace, recent.name),
-                    {"count": recent.count, "lastTimestamp": now_iso},
+                    body={"count": recent.count, "lastTimestamp": now_iso},
+                    content_type=MERGE_PATCH,
+                    limiter=self.client.event_limiter,
                 )
                 return True
             name = f"{obj.name}.{secrets.token_hex(8)}"
-            await self.client.create(
+            # Reserved before the await, so concurrent repeats count instead of duplicating.
+            recent = self._recent[key] = _Recent(name, 1, time.monotonic())
+            while len(self._recent) > self.max_remembered:
+                self._recent.popitem(last=False)
+            await self.client.request(
+                "POST",
                 CORE_EVENTS.path(obj.namespace),
-                {
+                limiter=self.client.event_limiter,
+                body={
                     "apiVersion": "v1",
                     "kind": "Event",
                     "metadata": {"name": name, "namespace": obj.namespace},
@@ -101,12 +113,10 @@ class EventRecorder:
                     "reportingInstance": self.instance,
                 },
             )
-            self._recent[key] = _Recent(name, 1, time.monotonic())
-            while len(self._recent) > self.max_remembered:
-                self._recent.popitem(last=False)
+            recent.posted = True
             return True
         except ApiError as exc:
-            if exc.not_found and recent is not None:
-                del self._recent[key]  # the Event expired; the next one starts afresh
+            # Forget it: the next occurrence starts afresh (also when the Event expired).
+            self._recent.pop(key, None)
             log.warning("could not post event %s on %s/%s: %s", reason, obj.kind, obj.name, exc)
             return False
