@@ -21,7 +21,7 @@ from kube_nudge.kube.resources import (
     Resource,
 )
 from kube_nudge.kube.waiting import wait_for_object, wait_for_objects
-from kube_nudge.model import parse_path
+from kube_nudge.model import SourceKind, parse_path
 from tests.integration import manifests
 from tests.integration.controller_support import (
     controller_writes,
@@ -270,3 +270,20 @@ async def test_cross_namespace_source_needs_the_owners_grant(
             )
     finally:
         await kube.delete(NAMESPACES.path(name=other))
+
+
+async def test_helm_release_and_token_secrets_are_never_listed(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    for name, kind in (("sh.helm.release.v1.app.v1", "helm.sh/release.v1"),
+                       ("token", "kubernetes.io/service-account-token")):  # fmt: skip
+        secret = manifests.secret(name, {"release": "x" * 1000})
+        secret["type"] = kind
+        if kind.endswith("token"):
+            secret["metadata"]["annotations"] = {"kubernetes.io/service-account.name": "default"}
+        await kube.create(SECRETS.path(namespace), secret)
+    await kube.create(SECRETS.path(namespace), manifests.secret("plain", {"k": "v"}))
+    async with running_controller(cluster, namespace) as running:
+        seen = {name for _, name in running.controller.source_keys(SourceKind.SECRET)}
+    assert "plain" in seen
+    assert "sh.helm.release.v1.app.v1" not in seen and "token" not in seen

@@ -231,6 +231,10 @@ class Controller:
                 return informer.store.get((namespace, name))
         return None
 
+    def source_keys(self, kind: SourceKind) -> list[Key]:
+        """(namespace, name) of every cached ConfigMap or Secret."""
+        return [key for informer in self._sources[kind] for key in informer.store]
+
     def workload_keys(self) -> list[WorkloadKey]:
         """Every opted-in workload currently cached."""
         return [
