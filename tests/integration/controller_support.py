@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -150,11 +149,6 @@ async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str
     """Events with ``reason`` in ``namespace``."""
     found = await kube.get(CORE_EVENTS.path(namespace), fieldSelector=f"reason={reason}")
     return list(found.get("items", []))
-
-
-def monotonic_deadline(seconds: float) -> float:
-    """A deadline for bounded loops in tests."""
-    return time.monotonic() + seconds
 
 
 class Replica:

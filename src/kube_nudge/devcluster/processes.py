@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import os
 import signal
 import subprocess
 import time
@@ -121,14 +120,3 @@ def poll_until(
             logs = ", ".join(str(c.log) for c in components[-3:])
             raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}; logs: {logs}")
         time.sleep(interval)
-
-
-def pid_alive(pid: int) -> bool:
-    """True if a process with this pid exists (and is not a zombie we own)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -165,10 +165,3 @@ class Informer(Generic[T]):
                 need_list = True
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
-
-
-async def wait_synced(informers: list[Informer[object]], timeout: float | None = None) -> None:
-    """Wait until every informer has finished its initial list."""
-    waits: list[Awaitable[bool]] = [informer.synced.wait() for informer in informers]
-    async with asyncio.timeout(timeout):
-        await asyncio.gather(*waits)
