@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml requirements/dev.lock
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
 # Builds the pinned etcd/Kubernetes/kwok binaries on first use (minutes), then reuses them.
@@ -41,3 +41,9 @@ demo: control-plane
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+# Benchmarks (bench/): a fresh local cluster per scenario, kube-nudge as a subprocess.
+# Writes bench/results/latest.json and BENCHMARKS.md; BENCH_QUICK=1 is a small smoke run.
+.PHONY: bench
+bench: control-plane
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.run

@@ -80,7 +80,7 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default="3/5m",
         help="default cap: at most N rollouts per window per workload (default 3/5m)",
     )
-    add("--workers", type=int, default=32, help="concurrent reconciles (default 32)")
+    add("--workers", type=int, default=64, help="concurrent reconciles (default 64)")
     add("--write-qps", type=float, default=500.0, help="client-side write rate (default 500/s)")
     add("--write-burst", type=int, default=1000, help="client-side write burst (default 1000)")
     add(

@@ -112,7 +112,6 @@ async def serve(config: RunConfig) -> None:
                 healthy=lambda: controller.healthy,
             )  # fmt: skip
             await server.start()
-            log.info("serving /metrics, /healthz, /readyz on %s:%d", host, server.port)
         tasks = [asyncio.create_task(controller.run(), name="controller")]
         if config.leader_elect:
             elector = LeaderElector(
@@ -135,6 +134,9 @@ async def serve(config: RunConfig) -> None:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # Events still queued behind their budget (e.g. after a 1,000-workload fan-out).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(controller.reconciler.flush_events(), 10)
             if server is not None:
                 await server.stop()
     finally:

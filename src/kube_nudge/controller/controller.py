@@ -66,7 +66,7 @@ class ControllerOptions:
             DEFAULT_DEBOUNCE, DEFAULT_MAX_ROLLOUTS, DEFAULT_ROLLOUT_WINDOW
         )
     )
-    workers: int = 32
+    workers: int = 64
     source_selector: str | None = None
     workload_selector: str | None = None
     page_size: int = 500
