@@ -1,0 +1,1 @@
+"""kube-nudge benchmark suite: ``python -m bench.run`` (``make bench``)."""

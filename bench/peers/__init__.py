@@ -1,0 +1,1 @@
+"""Peer tools for the benchmark (Stakater Reloader, Wave), built from the Go module proxy."""

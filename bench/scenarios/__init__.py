@@ -1,0 +1,45 @@
+"""Benchmark scenarios: each runs once in a fresh cluster and returns flat metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bench.audit import AuditLog
+from bench.config import Sizes
+from bench.tools import Tool, ToolSettings, ensure_namespace
+from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge.kube.client import KubeClient
+
+Metrics = dict[str, float]
+NAMESPACE = "bench"
+
+
+@dataclass
+class Context:
+    """What a scenario gets: a fresh cluster, an admin client, and a way to make the tool."""
+
+    cluster: LocalCluster
+    kube: KubeClient
+    sizes: Sizes
+    make_tool: Callable[[ToolSettings], Tool]
+    audit: AuditLog = field(init=False)
+    started: list[Tool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.audit = AuditLog(self.cluster.audit_log)
+
+    async def tool(self, settings: ToolSettings) -> Tool:
+        """A prepared (not yet started) tool; it is stopped when the scenario ends."""
+        tool = self.make_tool(settings)
+        await tool.prepare(self.kube)
+        self.started.append(tool)
+        return tool
+
+    async def namespace(self, name: str = NAMESPACE) -> str:
+        """Create a namespace for the scenario's objects."""
+        await ensure_namespace(self.kube, name)
+        return name
+
+
+Scenario = Callable[[Context], Awaitable[Metrics]]

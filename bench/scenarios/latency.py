@@ -1,0 +1,79 @@
+"""Reaction latency: one ConfigMap, one opted-in Deployment, sequential changes.
+
+t0 is when the PATCH of the ConfigMap returned; t1 is when a watch on the Deployment,
+open across all changes, delivered the event whose pod-template marker changed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from bench.objects import configmap, configmap_env, deployment
+from bench.procfs import quiet
+from bench.progress import say
+from bench.scenarios import Context, Metrics
+from bench.stats import latency_summary
+from bench.tools import ToolSettings
+from bench.watcher import Key, WorkloadWatcher
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+
+CONFIGMAP = "app-config"
+WORKLOAD = "app"
+KEY = "LEVEL"
+FAST = ToolSettings(debounce="0", max_rollouts="1000/1m")
+DEBOUNCED = ToolSettings(debounce=None, max_rollouts="1000/1m")  # the default debounce, 2 s
+
+
+async def run_fast(ctx: Context) -> Metrics:
+    """``--debounce 0``, ``latency_changes`` changes."""
+    return await measure(ctx, FAST, ctx.sizes.latency_changes)
+
+
+async def run_debounced(ctx: Context) -> Metrics:
+    """The default debounce (2 s), ``debounce_changes`` changes."""
+    return await measure(ctx, DEBOUNCED, ctx.sizes.debounce_changes)
+
+
+async def measure(ctx: Context, settings: ToolSettings, changes: int) -> Metrics:
+    """Adopt one workload, then time ``changes`` sequential changes of its consumed key."""
+    namespace = await ctx.namespace()
+    tool = await ctx.tool(settings)
+    kube = ctx.kube
+    await kube.create(CONFIGMAPS.path(namespace), configmap(CONFIGMAP, {KEY: "0", "OTHER": "x"}))
+    env = [configmap_env(CONFIGMAP, KEY)]
+    await kube.create(DEPLOYMENTS.path(namespace), deployment(WORKLOAD, tool.opt_in(), env))
+    key = (namespace, WORKLOAD)
+    async with WorkloadWatcher(kube, DEPLOYMENTS.path(namespace), tool) as watch:
+        tool.start(ctx.cluster.kubeconfig)
+        ready = await tool.wait_ready(120)
+        await watch.until(lambda: key in watch.seen and watch.seen[key].adopted, 60, "adoption")
+        assert tool.pid is not None
+        await quiet(tool.pid)
+        say(f"  {tool.name} ready in {ready:.2f} s and adopted the workload")
+        latencies, from_send, round_trips = [], [], []
+        for change in range(1, changes + 1):
+            before = watch.seen[key].marker
+            patch = {"data": {KEY: str(change)}}
+            sent = time.perf_counter()
+            await kube.merge_patch(CONFIGMAPS.path(namespace, CONFIGMAP), patch)
+            t0 = time.perf_counter()
+            await watch.until(marker_changed(watch, key, before), 60, f"change {change}")
+            latencies.append(watch.seen[key].marker_at - t0)
+            from_send.append(watch.seen[key].marker_at - sent)
+            round_trips.append(t0 - sent)
+            if change % max(changes // 4, 1) == 0:
+                say(f"  {change}/{changes} changes, last {latencies[-1] * 1000:.1f} ms")
+    summary = latency_summary(latencies)
+    say(f"  p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms, max {summary['max_ms']} ms")
+    return {
+        **summary,
+        "p99_from_send_ms": latency_summary(from_send)["p99_ms"],
+        "patch_p50_ms": latency_summary(round_trips)["p50_ms"],
+        "ready_s": round(ready, 3),
+    }
+
+
+def marker_changed(watch: WorkloadWatcher, key: Key, before: str | None) -> Callable[[], bool]:
+    """A condition: the workload's marker is no longer ``before``."""
+    return lambda: watch.seen[key].marker != before

@@ -1,0 +1,282 @@
+"""The tools under test, behind one small interface so peers (Reloader, Wave) can be added.
+
+A tool runs as a subprocess against a kubeconfig. The scenarios only ask it to start, become
+ready, stop, and to say how it marks workloads: which annotations opt one in, what on the
+pod template shows a rollout, and which user agent its API writes carry (audit counting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import signal
+import subprocess
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx2 as httpx
+
+from kube_nudge.controller.views import BASELINE_HASH
+from kube_nudge.devcluster.cluster import free_port
+from kube_nudge.kube.client import JSON, ApiError, KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS
+from kube_nudge.model import (
+    BUILTIN_PATHS,
+    CONFIG_HASH,
+    SourceKind,
+    SourceRef,
+    SourceState,
+    config_hash,
+    consume_all,
+    discover,
+    get_pod_spec,
+    merge,
+    parse_workload,
+    source_state,
+    template_annotation,
+)
+
+DEPLOYMENT_TEMPLATE = BUILTIN_PATHS[("apps", "deployments")]
+STOP_TIMEOUT = 15.0
+
+
+class ToolError(RuntimeError):
+    """The tool exited or never became ready."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """Scenario knobs; a tool maps what it supports onto its own flags."""
+
+    debounce: str | None = None  # None: the tool's default
+    max_rollouts: str | None = None
+    extra_args: tuple[str, ...] = ()  # appended verbatim (BENCH_TOOL_ARGS)
+
+
+class Tool(ABC):
+    """One tool under test."""
+
+    name: str
+    #: User-agent prefix of the tool's API requests, to attribute audit-log writes.
+    writer_agent: str
+
+    @property
+    @abstractmethod
+    def pid(self) -> int | None:
+        """The running process id, if started."""
+
+    @abstractmethod
+    def start(self, kubeconfig: Path) -> None:
+        """Launch the tool against ``kubeconfig`` (returns at once)."""
+
+    @abstractmethod
+    def stop(self) -> int | None:
+        """Stop it (SIGTERM, then SIGKILL); return its exit code (blocking)."""
+
+    @abstractmethod
+    async def wait_ready(self, timeout: float) -> float:
+        """Wait until it serves; return seconds since ``start``."""
+
+    @abstractmethod
+    async def prepare(self, kube: KubeClient) -> None:
+        """One-time set-up in a fresh cluster (namespaces, RBAC, ...)."""
+
+    @abstractmethod
+    def opt_in(self) -> dict[str, str]:
+        """Annotations that make a workload managed by this tool."""
+
+    @abstractmethod
+    def marker(self, workload: JSON) -> str | None:
+        """What the tool writes on the pod template to roll it (None: not yet)."""
+
+    @abstractmethod
+    def adopted(self, workload: JSON) -> bool:
+        """True once the tool has taken the workload into account."""
+
+    async def expected_markers(self, kube: KubeClient, workloads: list[JSON]) -> list[str | None]:
+        """The marker each workload should carry now (None: the tool cannot say)."""
+        return [None for _ in workloads]
+
+
+class SubprocessTool(Tool):
+    """Runs ``argv()`` as a child process, logging to a file."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self.started_at = 0.0
+
+    @abstractmethod
+    def argv(self, kubeconfig: Path) -> list[str]:
+        """The command line."""
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self, kubeconfig: Path) -> None:
+        """Spawn the child; its output goes to ``log_path``."""
+        if self._process is not None:
+            raise ToolError(f"{self.name} is already running")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self._log.write(f"\n===== start {time.strftime('%H:%M:%S')} =====\n".encode())
+        self._log.flush()
+        self.started_at = time.perf_counter()
+        self._process = subprocess.Popen(
+            self.argv(kubeconfig), stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait, SIGKILL if needed; return the exit code."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return process.returncode
+
+    def exited(self) -> int | None:
+        """The exit code if the child has died."""
+        return self._process.poll() if self._process is not None else None
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the log, for error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class KubeNudge(SubprocessTool):
+    """``kube-nudge run`` from this checkout's virtualenv."""
+
+    name = "kube-nudge"
+    writer_agent = "kube-nudge/"
+    state_namespace = "kube-nudge"
+    hmac_secret = "kube-nudge-hmac-key"  # noqa: S105 - a Secret name, not a secret
+
+    def __init__(self, log_path: Path, settings: ToolSettings) -> None:
+        super().__init__(log_path)
+        self.settings = settings
+        self.port = free_port()
+
+    def argv(self, kubeconfig: Path) -> list[str]:
+        """``kube-nudge run`` with the scenario's settings."""
+        exe = Path(sys.executable).with_name("kube-nudge")
+        argv = [
+            str(exe), "run",
+            "--kubeconfig", str(kubeconfig),
+            "--metrics-addr", f"127.0.0.1:{self.port}",
+            "--state-namespace", self.state_namespace,
+        ]  # fmt: skip
+        if self.settings.debounce is not None:
+            argv += ["--debounce", self.settings.debounce]
+        if self.settings.max_rollouts is not None:
+            argv += ["--max-rollouts", self.settings.max_rollouts]
+        return argv + list(self.settings.extra_args)
+
+    async def wait_ready(self, timeout: float) -> float:
+        """Poll ``/readyz`` every 20 ms until it answers 200."""
+        url = f"http://127.0.0.1:{self.port}/readyz"
+        async with httpx.AsyncClient(timeout=2.0) as http, asyncio.timeout(timeout):
+            while True:
+                if self.exited() is not None:
+                    raise ToolError(f"{self.name} exited:\n{self.log_tail()}")
+                try:
+                    if (await http.get(url)).status_code == 200:
+                        return time.perf_counter() - self.started_at
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.02)
+
+    async def prepare(self, kube: KubeClient) -> None:
+        """Create the state namespace (the HMAC key Secret goes there)."""
+        await ensure_namespace(kube, self.state_namespace)
+
+    def opt_in(self) -> dict[str, str]:
+        """``kube-nudge.io/enabled: "true"``."""
+        return {"kube-nudge.io/enabled": "true"}
+
+    def marker(self, workload: JSON) -> str | None:
+        """The template's ``kube-nudge.io/config-hash``."""
+        return template_annotation(workload, DEPLOYMENT_TEMPLATE, CONFIG_HASH)
+
+    def adopted(self, workload: JSON) -> bool:
+        """A baseline hash on the metadata, or a config hash on the template."""
+        annotations = (workload.get("metadata") or {}).get("annotations") or {}
+        return BASELINE_HASH in annotations or self.marker(workload) is not None
+
+    async def expected_markers(self, kube: KubeClient, workloads: list[JSON]) -> list[str | None]:
+        """Recompute each workload's hash from the sources as they are in the API now."""
+        secret = await kube.get(SECRETS.path(self.state_namespace, self.hmac_secret))
+        key = base64.b64decode(secret["data"]["hmac-key"])
+        cache: dict[SourceRef, SourceState] = {}
+        return [await _expected_hash(kube, key, obj, cache) for obj in workloads]
+
+
+async def _expected_hash(
+    kube: KubeClient, key: bytes, obj: JSON, cache: dict[SourceRef, SourceState]
+) -> str:
+    namespace = obj["metadata"]["namespace"]
+    settings, _ = parse_workload(obj["metadata"].get("annotations"), namespace)
+    consumed = discover(get_pod_spec(obj, DEPLOYMENT_TEMPLATE) or {}, namespace)
+    consumed = merge(consumed, consume_all(settings.extra, "annotation"))
+    states = {}
+    for ref in consumed:
+        if ref not in cache:
+            cache[ref] = source_state(await _get_or_none(kube, ref))
+        states[ref] = cache[ref]
+    return config_hash(key, consumed, states)
+
+
+async def _get_or_none(kube: KubeClient, ref: SourceRef) -> dict[str, Any] | None:
+    resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
+    try:
+        return await kube.get(resource.path(ref.namespace, ref.name))
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+
+
+async def ensure_namespace(kube: KubeClient, name: str) -> None:
+    """Create namespace ``name`` unless it exists."""
+    try:
+        await kube.create(NAMESPACES.path(), {"metadata": {"name": name}})
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+
+
+ToolFactory = Callable[[Path, ToolSettings], Tool]
+
+#: Tools by name; a peer registers a factory here.
+TOOLS: dict[str, ToolFactory] = {"kube-nudge": KubeNudge}
+
+
+def make_tool(name: str, log_dir: Path, label: str, settings: ToolSettings) -> Tool:
+    """Build the tool ``name`` logging to ``log_dir/<name>-<label>.log``."""
+    try:
+        factory = TOOLS[name]
+    except KeyError:
+        raise ValueError(f"unknown tool {name!r}; known: {sorted(TOOLS)}") from None
+    log_path = log_dir / f"{name}-{label}.log"
+    log_path.unlink(missing_ok=True)
+    return factory(log_path, settings)

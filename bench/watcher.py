@@ -1,0 +1,138 @@
+"""Watch a workload collection and timestamp, on arrival, every change of a tool's marker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from bench.tools import Tool
+from kube_nudge.kube.client import JSON, ApiError, KubeClient
+
+Key = tuple[str, str]
+
+
+@dataclass(slots=True)
+class Seen:
+    """What the watch last told us about one workload."""
+
+    marker: str | None
+    adopted: bool
+    settled: bool  # the workload controller has observed the latest generation
+    marker_at: float  # perf_counter() when the marker last changed (0.0: never set)
+    adopted_at: float  # perf_counter() when first seen adopted (0.0: not yet)
+
+
+class WorkloadWatcher:
+    """List, then watch ``path`` (kept open across changes); ``async with`` runs it."""
+
+    def __init__(self, kube: KubeClient, path: str, tool: Tool) -> None:
+        self.kube = kube
+        self.path = path
+        self.tool = tool
+        self.seen: dict[Key, Seen] = {}
+        self.events = 0
+        self._tick = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._resource_version = ""
+
+    async def __aenter__(self) -> WorkloadWatcher:
+        await self._list()
+        self._task = asyncio.create_task(self._run(), name=f"watch {self.path}")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:  # fmt: skip
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def until(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        """Wait until ``condition()`` holds after some event; TimeoutError names ``what``."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    self._tick.clear()
+                    if condition():
+                        return
+                    if self._task is not None and self._task.done():
+                        self._task.result()  # the watch died: surface why
+                    await self._tick.wait()
+        except TimeoutError:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}") from None
+
+    def count(self, condition: Callable[[Seen], bool]) -> int:
+        """How many workloads satisfy ``condition``."""
+        return sum(1 for seen in self.seen.values() if condition(seen))
+
+    def markers(self) -> dict[Key, str | None]:
+        """Each workload's current marker."""
+        return {key: seen.marker for key, seen in self.seen.items()}
+
+    # -- internals -----------------------------------------------------------------------
+
+    async def _list(self) -> None:
+        now = time.perf_counter()
+        fresh: dict[Key, Seen] = {}
+        async for items, version in self.kube.list_pages(self.path):
+            self._resource_version = version
+            for obj in items:
+                key = _key(obj)
+                fresh[key] = self._update(self.seen.get(key), obj, now)
+        self.seen = fresh
+        self._tick.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._watch()
+            except ApiError as exc:
+                if not exc.gone:
+                    raise
+                await self._list()
+            except TimeoutError:  # a silent stream: start over from a fresh list
+                await self._list()
+
+    async def _watch(self) -> None:
+        async for event in self.kube.watch(self.path, resource_version=self._resource_version):
+            now = time.perf_counter()
+            obj = event.get("object") or {}
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if version:
+                self._resource_version = str(version)
+            kind = event.get("type")
+            if kind == "BOOKMARK":
+                continue
+            self.events += 1
+            key = _key(obj)
+            if kind == "DELETED":
+                self.seen.pop(key, None)
+            else:
+                self.seen[key] = self._update(self.seen.get(key), obj, now)
+            self._tick.set()
+
+    def _update(self, old: Seen | None, obj: JSON, now: float) -> Seen:
+        marker = self.tool.marker(obj)
+        changed = old.marker != marker if old is not None else marker is not None
+        adopted = self.tool.adopted(obj)
+        adopted_at = old.adopted_at if old is not None and old.adopted else 0.0
+        metadata = obj.get("metadata") or {}
+        observed = (obj.get("status") or {}).get("observedGeneration", 0)
+        return Seen(
+            marker=marker,
+            adopted=adopted,
+            settled=observed >= metadata.get("generation", 0),
+            marker_at=now if changed else (old.marker_at if old is not None else 0.0),
+            adopted_at=(adopted_at or now) if adopted else 0.0,
+        )
+
+
+def _key(obj: JSON) -> Key:
+    metadata = obj.get("metadata") or {}
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
