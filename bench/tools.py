@@ -17,31 +17,24 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import httpx2 as httpx
 
+from kube_nudge.controller.controller import BUILTIN_KINDS
+from kube_nudge.controller.desired import desired_hash
 from kube_nudge.controller.views import BASELINE_HASH
 from kube_nudge.devcluster.cluster import free_port
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS
+from kube_nudge.kube.resources import NAMESPACES, SECRETS
 from kube_nudge.model import (
-    BUILTIN_PATHS,
     CONFIG_HASH,
-    SourceKind,
     SourceRef,
-    SourceState,
-    config_hash,
-    consume_all,
-    discover,
-    get_pod_spec,
-    merge,
-    parse_workload,
-    source_state,
     template_annotation,
 )
 
-DEPLOYMENT_TEMPLATE = BUILTIN_PATHS[("apps", "deployments")]
+DEPLOYMENT = BUILTIN_KINDS[0]
+DEPLOYMENT_TEMPLATE = DEPLOYMENT.template_path
 STOP_TIMEOUT = 15.0
 
 
@@ -227,33 +220,8 @@ class KubeNudge(SubprocessTool):
         """Recompute each workload's hash from the sources as they are in the API now."""
         secret = await kube.get(SECRETS.path(self.state_namespace, self.hmac_secret))
         key = base64.b64decode(secret["data"]["hmac-key"])
-        cache: dict[SourceRef, SourceState] = {}
-        return [await _expected_hash(kube, key, obj, cache) for obj in workloads]
-
-
-async def _expected_hash(
-    kube: KubeClient, key: bytes, obj: JSON, cache: dict[SourceRef, SourceState]
-) -> str:
-    namespace = obj["metadata"]["namespace"]
-    settings, _ = parse_workload(obj["metadata"].get("annotations"), namespace)
-    consumed = discover(get_pod_spec(obj, DEPLOYMENT_TEMPLATE) or {}, namespace)
-    consumed = merge(consumed, consume_all(settings.extra, "annotation"))
-    states = {}
-    for ref in consumed:
-        if ref not in cache:
-            cache[ref] = source_state(await _get_or_none(kube, ref))
-        states[ref] = cache[ref]
-    return config_hash(key, consumed, states)
-
-
-async def _get_or_none(kube: KubeClient, ref: SourceRef) -> dict[str, Any] | None:
-    resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
-    try:
-        return await kube.get(resource.path(ref.namespace, ref.name))
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise
+        cache: dict[SourceRef, JSON | None] = {}
+        return [await desired_hash(kube, DEPLOYMENT, obj, key, cache=cache) for obj in workloads]
 
 
 async def ensure_namespace(kube: KubeClient, name: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import httpx2 as httpx
 
 from kube_nudge.controller.controller import BUILTIN_KINDS, Controller, ControllerOptions
+from kube_nudge.controller.desired import desired_hash
 from kube_nudge.controller.hmackey import load_or_create_key
 from kube_nudge.controller.views import Defaults, WorkloadKind
 from kube_nudge.devcluster.cluster import LocalCluster, free_port
@@ -22,15 +23,6 @@ from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.resources import CORE_EVENTS
 from kube_nudge.model import (
     CONFIG_HASH,
-    SourceKind,
-    SourceRef,
-    config_hash,
-    consume_all,
-    discover,
-    get_pod_spec,
-    merge,
-    parse_workload,
-    source_state,
     template_annotation,
 )
 from kube_nudge.ops.metrics import Metrics
@@ -117,27 +109,7 @@ async def expected_hash(
     kube: KubeClient, kind: WorkloadKind, obj: dict[str, Any], key: bytes
 ) -> str:
     """The hash computed from the sources as they are in the API right now."""
-    namespace = obj["metadata"]["namespace"]
-    settings, _ = parse_workload(obj["metadata"].get("annotations"), namespace)
-    consumed = discover(get_pod_spec(obj, kind.template_path) or {}, namespace)
-    consumed = merge(consumed, consume_all(settings.extra, "annotation"))
-    states = {}
-    for ref in consumed:
-        states[ref] = source_state(await _get_or_none(kube, ref))
-    return config_hash(key, consumed, states)
-
-
-async def _get_or_none(kube: KubeClient, ref: SourceRef) -> dict[str, Any] | None:
-    from kube_nudge.kube.client import ApiError
-    from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
-
-    resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
-    try:
-        return await kube.get(resource.path(ref.namespace, ref.name))
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise
+    return await desired_hash(kube, kind, obj, key)
 
 
 def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
