@@ -142,16 +142,20 @@ class Replica:
 
 
 async def start_replica(
-    kubeconfig: Path, namespace: str, log: Path, *, state_namespace: str | None = None
+    kubeconfig: Path,
+    namespace: str,
+    log: Path,
+    *,
+    state_namespace: str | None = None,
+    extra_args: tuple[str, ...] = ("--leader-elect", "--debounce=0"),
 ) -> Replica:
-    """Start `kube-nudge run` with leader election, watching ``namespace``."""
+    """Start `kube-nudge run` (by default with leader election) watching ``namespace``."""
     port = free_port()
     with log.open("ab") as sink:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={kubeconfig}",
             f"--namespace={namespace}", f"--state-namespace={state_namespace or namespace}",
-            "--leader-elect",
-            f"--metrics-addr=127.0.0.1:{port}", "--log-format=json", "--debounce=0",
+            f"--metrics-addr=127.0.0.1:{port}", "--log-format=json", *extra_args,
             stdout=sink, stderr=sink,
         )  # fmt: skip
     return Replica(proc, port, log)
