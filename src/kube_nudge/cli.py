@@ -89,6 +89,13 @@ def _run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="address for /metrics, /healthz, /readyz (default :8080; empty disables)",
     )
     add("--leader-elect", action="store_true", help="take a Lease; only the leader writes")
+    add("--lease-duration", default="15s", help="how long a Lease is valid (default 15s)")
+    add(
+        "--renew-deadline",
+        default="10s",
+        help="a leader that can't renew within this stops writing (default 10s)",
+    )
+    add("--retry-period", default="2s", help="how often to try to acquire/renew (default 2s)")
     add(
         "--state-namespace",
         default=None,
@@ -112,6 +119,7 @@ def _run_controller(args: argparse.Namespace) -> int:
 
     from kube_nudge.controller.controller import ControllerOptions
     from kube_nudge.kube.client import ClientOptions
+    from kube_nudge.model import parse_duration
     from kube_nudge.ops.logging import setup_logging
     from kube_nudge.run import (
         RunConfig,
@@ -139,6 +147,11 @@ def _run_controller(args: argparse.Namespace) -> int:
             leader_elect=args.leader_elect,
             state_namespace=args.state_namespace or default_state_namespace(),
             lease_name=args.lease_name,
+            lease_timings=(
+                parse_duration(args.lease_duration),
+                parse_duration(args.renew_deadline),
+                parse_duration(args.retry_period),
+            ),
             hmac_key_file=Path(args.hmac_key_file) if args.hmac_key_file else None,
             hmac_secret=args.hmac_secret,
         )

@@ -41,6 +41,7 @@ class RunConfig:
     leader_elect: bool
     state_namespace: str
     lease_name: str
+    lease_timings: tuple[float, float, float]  # duration, renew deadline, retry period
     hmac_key_file: Path | None
     hmac_secret: str
 
@@ -90,11 +91,16 @@ def builtin_and_custom(custom: list[str]) -> tuple[WorkloadKind, ...]:
 
 async def serve(config: RunConfig) -> None:
     """Run the controller until cancelled."""
+    identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    # The identity in the user agent makes every write attributable to one replica in the
+    # API server's audit log.
     client = KubeClient.from_config(
-        config.kubeconfig, context=config.context, options=config.client
+        config.kubeconfig,
+        context=config.context,
+        options=config.client,
+        user_agent=f"kube-nudge/{__version__} {identity}",
     )
     metrics = Metrics()
-    identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     try:
         if config.hmac_key_file is not None:
             hmac_key = read_key_file(config.hmac_key_file)
@@ -117,7 +123,12 @@ async def serve(config: RunConfig) -> None:
             elector = LeaderElector(
                 client,
                 LeaseConfig(
-                    namespace=config.state_namespace, name=config.lease_name, identity=identity
+                    namespace=config.state_namespace,
+                    name=config.lease_name,
+                    identity=identity,
+                    lease_duration=config.lease_timings[0],
+                    renew_deadline=config.lease_timings[1],
+                    retry_period=config.lease_timings[2],
                 ),
                 on_started=lambda: controller.set_leader(True),
                 on_stopped=lambda: controller.set_leader(False),
