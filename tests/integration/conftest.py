@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+import orjson
 import pytest
 
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import NAMESPACES
+from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
+from tests.integration.manifests import CANARY
 
 
 @pytest.fixture(scope="session")
@@ -21,10 +25,32 @@ def cluster() -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="session")
 async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
-    """An admin client for the session cluster."""
+    """An admin client for the session cluster; at the end, checks that no Secret value
+    planted by the tests leaked into a log record or an Event."""
+    records = _LogCollector()
+    logging.getLogger("kube_nudge").addHandler(records)
+    logging.getLogger("kube_nudge").setLevel(logging.DEBUG)
     client = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
     yield client
+    logging.getLogger("kube_nudge").removeHandler(records)
+    events = orjson.dumps(await client.get(CORE_EVENTS.path())).decode()
     await client.aclose()
+    for needle in (CANARY, base64.b64encode(CANARY.encode()).decode()):
+        assert needle not in events, "a Secret value leaked into an Event"
+        assert not [r for r in records.lines if needle in r], "a Secret value leaked into logs"
+    assert records.lines, "the collector saw no log record at all"
+
+
+class _LogCollector(logging.Handler):
+    """Keeps every kube_nudge log record (message, arguments, traceback) as text."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
 
 
 @pytest.fixture

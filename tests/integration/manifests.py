@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 JSON = dict[str, Any]
@@ -112,14 +113,18 @@ def configmap(name: str, data: dict[str, str], annotations: dict[str, str] | Non
     }
 
 
+#: Planted in every Secret the tests create; conftest checks that it never leaks.
+CANARY = f"kn-canary-{uuid.uuid4().hex}"
+
+
 def secret(
     name: str, string_data: dict[str, str], annotations: dict[str, str] | None = None
 ) -> JSON:
-    """A v1 Opaque Secret."""
+    """A v1 Opaque Secret, with the session's canary value under an extra key."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "metadata": {"name": name, "annotations": annotations or {}},
-        "stringData": string_data,
+        "stringData": {**string_data, "canary": CANARY},
     }
