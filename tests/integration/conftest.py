@@ -27,18 +27,27 @@ def cluster() -> Iterator[LocalCluster]:
 async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
     """An admin client for the session cluster; at the end, checks that no Secret value
     planted by the tests leaked into a log record or an Event."""
-    records = _LogCollector()
-    logging.getLogger("kube_nudge").addHandler(records)
-    logging.getLogger("kube_nudge").setLevel(logging.DEBUG)
+    logging.getLogger("kube_nudge").addHandler(_RECORDS)
     client = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
     yield client
-    logging.getLogger("kube_nudge").removeHandler(records)
+    logging.getLogger("kube_nudge").removeHandler(_RECORDS)
     events = orjson.dumps(await client.get(CORE_EVENTS.path())).decode()
     await client.aclose()
     for needle in (CANARY, base64.b64encode(CANARY.encode()).decode()):
         assert needle not in events, "a Secret value leaked into an Event"
-        assert not [r for r in records.lines if needle in r], "a Secret value leaked into logs"
-    assert records.lines, "the collector saw no log record at all"
+        assert not [r for r in _RECORDS.lines if needle in r], "a Secret value leaked into logs"
+    assert _RECORDS.lines, "the collector saw no log record at all"
+
+
+@pytest.fixture(autouse=True)
+def _log_everything() -> Iterator[None]:
+    """Every kube_nudge record of an integration test, down to DEBUG, reaches the collector
+    (restored afterwards, so unit tests of logging see the defaults)."""
+    logger = logging.getLogger("kube_nudge")
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.setLevel(level)
 
 
 class _LogCollector(logging.Handler):
@@ -51,6 +60,9 @@ class _LogCollector(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(self.format(record))
+
+
+_RECORDS = _LogCollector()
 
 
 @pytest.fixture

@@ -204,7 +204,7 @@ async def test_custom_resource_with_a_registered_template_path(
     await wait_for_object(
         kube, CRDS.path(), crd_name,
         lambda crd: any(c["type"] == "Established" and c["status"] == "True"
-                        for c in crd.get("status", {}).get("conditions", [])),
+                        for c in (crd.get("status") or {}).get("conditions") or []),
         timeout=30,
     )  # fmt: skip
     kind = WorkloadKind(ROLLOUTS, parse_path("spec.workload.template"))
