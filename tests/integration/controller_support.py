@@ -92,6 +92,8 @@ def controller_writes(cluster: LocalCluster, namespace: str) -> list[dict[str, A
     writes = []
     with Path(cluster.audit_log).open() as log:
         for line in log:
+            if not line.endswith("\n"):
+                break  # another client's entry still being written; ours are complete
             entry = json.loads(line)
             obj = entry.get("objectRef") or {}
             if (
