@@ -24,7 +24,7 @@ from kube_nudge.kube.resources import (
     STATEFULSETS,
     Resource,
 )
-from kube_nudge.kube.waiting import wait_for_object, wait_for_objects
+from kube_nudge.kube.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
 
 pytestmark = pytest.mark.cluster
@@ -37,35 +37,17 @@ def _ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def _deployment_complete(replicas: int) -> Any:
-    def check(obj: dict[str, Any]) -> bool:
-        status = obj.get("status", {})
-        return bool(
-            status.get("observedGeneration") == obj["metadata"]["generation"]
-            and status.get("updatedReplicas") == replicas
-            and status.get("readyReplicas") == replicas
-            and status.get("availableReplicas") == replicas
-            and status.get("replicas") == replicas
-        )
-
-    return check
-
-
 async def test_deployment_becomes_available_then_rolls_out(
     kube: KubeClient, namespace: str
 ) -> None:
     await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment("web", replicas=2))
-    await wait_for_object(
-        kube, DEPLOYMENTS.path(namespace), "web", _deployment_complete(2), timeout=60
-    )
+    await wait_for_object(kube, DEPLOYMENTS.path(namespace), "web", deployment_complete, timeout=60)
     pods = await kube.get(PODS.path(namespace), labelSelector="app=web")
     assert sum(_ready(pod) for pod in pods["items"]) == 2
 
     patch = {"spec": {"template": {"metadata": {"annotations": {"example/rev": "2"}}}}}
     await kube.merge_patch(DEPLOYMENTS.path(namespace, "web"), patch)
-    await wait_for_object(
-        kube, DEPLOYMENTS.path(namespace), "web", _deployment_complete(2), timeout=60
-    )
+    await wait_for_object(kube, DEPLOYMENTS.path(namespace), "web", deployment_complete, timeout=60)
     replicasets = await wait_for_objects(
         kube, REPLICASETS.path(namespace), lambda found: len(found) == 2, timeout=30
     )

@@ -20,7 +20,7 @@ from typing import Any
 from kube_nudge.devcluster.cluster import LocalCluster, free_port
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, DEPLOYMENTS, NAMESPACES, REPLICASETS
-from kube_nudge.kube.waiting import wait_for_object, wait_for_objects
+from kube_nudge.kube.waiting import deployment_complete, wait_for_object, wait_for_objects
 
 NAMESPACE = "demo"
 HASH = "kube-nudge.io/config-hash"
@@ -28,16 +28,6 @@ HASH = "kube-nudge.io/config-hash"
 
 def _say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
-
-
-def _complete(obj: dict[str, Any]) -> bool:
-    status, replicas = obj.get("status", {}), obj["spec"]["replicas"]
-    return bool(
-        status.get("observedGeneration") == obj["metadata"]["generation"]
-        and status.get("updatedReplicas") == replicas
-        and status.get("availableReplicas") == replicas
-        and status.get("replicas") == replicas
-    )
 
 
 def _deployment() -> dict[str, Any]:
@@ -104,7 +94,9 @@ async def _run(cluster: LocalCluster, kube: KubeClient) -> None:
     config = {"metadata": {"name": "web-config"}, "data": {"LOG_LEVEL": "info", "UNUSED": "a"}}
     await kube.create(CONFIGMAPS.path(NAMESPACE), config)
     await kube.create(DEPLOYMENTS.path(NAMESPACE), _deployment())
-    await wait_for_object(kube, DEPLOYMENTS.path(NAMESPACE), "web", _complete, timeout=120)
+    await wait_for_object(
+        kube, DEPLOYMENTS.path(NAMESPACE), "web", deployment_complete, timeout=120
+    )
     _say(
         "deployment/web is Available with 2 ready pods, reading LOG_LEVEL from configmap/web-config"
     )
@@ -130,7 +122,9 @@ async def _run(cluster: LocalCluster, kube: KubeClient) -> None:
             lambda o: HASH in o["spec"]["template"]["metadata"].get("annotations", {}), timeout=60,
         )  # fmt: skip
         nudged = time.monotonic() - started
-        await wait_for_object(kube, DEPLOYMENTS.path(NAMESPACE), "web", _complete, timeout=120)
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(NAMESPACE), "web", deployment_complete, timeout=120
+        )
         replicasets = await wait_for_objects(
             kube, REPLICASETS.path(NAMESPACE), lambda found: len(found) == 2, timeout=30
         )

@@ -60,3 +60,16 @@ async def wait_for_object(
         params={"fieldSelector": f"metadata.name={name}"},
     )
     return found[name]
+
+
+def deployment_complete(obj: JSON) -> bool:
+    """True when a Deployment's latest template is fully rolled out and every replica is
+    ready and available (what ``kubectl rollout status`` waits for)."""
+    status, replicas = obj.get("status") or {}, (obj.get("spec") or {}).get("replicas", 1)
+    return bool(
+        status.get("observedGeneration") == (obj.get("metadata") or {}).get("generation")
+        and status.get("updatedReplicas") == replicas
+        and status.get("readyReplicas") == replicas
+        and status.get("availableReplicas") == replicas
+        and status.get("replicas") == replicas
+    )
