@@ -159,7 +159,7 @@ def run_forever(config: RunConfig) -> int:
 
     async def main() -> None:
         task = asyncio.current_task()
-        assert task is not None
+        assert task is not None  # nosec B101 # type narrowing only: inside a task
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, task.cancel)

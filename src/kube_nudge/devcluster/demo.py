@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import subprocess
+import subprocess  # nosec B404 # the demo runs kube-nudge as a child process
 import sys
 import time
 import urllib.request
@@ -56,7 +56,7 @@ def _deployment() -> dict[str, Any]:
 def _controller(cluster: LocalCluster, port: int) -> Iterator[subprocess.Popen[bytes]]:
     log = cluster.logs / "kube-nudge.log"
     with log.open("ab") as sink:
-        proc = subprocess.Popen(
+        proc = subprocess.Popen(  # nosec B603 # sys.executable -m kube_nudge, no shell
             [sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={cluster.kubeconfig}",
              f"--metrics-addr=127.0.0.1:{port}", f"--state-namespace={NAMESPACE}"],
             stdout=sink, stderr=subprocess.STDOUT,
@@ -69,7 +69,9 @@ def _controller(cluster: LocalCluster, port: int) -> Iterator[subprocess.Popen[b
 
 
 def _metric(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+    with urllib.request.urlopen(  # nosec B310 # fixed http URL on loopback
+        f"http://127.0.0.1:{port}/metrics", timeout=2
+    ) as response:
         text = response.read().decode()
     match = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0
@@ -83,7 +85,9 @@ async def _until(condition: Callable[[], bool], timeout: float) -> None:
 
 def _ready(port: int) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+        with urllib.request.urlopen(  # nosec B310 # fixed http URL on loopback
+            f"http://127.0.0.1:{port}/readyz", timeout=1
+        ) as response:
             return bool(response.status == 200)
     except OSError:
         return False

@@ -118,7 +118,7 @@ class Informer(Generic[T]):
     async def _watch(self) -> None:
         path = self.resource.path(self.config.namespace)
         # Spread reconnects like client-go does, so many informers never re-list together.
-        timeout = int(self.config.watch_timeout * (1 + random.random()))  # noqa: S311
+        timeout = int(self.config.watch_timeout * (1 + random.random()))  # noqa: S311  # nosec B311 # reconnect jitter, not a secret
         async for event in self.client.watch(
             path,
             self._params(),

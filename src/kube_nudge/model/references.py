@@ -30,7 +30,7 @@ class SourceKind(StrEnum):
     """Kind of a configuration source."""
 
     CONFIGMAP = "configmap"
-    SECRET = "secret"  # noqa: S105 - a kind, not a password
+    SECRET = "secret"  # noqa: S105  # nosec B105 # a kind, not a password
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -108,7 +108,7 @@ class LeaderElector:
                         return
             except TimeoutError:
                 log.warning("lease %s: acquire attempt timed out", self._config.name)
-            jitter = random.random() * 0.2  # noqa: S311 - spreads retries, not a secret
+            jitter = random.random() * 0.2  # noqa: S311  # nosec B311 # retry jitter, not a secret
             await asyncio.sleep(self._config.retry_period * (1 + jitter))
 
     async def _renew_until_lost(self) -> None:
