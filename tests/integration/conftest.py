@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
+from tests.integration.faults import FaultRun
 from tests.integration.manifests import CANARY
 
 
@@ -72,3 +75,16 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
     await kube.create(NAMESPACES.path(), {"metadata": {"name": name}})
     yield name
     await kube.delete(NAMESPACES.path(name=name))
+
+
+@pytest.fixture(scope="session")
+def fault_runs() -> Iterator[list[FaultRun]]:
+    """Fault scenarios append their records here; with ``FAULT_REPORT=path`` they are
+    written there as JSON lines at the end of the session (make test-faults)."""
+    runs: list[FaultRun] = []
+    yield runs
+    report = os.environ.get("FAULT_REPORT")
+    if report and runs:
+        with Path(report).open("a") as out:
+            for run in runs:
+                out.write(orjson.dumps(run.as_json()).decode() + "\n")

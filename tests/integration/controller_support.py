@@ -52,9 +52,12 @@ async def running_controller(
     kinds: tuple[WorkloadKind, ...] = BUILTIN_KINDS,
     compat: bool = False,
     also_watch: tuple[str, ...] = (),
+    kubeconfig: Path | None = None,
+    watch_inactivity: float = 90.0,
 ) -> AsyncIterator[Running]:
-    """Start a controller scoped to ``namespace``; stop it on exit."""
-    client = KubeClient.from_config(cluster.kubeconfig)
+    """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
+    it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
+    client = KubeClient.from_config(kubeconfig or cluster.kubeconfig)
     metrics = Metrics()
     key = await load_or_create_key(client, namespace, HMAC_SECRET)
     options = replace(
@@ -63,6 +66,7 @@ async def running_controller(
         kinds=kinds,
         defaults=Defaults(debounce, max_rollouts, window, compat),
         workers=8,
+        watch_inactivity=watch_inactivity,
     )
     controller = Controller(
         client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client)

@@ -42,7 +42,7 @@ from kube_nudge.ops.metrics import Metrics
 log = logging.getLogger(__name__)
 
 #: Secrets no pod template can consume as config: skipped server-side, never listed.
-SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105
+SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
 
 BUILTIN_KINDS = tuple(
     WorkloadKind(resource, BUILTIN_PATHS[(resource.group, resource.plural)])
@@ -70,6 +70,8 @@ class ControllerOptions:
     source_selector: str | None = None
     workload_selector: str | None = None
     page_size: int = 500
+    # Watchdog: re-list when a watch brings no byte (not even a bookmark) for this long.
+    watch_inactivity: float = 90.0
 
 
 class Controller:
@@ -138,6 +140,7 @@ class Controller:
             label_selector=self.options.source_selector,
             field_selector=fields,
             page_size=self.options.page_size,
+            inactivity_timeout=self.options.watch_inactivity,
         )
 
         def on_change(key: Key, old: SourceView | None, new: SourceView | None) -> None:
@@ -155,6 +158,7 @@ class Controller:
             namespace=namespace,
             label_selector=self.options.workload_selector,
             page_size=self.options.page_size,
+            inactivity_timeout=self.options.watch_inactivity,
         )
         defaults = self.options.defaults
 

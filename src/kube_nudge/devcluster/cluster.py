@@ -203,6 +203,19 @@ class LocalCluster:
                 self._failed = True
                 raise component.failure("while the cluster was running")
 
+    def restart_apiserver(self) -> float:
+        """SIGKILL kube-apiserver and start it again on the same port and etcd (a crash and
+        recovery); returns the seconds until it was ready again."""
+        apiserver = next(c for c in self.components if c.name == "kube-apiserver")
+        started = time.monotonic()
+        apiserver.kill()
+        apiserver.start()
+        poll_until(
+            "kube-apiserver to be ready again", lambda: self._api_ok("/readyz"),
+            self.components, 60,
+        )  # fmt: skip
+        return time.monotonic() - started
+
     def stop(self) -> None:
         """Stop every component and remove transient state (idempotent)."""
         stop_all(self.components)
@@ -251,7 +264,7 @@ class LocalCluster:
         self.kubeconfig.chmod(0o600)
 
     def _ssl_context(self) -> ssl.SSLContext:
-        assert self._pki is not None
+        assert self._pki is not None  # nosec B101 # type narrowing only: start() sets it
         context = ssl.create_default_context(cafile=str(self._pki.ca_cert))
         context.load_cert_chain(str(self._pki.admin_cert), str(self._pki.admin_key))
         return context
@@ -267,7 +280,7 @@ class LocalCluster:
             method=method,
             headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, context=self._ssl_context(), timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(request, context=self._ssl_context(), timeout=5) as response:  # noqa: S310  # nosec B310 # https to our own loopback server
             return bytes(response.read())
 
     def _api_ok(self, path: str) -> bool:
@@ -310,7 +323,7 @@ def _http_get(url: str, *, insecure: bool = False) -> bytes:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, context=context, timeout=2) as response:  # noqa: S310
+        with urllib.request.urlopen(url, context=context, timeout=2) as response:  # noqa: S310  # nosec B310 # callers pass http(s)://127.0.0.1 only
             return bytes(response.read())
     except (urllib.error.URLError, OSError):
         return b""

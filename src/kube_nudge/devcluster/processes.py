@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import signal
-import subprocess
+import subprocess  # nosec B404 # the dev cluster runs etcd/kube-apiserver/... as children
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,7 +48,7 @@ class Component:
         with self.log.open("ab") as sink:
             # start_new_session: a Ctrl-C in the terminal reaches only us, so we stop the
             # children in order instead of racing them.
-            self.process = subprocess.Popen(
+            self.process = subprocess.Popen(  # nosec B603 # argv built by devcluster, no shell
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
@@ -73,6 +73,12 @@ class Component:
         """Ask the process to stop (SIGTERM)."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL the process and reap it (a crash, as faults tests need it)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
     def wait_or_kill(self, timeout: float) -> None:
         """Wait for exit, SIGKILL after ``timeout`` seconds."""

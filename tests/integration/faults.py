@@ -1,0 +1,174 @@
+"""Shared parts of the fault suite: a fleet of workloads, a random stream of config changes
+with the bookkeeping of which workloads each change justifies rolling, the convergence check
+every scenario ends with, and the record it leaves for docs/reliability.md.
+
+``FAULT_SCALE=full`` (``make test-faults``) runs the sizes the reliability table reports;
+the default is a smaller run that fits in ``make test``. ``FAULT_SEED=N`` replays a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kube_nudge.controller.controller import BUILTIN_KINDS
+from kube_nudge.controller.desired import desired_hash
+from kube_nudge.controller.views import BASELINE_HASH
+from kube_nudge.kube.client import JSON, KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, REPLICASETS, SECRETS
+from kube_nudge.kube.waiting import wait_for_objects
+from tests.integration import manifests
+from tests.integration.controller_support import HMAC_SECRET, template_hash
+
+DEPLOYMENT = BUILTIN_KINDS[0]
+FULL = os.environ.get("FAULT_SCALE", "") == "full"
+OPTED_IN = {"kube-nudge.io/enabled": "true"}
+
+
+def seeded_rng() -> tuple[random.Random, int]:
+    """A random generator and its seed (``FAULT_SEED`` or a fresh one, printed)."""
+    seed = int(os.environ.get("FAULT_SEED", random.randrange(2**32)))
+    print(f"FAULT_SEED={seed}")
+    return random.Random(seed), seed
+
+
+def applied(obj: JSON) -> str | None:
+    """The hash a Deployment's pods run: on the template, or the adoption baseline."""
+    annotations = obj["metadata"].get("annotations") or {}
+    return template_hash(obj, DEPLOYMENT) or annotations.get(BASELINE_HASH)
+
+
+@dataclass
+class Fleet:
+    """ConfigMaps ``cm0..`` with keys ``a`` and ``b``, and Deployments ``w0..``, each
+    consuming key ``a`` of one ConfigMap and every key of another."""
+
+    kube: KubeClient
+    namespace: str
+    rng: random.Random
+    sources: int
+    consumes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    justified: dict[str, int] = field(default_factory=dict)
+    changes: int = 0
+
+    async def create(self, workloads: int) -> None:
+        """Create the ConfigMaps and opted-in Deployments."""
+        for n in range(self.sources):
+            await self.kube.create(
+                CONFIGMAPS.path(self.namespace), manifests.configmap(f"cm{n}", {"a": "0", "b": "0"})
+            )
+        for w in range(workloads):
+            keyed, whole = self.rng.sample(range(self.sources), 2)
+            name = f"w{w}"
+            self.consumes[name] = (keyed, whole)
+            self.justified[name] = 0
+            key_ref = {"configMapKeyRef": {"name": f"cm{keyed}", "key": "a"}}
+            env = [{"name": "A", "valueFrom": key_ref}]
+            spec = manifests.pod_spec(containers=[{
+                "name": "app", "image": "registry.invalid/app:1",
+                "env": env, "envFrom": [{"configMapRef": {"name": f"cm{whole}"}}]}])  # fmt: skip
+            await self.kube.create(
+                DEPLOYMENTS.path(self.namespace),
+                manifests.deployment(name, spec=spec, annotations=OPTED_IN),
+            )
+
+    async def adopted(self, timeout: float = 60) -> None:
+        """Wait until the controller has adopted every workload."""
+        await wait_for_objects(
+            self.kube,
+            DEPLOYMENTS.path(self.namespace),
+            lambda found: (
+                len(found) == len(self.consumes) and all(applied(o) for o in found.values())
+            ),
+            timeout=timeout,
+        )
+
+    async def change(self, kube: KubeClient | None = None) -> None:
+        """Bump one random key of one random ConfigMap and note whom it justifies rolling."""
+        source, key = self.rng.randrange(self.sources), self.rng.choice("ab")
+        self.changes += 1
+        await (kube or self.kube).merge_patch(
+            CONFIGMAPS.path(self.namespace, f"cm{source}"), {"data": {key: str(self.changes)}}
+        )
+        for name, (keyed, whole) in self.consumes.items():
+            if (source == keyed and key == "a") or source == whole:
+                self.justified[name] += 1
+
+    async def pause(self) -> None:
+        """A random gap of 0-50 ms: part of every scenario, streams are uneven."""
+        await asyncio.sleep(self.rng.uniform(0, 0.05))
+
+    async def converge(self, *, timeout: float = 60) -> Convergence:
+        """Wait until every workload runs the hash of the config it consumes now; measure
+        what was lost (not converged in time) and what rolled more than changes justify."""
+        started = time.monotonic()
+        secret = await self.kube.get(SECRETS.path(self.namespace, HMAC_SECRET))
+        key = base64.b64decode(secret["data"]["hmac-key"])
+        path = DEPLOYMENTS.path(self.namespace)
+        want = {o["metadata"]["name"]: await desired_hash(self.kube, DEPLOYMENT, o, key)
+                for o in (await self.kube.get(path))["items"]}  # fmt: skip
+        try:
+            found = await wait_for_objects(
+                self.kube,
+                path,
+                lambda objs: all(applied(objs[n]) == h for n, h in want.items()),
+                timeout=timeout,
+            )
+        except TimeoutError:
+            found = {o["metadata"]["name"]: o for o in (await self.kube.get(path))["items"]}
+        lost = sorted(n for n, h in want.items() if applied(found[n]) != h)
+        seconds = time.monotonic() - started
+        sets: dict[str, int] = dict.fromkeys(self.consumes, 0)
+        for rs in (await self.kube.get(REPLICASETS.path(self.namespace)))["items"]:
+            sets[rs["metadata"]["ownerReferences"][0]["name"]] += 1
+        rollouts = {name: count - 1 for name, count in sets.items()}
+        extra = {n: r - self.justified[n] for n, r in rollouts.items() if r > self.justified[n]}
+        return Convergence(lost, extra, sum(rollouts.values()), seconds)
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """How a fleet ended: workloads not converged, rollouts beyond what changes justify."""
+
+    lost: list[str]
+    extra: dict[str, int]
+    rollouts: int
+    seconds: float
+
+    def check(self) -> None:
+        """Fail the test if anything was lost or rolled without cause."""
+        assert not self.lost, f"not converged (changes lost): {self.lost}"
+        assert not self.extra, f"rolled more often than changes justify: {self.extra}"
+        assert self.rollouts > 0, "the stream never rolled anything: the scenario is vacuous"
+
+
+@dataclass(frozen=True)
+class FaultRun:
+    """One row of evidence for docs/reliability.md."""
+
+    scenario: str
+    seed: int
+    workloads: int
+    faults: int
+    changes: int
+    lost: int
+    extra_rollouts: int
+    rollouts: int
+    converge_seconds: float
+
+    @classmethod
+    def of(cls, scenario: str, seed: int, fleet: Fleet, faults: int, end: Convergence) -> FaultRun:
+        """The record of ``fleet``'s run."""
+        return cls(
+            scenario, seed, len(fleet.consumes), faults, fleet.changes, len(end.lost),
+            sum(end.extra.values()), end.rollouts, round(end.seconds, 2),
+        )  # fmt: skip
+
+    def as_json(self) -> dict[str, Any]:
+        """For the report file."""
+        return asdict(self)
