@@ -29,6 +29,8 @@ from kube_nudge.ops.metrics import Metrics
 
 HMAC_SECRET = "kube-nudge-hmac-key"
 CONTROLLER_AGENT = "kube-nudge/"
+#: Log files of every `kube-nudge run` process the session started (checked for leaks).
+REPLICA_LOGS: list[Path] = []
 
 
 @dataclass
@@ -157,6 +159,7 @@ async def start_replica(
 ) -> Replica:
     """Start `kube-nudge run` (by default with leader election) watching ``namespace``."""
     port = free_port()
+    REPLICA_LOGS.append(log)
     with log.open("ab") as sink:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={kubeconfig}",

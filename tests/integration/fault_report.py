@@ -1,0 +1,74 @@
+"""Write the fault suite's figures into docs/reliability.md.
+
+The fault scenarios append one JSON line per run to ``$FAULT_REPORT``; this replaces the
+table between the ``fault-table`` markers of the document with their totals. Usage:
+``python -m tests.integration.fault_report RUNS.jsonl WALL_SECONDS docs/reliability.md``
+(``make test-faults`` does it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+BEGIN, END = "<!-- fault-table:begin -->", "<!-- fault-table:end -->"
+
+
+def table(runs: list[dict[str, Any]], wall_seconds: float) -> str:
+    """The generated block: when and where it ran, and one row per scenario."""
+    by_scenario: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for run in runs:
+        by_scenario[run["scenario"]].append(run)
+    lines = [
+        f"Latest run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.system()} "
+        f"{platform.machine()}, {os.cpu_count()} CPUs shared by the whole control plane and "
+        f"the test; `make test-faults` took {wall_seconds / 60:.1f} min.",
+        "",
+        "| Scenario | Runs | Workloads | Faults injected | Changes made | Changes lost "
+        "| Extra rollouts | Rollouts | Converge s (median, max) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for scenario, rows in by_scenario.items():
+        seconds = [row["converge_seconds"] for row in rows]
+        lines.append(
+            f"| {scenario} | {len(rows)} | {rows[0]['workloads']} "
+            f"| {sum(r['faults'] for r in rows)} | {sum(r['changes'] for r in rows)} "
+            f"| {sum(r['lost'] for r in rows)} | {sum(r['extra_rollouts'] for r in rows)} "
+            f"| {sum(r['rollouts'] for r in rows)} "
+            f"| {statistics.median(seconds):.2f}, {max(seconds):.2f} |"
+        )
+    lines += ["", "Seeds (replay one with `FAULT_SEED=N`):"]
+    for scenario, rows in by_scenario.items():
+        lines.append(f"- {scenario}: {', '.join(str(row['seed']) for row in rows)}")
+    return "\n".join(lines)
+
+
+def update(document: str, block: str) -> str:
+    """``document`` with the text between the markers replaced by ``block``."""
+    head, begin, rest = document.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise ValueError(f"the document has no {BEGIN} ... {END} block")
+    return f"{head}{BEGIN}\n{block}\n{END}{tail}"
+
+
+def main(argv: list[str]) -> int:
+    """``RUNS.jsonl WALL_SECONDS DOCUMENT``: rewrite DOCUMENT's table in place."""
+    runs_path, wall, doc_path = Path(argv[0]), float(argv[1]), Path(argv[2])
+    runs = [json.loads(line) for line in runs_path.read_text().splitlines() if line.strip()]
+    if not runs:
+        print(f"no fault runs in {runs_path}", file=sys.stderr)
+        return 1
+    doc_path.write_text(update(doc_path.read_text(), table(runs, wall)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
