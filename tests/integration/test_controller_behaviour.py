@@ -287,3 +287,21 @@ async def test_helm_release_and_token_secrets_are_never_listed(
         seen = {name for _, name in running.controller.source_keys(SourceKind.SECRET)}
     assert "plain" in seen
     assert "sh.helm.release.v1.app.v1" not in seen and "token" not in seen
+
+
+async def test_a_new_workload_is_adopted_at_once_so_a_change_right_after_rolls_it(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """The baseline must be the config the pods started with: adopting only after the
+    debounce window would record a change made meanwhile as already running."""
+    async with running_controller(cluster, namespace, debounce=3.0) as running:
+        await make_app(kube, namespace)
+        key = (DEPLOYMENT, namespace, "app")
+        async with asyncio.timeout(10):
+            while running.controller.workload(key) is None:
+                await asyncio.sleep(0.01)
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+        obj = await wait_rolled(kube, namespace, None)
+        assert template_hash(obj, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, obj, running.hmac_key
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kube_nudge.controller.index import ReverseIndex
@@ -199,7 +199,7 @@ class Controller:
     ) -> None:
         kind = key[0]
         self.index.update(key, old.consumed if old else (), new.consumed if new else ())
-        self.reconciler.observed(key, new)
+        own_write = self.reconciler.observed(key, new)
         self.metrics.objects_tracked.labels(resource=str(kind.resource)).set(
             sum(len(i.store) for i in self._workloads[kind])
         )
@@ -207,9 +207,13 @@ class Controller:
             log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
         if new is None:
             self.queue.forget(key)
-        elif self._synced:
+        elif old is None and self._synced:
+            # First sight adopts at once: the baseline must record the config the pods
+            # started with, not what it has become a debounce window later.
+            self.queue.add(key)
+        elif self._synced and not (own_write and _only_hashes_differ(old, new)):
             self.queue.add(key, new.settings.debounce)
-            self.metrics.queue_depth.set(len(self.queue))
+        self.metrics.queue_depth.set(len(self.queue))
 
     def _report_source_errors(self, resource: Resource, ref: SourceRef, view: SourceView) -> None:
         log.warning("%s: %s", ref, "; ".join(view.errors))
@@ -325,3 +329,11 @@ class Controller:
             if requeue is not None:
                 self.queue.add(key, requeue)
             self.metrics.queue_depth.set(len(self.queue))
+
+
+def _only_hashes_differ(old: WorkloadView | None, new: WorkloadView) -> bool:
+    """True if nothing but the applied hashes changed (our own write echoed back: nothing
+    to reconcile)."""
+    return old is not None and old == replace(
+        new, template_hash=old.template_hash, baseline_hash=old.baseline_hash
+    )

@@ -66,13 +66,16 @@ class Reconciler:
         self._failures: dict[WorkloadKey, int] = {}
         self._events: set[asyncio.Task[None]] = set()
 
-    def observed(self, key: WorkloadKey, view: WorkloadView | None) -> None:
-        """Called by the workload cache on every change of ``key``'s view."""
+    def observed(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
+        """Called by the workload cache on every change of ``key``'s view; True when the
+        change is our own last write coming back."""
         if view is None:
             for table in (self._rollouts, self._rolled_with, self._written, self._failures):
                 table.pop(key, None)
         elif key in self._written and self._written[key] == view.applied_hash:
             del self._written[key]
+            return True
+        return False
 
     async def reconcile(self, key: WorkloadKey) -> Outcome:
         """One level-triggered pass over ``key``."""
