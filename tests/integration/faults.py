@@ -28,6 +28,7 @@ from tests.integration.controller_support import HMAC_SECRET, template_hash
 DEPLOYMENT = BUILTIN_KINDS[0]
 FULL = os.environ.get("FAULT_SCALE", "") == "full"
 OPTED_IN = {"kube-nudge.io/enabled": "true"}
+HELD_UNTIL = 10
 
 
 def seeded_rng() -> tuple[random.Random, int]:
@@ -46,7 +47,9 @@ def applied(obj: JSON) -> str | None:
 @dataclass
 class Fleet:
     """ConfigMaps ``cm0..`` with keys ``a`` and ``b``, and Deployments ``w0..``, each
-    consuming key ``a`` of one ConfigMap and every key of another."""
+    consuming key ``a`` of one ConfigMap and every key of another. One more Deployment,
+    ``held``, needs ConfigMap ``late``, which the stream creates as its ``HELD_UNTIL``-th
+    change: until then kube-nudge holds it, and no fault may make it forget it."""
 
     kube: KubeClient
     namespace: str
@@ -76,6 +79,15 @@ class Fleet:
                 DEPLOYMENTS.path(self.namespace),
                 manifests.deployment(name, spec=spec, annotations=OPTED_IN),
             )
+        late = [{"configMapRef": {"name": "late"}}]  # not optional: the pods need it
+        spec = manifests.pod_spec(
+            containers=[{"name": "app", "image": "registry.invalid/app:1", "envFrom": late}]
+        )
+        await self.kube.create(
+            DEPLOYMENTS.path(self.namespace),
+            manifests.deployment("held", spec=spec, annotations=OPTED_IN),
+        )
+        self.justified["held"] = 0
 
     async def adopted(self, timeout: float = 60) -> None:
         """Wait until the controller has adopted every workload."""
@@ -83,15 +95,22 @@ class Fleet:
             self.kube,
             DEPLOYMENTS.path(self.namespace),
             lambda found: (
-                len(found) == len(self.consumes) and all(applied(o) for o in found.values())
+                len(found) == len(self.justified) and all(applied(o) for o in found.values())
             ),
             timeout=timeout,
         )
 
     async def change(self, kube: KubeClient | None = None) -> None:
-        """Bump one random key of one random ConfigMap and note whom it justifies rolling."""
-        source, key = self.rng.randrange(self.sources), self.rng.choice("ab")
+        """Bump one random key of one random ConfigMap and note whom it justifies rolling
+        (or, the ``HELD_UNTIL``-th time, create the ConfigMap the held workload waits for)."""
         self.changes += 1
+        if self.changes == HELD_UNTIL:
+            await (kube or self.kube).create(
+                CONFIGMAPS.path(self.namespace), manifests.configmap("late", {"c": "1"})
+            )
+            self.justified["held"] += 1
+            return
+        source, key = self.rng.randrange(self.sources), self.rng.choice("ab")
         await (kube or self.kube).merge_patch(
             CONFIGMAPS.path(self.namespace, f"cm{source}"), {"data": {key: str(self.changes)}}
         )
@@ -123,7 +142,7 @@ class Fleet:
             found = {o["metadata"]["name"]: o for o in (await self.kube.get(path))["items"]}
         lost = sorted(n for n, h in want.items() if applied(found[n]) != h)
         seconds = time.monotonic() - started
-        sets: dict[str, int] = dict.fromkeys(self.consumes, 0)
+        sets: dict[str, int] = dict.fromkeys(self.justified, 0)
         for rs in (await self.kube.get(REPLICASETS.path(self.namespace)))["items"]:
             sets[rs["metadata"]["ownerReferences"][0]["name"]] += 1
         rollouts = {name: count - 1 for name, count in sets.items()}
@@ -165,7 +184,7 @@ class FaultRun:
     def of(cls, scenario: str, seed: int, fleet: Fleet, faults: int, end: Convergence) -> FaultRun:
         """The record of ``fleet``'s run."""
         return cls(
-            scenario, seed, len(fleet.consumes), faults, fleet.changes, len(end.lost),
+            scenario, seed, len(fleet.justified), faults, fleet.changes, len(end.lost),
             sum(end.extra.values()), end.rollouts, round(end.seconds, 2),
         )  # fmt: skip
 
