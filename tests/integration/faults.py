@@ -20,7 +20,7 @@ from kube_nudge.controller.controller import BUILTIN_KINDS
 from kube_nudge.controller.desired import desired_hash
 from kube_nudge.controller.views import BASELINE_HASH
 from kube_nudge.kube.client import JSON, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, REPLICASETS, SECRETS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.waiting import wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import HMAC_SECRET, template_hash
@@ -29,6 +29,7 @@ DEPLOYMENT = BUILTIN_KINDS[0]
 FULL = os.environ.get("FAULT_SCALE", "") == "full"
 OPTED_IN = {"kube-nudge.io/enabled": "true"}
 HELD_UNTIL = 10
+REVISION = "deployment.kubernetes.io/revision"
 
 
 def seeded_rng() -> tuple[random.Random, int]:
@@ -142,10 +143,18 @@ class Fleet:
             found = {o["metadata"]["name"]: o for o in (await self.kube.get(path))["items"]}
         lost = sorted(n for n, h in want.items() if applied(found[n]) != h)
         seconds = time.monotonic() - started
-        sets: dict[str, int] = dict.fromkeys(self.justified, 0)
-        for rs in (await self.kube.get(REPLICASETS.path(self.namespace)))["items"]:
-            sets[rs["metadata"]["ownerReferences"][0]["name"]] += 1
-        rollouts = {name: count - 1 for name, count in sets.items()}
+        # The Deployment controller bumps the revision once per rollout it starts (counting
+        # ReplicaSets would miss those pruned by revisionHistoryLimit); read it once it has
+        # seen every template.
+        observed = await wait_for_objects(
+            self.kube,
+            path,
+            lambda objs: all(o.get("status", {}).get("observedGeneration", 0)
+                             >= o["metadata"]["generation"] for o in objs.values()),
+            timeout=timeout,
+        )  # fmt: skip
+        rollouts = {name: int(obj["metadata"]["annotations"][REVISION]) - 1
+                    for name, obj in observed.items()}  # fmt: skip
         extra = {n: r - self.justified[n] for n, r in rollouts.items() if r > self.justified[n]}
         return Convergence(lost, extra, sum(rollouts.values()), seconds)
 

@@ -3,17 +3,23 @@
 The controller (a `kube-nudge run` process with leader election) sees its writes fail and
 its watches break; when the server is back, the watches it resumes are older than the new
 server's watch cache (410 Gone), so it re-lists. Nothing may be lost or rolled twice.
+
+It runs on a control plane of its own: the restarts would otherwise leave the session's
+kube-controller-manager catching up while later tests run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import NAMESPACES
 from tests.integration.controller_support import start_replica, until
 from tests.integration.faults import FULL, FaultRun, Fleet, seeded_rng
 
@@ -22,13 +28,26 @@ SOURCES, WORKLOADS, CHANGES, RESTARTS = (10, 50, 120, 3) if FULL else (6, 16, 40
 ARGS = ("--leader-elect", "--debounce=100ms", "--max-rollouts=1000/1m")
 
 
+@pytest.fixture(scope="module")
+def own_cluster() -> Iterator[LocalCluster]:
+    """A control plane for this module alone."""
+    with LocalCluster() as local:
+        yield local
+
+
+@pytest.fixture
+async def own_kube(own_cluster: LocalCluster) -> AsyncIterator[KubeClient]:
+    """An admin client of ``own_cluster``."""
+    client = KubeClient.from_config(own_cluster.kubeconfig, user_agent="kube-nudge-tests")
+    yield client
+    await client.aclose()
+
+
 async def test_apiserver_restart_mid_burst_loses_nothing(
-    kube: KubeClient,
-    cluster: LocalCluster,
-    namespace: str,
-    tmp_path: Path,
-    fault_runs: list[FaultRun],
+    own_kube: KubeClient, own_cluster: LocalCluster, tmp_path: Path, fault_runs: list[FaultRun]
 ) -> None:
+    kube, cluster, namespace = own_kube, own_cluster, f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create(NAMESPACES.path(), {"metadata": {"name": namespace}})
     rng, seed = seeded_rng()
     fleet = Fleet(kube, namespace, rng, SOURCES)
     await fleet.create(WORKLOADS)
