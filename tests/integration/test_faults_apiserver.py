@@ -25,6 +25,10 @@ from tests.integration.faults import FULL, FaultRun, Fleet, seeded_rng
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES, RESTARTS = (10, 50, 120, 3) if FULL else (6, 16, 40, 1)
+# Down longer than the client retries a request (~6 s), so reconciles fail and are re-queued,
+# and with start-up longer than the renew deadline (10 s), so the leader steps down and
+# has to win its Lease back.
+DOWN_SECONDS = 8.0
 ARGS = ("--leader-elect", "--debounce=100ms", "--max-rollouts=1000/1m")
 
 
@@ -61,7 +65,7 @@ async def test_apiserver_restart_mid_burst_loses_nothing(
             await fleet.change()
             if step in restart_after:
                 # No pause before the crash: the controller is mid-reconcile.
-                await asyncio.to_thread(cluster.restart_apiserver)
+                await asyncio.to_thread(cluster.restart_apiserver, DOWN_SECONDS)
             else:
                 await fleet.pause()
         end = await fleet.converge(timeout=90)

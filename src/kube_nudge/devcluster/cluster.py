@@ -203,12 +203,14 @@ class LocalCluster:
                 self._failed = True
                 raise component.failure("while the cluster was running")
 
-    def restart_apiserver(self) -> float:
-        """SIGKILL kube-apiserver and start it again on the same port and etcd (a crash and
-        recovery); returns the seconds until it was ready again."""
+    def restart_apiserver(self, down_seconds: float = 0.0) -> float:
+        """SIGKILL kube-apiserver, keep it down for ``down_seconds``, and start it again on
+        the same port and etcd (a crash and recovery); returns the seconds until it was
+        ready again."""
         apiserver = next(c for c in self.components if c.name == "kube-apiserver")
         started = time.monotonic()
         apiserver.kill()
+        time.sleep(down_seconds)  # the outage itself is the fault being injected
         apiserver.start()
         poll_until(
             "kube-apiserver to be ready again", lambda: self._api_ok("/readyz"),
