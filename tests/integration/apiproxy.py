@@ -21,13 +21,30 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2 as httpx
 
+from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge.kube.client import KubeClient
+
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+@contextlib.asynccontextmanager
+async def proxy_for(cluster: LocalCluster) -> AsyncIterator[ApiProxy]:
+    """A running proxy in front of ``cluster``'s API server."""
+    upstream = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge/proxy")
+    proxy = ApiProxy(upstream.http)
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        await proxy.close()
+        await upstream.aclose()
 
 
 @dataclass(frozen=True, slots=True)

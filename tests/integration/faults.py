@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import random
 import time
+import uuid
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kube_nudge.controller.controller import BUILTIN_KINDS
 from kube_nudge.controller.desired import desired_hash
 from kube_nudge.controller.views import BASELINE_HASH
+from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import JSON, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRETS
 from kube_nudge.kube.waiting import wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import HMAC_SECRET, template_hash
@@ -37,6 +41,24 @@ def seeded_rng() -> tuple[random.Random, int]:
     seed = int(os.environ.get("FAULT_SEED", random.randrange(2**32)))
     print(f"FAULT_SEED={seed}")
     return random.Random(seed), seed
+
+
+@contextlib.asynccontextmanager
+async def own_control_plane(
+    *apiserver_args: str,
+) -> AsyncIterator[tuple[LocalCluster, KubeClient, str]]:
+    """A control plane for one fault alone (one that would disturb the session's cluster,
+    or needs other API server flags), an admin client and a fresh namespace."""
+    cluster = LocalCluster(apiserver_args=apiserver_args)
+    await asyncio.to_thread(cluster.start)
+    kube = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
+    try:
+        namespace = f"t-{uuid.uuid4().hex[:10]}"
+        await kube.create(NAMESPACES.path(), {"metadata": {"name": namespace}})
+        yield cluster, kube, namespace
+    finally:
+        await kube.aclose()
+        await asyncio.to_thread(cluster.stop)
 
 
 def applied(obj: JSON) -> str | None:

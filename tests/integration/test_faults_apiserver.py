@@ -11,17 +11,14 @@ kube-controller-manager catching up while later tests run.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import NAMESPACES
 from tests.integration.controller_support import start_replica, until
-from tests.integration.faults import FULL, FaultRun, Fleet, seeded_rng
+from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane, seeded_rng
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES, RESTARTS = (10, 50, 120, 3) if FULL else (6, 16, 40, 1)
@@ -32,26 +29,20 @@ DOWN_SECONDS = 8.0
 ARGS = ("--leader-elect", "--debounce=100ms", "--max-rollouts=1000/1m")
 
 
-@pytest.fixture(scope="module")
-def own_cluster() -> Iterator[LocalCluster]:
-    """A control plane for this module alone."""
-    with LocalCluster() as local:
-        yield local
-
-
-@pytest.fixture
-async def own_kube(own_cluster: LocalCluster) -> AsyncIterator[KubeClient]:
-    """An admin client of ``own_cluster``."""
-    client = KubeClient.from_config(own_cluster.kubeconfig, user_agent="kube-nudge-tests")
-    yield client
-    await client.aclose()
-
-
 async def test_apiserver_restart_mid_burst_loses_nothing(
-    own_kube: KubeClient, own_cluster: LocalCluster, tmp_path: Path, fault_runs: list[FaultRun]
+    tmp_path: Path, fault_runs: list[FaultRun]
 ) -> None:
-    kube, cluster, namespace = own_kube, own_cluster, f"t-{uuid.uuid4().hex[:10]}"
-    await kube.create(NAMESPACES.path(), {"metadata": {"name": namespace}})
+    async with own_control_plane() as (cluster, kube, namespace):
+        await _restart_mid_burst(cluster, kube, namespace, tmp_path, fault_runs)
+
+
+async def _restart_mid_burst(
+    cluster: LocalCluster,
+    kube: KubeClient,
+    namespace: str,
+    tmp_path: Path,
+    fault_runs: list[FaultRun],
+) -> None:
     rng, seed = seeded_rng()
     fleet = Fleet(kube, namespace, rng, SOURCES)
     await fleet.create(WORKLOADS)

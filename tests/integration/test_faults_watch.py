@@ -1,6 +1,7 @@
 """Faults between the controller and the API server, injected by a proxy in front of the real
-kube-apiserver: watches that expire (410 Gone, as after an etcd compaction), watches that
-go silent without closing, and writes throttled with 429 + Retry-After.
+kube-apiserver: watches that expire (410 Gone, injected by the proxy, and for real after an
+etcd compaction), watches that go silent without closing, and writes throttled with 429 +
+Retry-After.
 
 Each scenario streams random config changes at a fleet of workloads through the fault and
 ends with the suite's convergence check (nothing lost, nothing rolled without cause).
@@ -8,6 +9,7 @@ ends with the suite's convergence check (nothing lost, nothing rolled without ca
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -18,9 +20,9 @@ import pytest
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS
-from tests.integration.apiproxy import ApiProxy
+from tests.integration.apiproxy import ApiProxy, proxy_for
 from tests.integration.controller_support import running_controller
-from tests.integration.faults import FULL, FaultRun, Fleet, seeded_rng
+from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane, seeded_rng
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES = (8, 50, 100) if FULL else (4, 12, 24)
@@ -30,12 +32,8 @@ WATCHES = 6  # ConfigMaps, Secrets and four workload kinds, in one namespace
 @pytest.fixture
 async def proxy(cluster: LocalCluster) -> AsyncIterator[ApiProxy]:
     """A fault-injecting proxy in front of the session's API server."""
-    upstream = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge/proxy")
-    front = ApiProxy(upstream.http)
-    await front.start()
-    yield front
-    await front.close()
-    await upstream.aclose()
+    async with proxy_for(cluster) as front:
+        yield front
 
 
 async def _stream(fleet: Fleet, changes: int) -> None:
@@ -75,6 +73,36 @@ async def test_watches_expired_after_a_gap_relist_and_lose_nothing(
     fault_runs.append(FaultRun.of("watch expired (410 Gone) after a gap", seed, fleet, gap, end))
     assert proxy.count(status=410) >= gap  # every resumed watch really was refused
     assert expired >= gap
+    end.check()
+
+
+async def test_watches_resumed_after_an_etcd_compaction_relist_and_lose_nothing(
+    tmp_path: Path, fault_runs: list[FaultRun]
+) -> None:
+    """The real thing: ConfigMap watches served by etcd (watch cache off for them), history
+    compacted during the gap, so the API server itself answers the resumed watch with 410."""
+    async with (
+        own_control_plane("--watch-cache-sizes=configmaps#0") as (cluster, kube, namespace),
+        proxy_for(cluster) as proxy,
+    ):
+        rng, seed = seeded_rng()
+        fleet = Fleet(kube, namespace, rng, SOURCES)
+        await fleet.create(WORKLOADS)
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
+        async with running_controller(
+            cluster, namespace, kubeconfig=kubeconfig, debounce=0.1
+        ) as run:
+            await fleet.adopted()
+            await _stream(fleet, CHANGES // 2)
+            gap = proxy.silence_watches()
+            await _stream(fleet, CHANGES - CHANGES // 2)
+            await asyncio.to_thread(cluster.compact_etcd)
+            proxy.cut_watches()
+            end = await fleet.converge(timeout=30)
+            expired = run.metrics.watch_restarts.labels(resource="configmaps", reason="expired")
+    fault_runs.append(FaultRun.of("etcd compaction during a watch gap", seed, fleet, gap, end))
+    assert proxy.expired_before is None  # every 410 came from the API server
+    assert expired._value.get() >= 1
     end.check()
 
 

@@ -56,7 +56,13 @@ class LocalCluster:
     one is used and removed on stop, unless a component failed (its logs are kept).
     """
 
-    def __init__(self, directory: Path | None = None, *, nodes: int = 2) -> None:
+    def __init__(
+        self,
+        directory: Path | None = None,
+        *,
+        nodes: int = 2,
+        apiserver_args: tuple[str, ...] = (),
+    ) -> None:
         self._owns_directory = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="kube-nudge-dev-"))
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -65,6 +71,8 @@ class LocalCluster:
         self.audit_log = self.logs / "audit.log"
         self._state = self.directory / "state"
         self._nodes = nodes
+        self._apiserver_args = apiserver_args
+        self.etcd_url = ""
         self.components: list[Component] = []
         self.server = ""
         self.startup_seconds = 0.0
@@ -89,6 +97,7 @@ class LocalCluster:
         self._state.mkdir(parents=True, exist_ok=True)
         pki = self._pki = write_pki(self._state / "pki")
         etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self.server = f"https://127.0.0.1:{api_port}"
         self._write_kubeconfig(pki)
         policy = self._state / "audit-policy.json"
@@ -137,6 +146,7 @@ class LocalCluster:
             "--audit-log-format=json",
             "--audit-log-mode=blocking",
             "--v=0",
+            *self._apiserver_args,
         ])  # fmt: skip
         apiserver.start()
         poll_until(
@@ -217,6 +227,14 @@ class LocalCluster:
             self.components, 60,
         )  # fmt: skip
         return time.monotonic() - started
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (as its periodic compaction
+        does), so watches from older versions that reach etcd get 410 Gone; returns it."""
+        header = _etcd_post(self.etcd_url, "/v3/kv/range", {"key": "AA=="})["header"]
+        revision = int(header["revision"])
+        _etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def stop(self) -> None:
         """Stop every component and remove transient state (idempotent)."""
@@ -315,6 +333,15 @@ class LocalCluster:
             )
         ]
         return len(ready) >= self._nodes
+
+
+def _etcd_post(etcd_url: str, path: str, body: dict[str, Any]) -> Any:
+    """One call to etcd's JSON gateway (plain http on loopback, no auth in the dev cluster)."""
+    request = urllib.request.Request(  # noqa: S310 - our own loopback etcd
+        etcd_url + path, data=json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310  # nosec B310 # loopback etcd
+        return json.loads(response.read())
 
 
 def _http_get(url: str, *, insecure: bool = False) -> bytes:
