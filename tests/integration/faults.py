@@ -77,10 +77,19 @@ class Fleet:
     kube: KubeClient
     namespace: str
     rng: random.Random
+    seed: int
     sources: int
     consumes: dict[str, tuple[int, int]] = field(default_factory=dict)
     justified: dict[str, int] = field(default_factory=dict)
     changes: int = 0
+
+    @classmethod
+    async def new(cls, kube: KubeClient, namespace: str, sources: int, workloads: int) -> Fleet:
+        """A fleet with a fresh (or ``FAULT_SEED``) random stream, created in the API."""
+        rng, seed = seeded_rng()
+        fleet = cls(kube, namespace, rng, seed, sources)
+        await fleet.create(workloads)
+        return fleet
 
     async def create(self, workloads: int) -> None:
         """Create the ConfigMaps and opted-in Deployments."""
@@ -140,6 +149,12 @@ class Fleet:
         for name, (keyed, whole) in self.consumes.items():
             if (source == keyed and key == "a") or source == whole:
                 self.justified[name] += 1
+
+    async def stream(self, changes: int) -> None:
+        """``changes`` changes, each followed by a random pause."""
+        for _ in range(changes):
+            await self.change()
+            await self.pause()
 
     async def pause(self) -> None:
         """A random gap of 0-50 ms: part of every scenario, streams are uneven."""
@@ -212,10 +227,10 @@ class FaultRun:
     converge_seconds: float
 
     @classmethod
-    def of(cls, scenario: str, seed: int, fleet: Fleet, faults: int, end: Convergence) -> FaultRun:
+    def of(cls, scenario: str, fleet: Fleet, faults: int, end: Convergence) -> FaultRun:
         """The record of ``fleet``'s run."""
         return cls(
-            scenario, seed, len(fleet.justified), faults, fleet.changes, len(end.lost),
+            scenario, fleet.seed, len(fleet.justified), faults, fleet.changes, len(end.lost),
             sum(end.extra.values()), end.rollouts, round(end.seconds, 2),
         )  # fmt: skip
 

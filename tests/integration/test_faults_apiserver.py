@@ -18,7 +18,7 @@ import pytest
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from tests.integration.controller_support import start_replica, until
-from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane, seeded_rng
+from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES, RESTARTS = (10, 50, 120, 3) if FULL else (6, 16, 40, 1)
@@ -43,13 +43,11 @@ async def _restart_mid_burst(
     tmp_path: Path,
     fault_runs: list[FaultRun],
 ) -> None:
-    rng, seed = seeded_rng()
-    fleet = Fleet(kube, namespace, rng, SOURCES)
-    await fleet.create(WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
     replica = await start_replica(
         cluster.kubeconfig, namespace, tmp_path / "kn.log", extra_args=ARGS
     )
-    restart_after = set(rng.sample(range(CHANGES // 4, CHANGES), RESTARTS))
+    restart_after = set(fleet.rng.sample(range(CHANGES // 4, CHANGES), RESTARTS))
     try:
         await fleet.adopted()
         for step in range(CHANGES):
@@ -65,7 +63,7 @@ async def _restart_mid_burst(
     finally:
         replica.proc.kill()
         await replica.proc.wait()
-    fault_runs.append(FaultRun.of("kube-apiserver SIGKILL mid-burst", seed, fleet,
+    fault_runs.append(FaultRun.of("kube-apiserver SIGKILL mid-burst", fleet,
                                   RESTARTS, end))  # fmt: skip
     end.check()
     assert metrics is not None

@@ -14,7 +14,7 @@ from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import DEPLOYMENTS
 from tests.integration.controller_support import running_controller
-from tests.integration.faults import FULL, FaultRun, Fleet, seeded_rng
+from tests.integration.faults import FULL, FaultRun, Fleet
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES, ROUNDS = (8, 50, 100, 10) if FULL else (4, 8, 30, 5)
@@ -23,9 +23,7 @@ SOURCES, WORKLOADS, CHANGES, ROUNDS = (8, 50, 100, 10) if FULL else (4, 8, 30, 5
 async def test_concurrent_writer_keeps_its_changes_and_hashes_converge(
     kube: KubeClient, cluster: LocalCluster, namespace: str, fault_runs: list[FaultRun]
 ) -> None:
-    rng, seed = seeded_rng()
-    fleet = Fleet(kube, namespace, rng, SOURCES)
-    await fleet.create(WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
 
     async def other_writer() -> int:
         edits = 0
@@ -44,14 +42,12 @@ async def test_concurrent_writer_keeps_its_changes_and_hashes_converge(
     async with running_controller(cluster, namespace, debounce=0.05) as running:
         await fleet.adopted()
         writer = asyncio.create_task(other_writer())
-        for _ in range(CHANGES):
-            await fleet.change()
-            await fleet.pause()
+        await fleet.stream(CHANGES)
         edits = await writer
         end = await fleet.converge()
         await running.controller.settled(timeout=30)
         failed_writes = running.metrics.errors.labels(stage="write")._value.get()
-    fault_runs.append(FaultRun.of("concurrent writer on the same workloads", seed, fleet,
+    fault_runs.append(FaultRun.of("concurrent writer on the same workloads", fleet,
                                   edits, end))  # fmt: skip
     end.check()
     assert failed_writes == 0

@@ -14,7 +14,7 @@ import pytest
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from tests.integration.controller_support import Replica, start_replica, until
-from tests.integration.faults import FULL, FaultRun, Fleet, seeded_rng
+from tests.integration.faults import FULL, FaultRun, Fleet
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES, KILLS = (12, 50, 200, 10) if FULL else (8, 20, 80, 4)
@@ -28,12 +28,10 @@ async def test_sigkill_during_a_stream_of_changes_loses_nothing_and_adds_nothing
     tmp_path: Path,
     fault_runs: list[FaultRun],
 ) -> None:
-    rng, seed = seeded_rng()
-    fleet = Fleet(kube, namespace, rng, SOURCES)
-    await fleet.create(WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
     log = tmp_path / "kn.log"
     replica: Replica = await start_replica(cluster.kubeconfig, namespace, log, extra_args=ARGS)
-    kill_after = set(rng.sample(range(1, CHANGES), KILLS))
+    kill_after = set(fleet.rng.sample(range(1, CHANGES), KILLS))
     try:
         await fleet.adopted()
         for step in range(CHANGES):
@@ -48,5 +46,5 @@ async def test_sigkill_during_a_stream_of_changes_loses_nothing_and_adds_nothing
     finally:
         replica.proc.kill()
         await replica.proc.wait()
-    fault_runs.append(FaultRun.of("controller SIGKILL mid-stream", seed, fleet, KILLS, end))
+    fault_runs.append(FaultRun.of("controller SIGKILL mid-stream", fleet, KILLS, end))
     end.check()

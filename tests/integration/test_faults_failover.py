@@ -14,7 +14,7 @@ import pytest
 from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from tests.integration.controller_support import controller_writes, start_replica, until
-from tests.integration.faults import FULL, FaultRun, Fleet, seeded_rng
+from tests.integration.faults import FULL, FaultRun, Fleet
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES = (10, 50, 120) if FULL else (4, 8, 40)
@@ -29,9 +29,7 @@ async def test_leader_dies_mid_stream_one_writer_at_a_time_nothing_lost(
     tmp_path: Path,
     fault_runs: list[FaultRun],
 ) -> None:
-    rng, seed = seeded_rng()
-    fleet = Fleet(kube, namespace, rng, SOURCES)
-    await fleet.create(WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
     replicas = [
         await start_replica(cluster.kubeconfig, namespace, tmp_path / f"r{n}.log", extra_args=ARGS)
         for n in range(2)
@@ -57,7 +55,7 @@ async def test_leader_dies_mid_stream_one_writer_at_a_time_nothing_lost(
             if replica.proc.returncode is None:
                 replica.proc.kill()
                 await replica.proc.wait()
-    fault_runs.append(FaultRun.of("leader SIGKILL, standby takes over", seed, fleet, 1, end))
+    fault_runs.append(FaultRun.of("leader SIGKILL, standby takes over", fleet, 1, end))
     end.check()
 
     writes = sorted(

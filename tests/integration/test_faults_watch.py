@@ -22,7 +22,7 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS
 from tests.integration.apiproxy import ApiProxy, proxy_for
 from tests.integration.controller_support import running_controller
-from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane, seeded_rng
+from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES = (8, 50, 100) if FULL else (4, 12, 24)
@@ -36,12 +36,6 @@ async def proxy(cluster: LocalCluster) -> AsyncIterator[ApiProxy]:
         yield front
 
 
-async def _stream(fleet: Fleet, changes: int) -> None:
-    for _ in range(changes):
-        await fleet.change()
-        await fleet.pause()
-
-
 async def test_watches_expired_after_a_gap_relist_and_lose_nothing(
     kube: KubeClient,
     cluster: LocalCluster,
@@ -50,17 +44,15 @@ async def test_watches_expired_after_a_gap_relist_and_lose_nothing(
     tmp_path: Path,
     fault_runs: list[FaultRun],
 ) -> None:
-    rng, seed = seeded_rng()
-    fleet = Fleet(kube, namespace, rng, SOURCES)
-    await fleet.create(WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
     kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
     async with running_controller(cluster, namespace, kubeconfig=kubeconfig, debounce=0.1) as run:
         await fleet.adopted()
-        await _stream(fleet, CHANGES // 2)
+        await fleet.stream(CHANGES // 2)
         # The gap: from here the controller's watches deliver nothing ...
         gap = proxy.silence_watches()
         assert gap == WATCHES
-        await _stream(fleet, CHANGES - CHANGES // 2)
+        await fleet.stream(CHANGES - CHANGES // 2)
         # ... and when they break, the history they would resume from is compacted away.
         latest = (await kube.get(CONFIGMAPS.path(namespace), limit=1))["metadata"]
         proxy.expire_before(int(latest["resourceVersion"]))
@@ -70,7 +62,7 @@ async def test_watches_expired_after_a_gap_relist_and_lose_nothing(
             run.metrics.watch_restarts.labels(resource=str(r), reason="expired")._value.get()
             for r in {inf.resource for inf in run.controller._informers()}
         )
-    fault_runs.append(FaultRun.of("watch expired (410 Gone) after a gap", seed, fleet, gap, end))
+    fault_runs.append(FaultRun.of("watch expired (410 Gone) after a gap", fleet, gap, end))
     assert proxy.count(status=410) >= gap  # every resumed watch really was refused
     assert expired >= gap
     end.check()
@@ -85,22 +77,20 @@ async def test_watches_resumed_after_an_etcd_compaction_relist_and_lose_nothing(
         own_control_plane("--watch-cache-sizes=configmaps#0") as (cluster, kube, namespace),
         proxy_for(cluster) as proxy,
     ):
-        rng, seed = seeded_rng()
-        fleet = Fleet(kube, namespace, rng, SOURCES)
-        await fleet.create(WORKLOADS)
+        fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
         kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
         async with running_controller(
             cluster, namespace, kubeconfig=kubeconfig, debounce=0.1
         ) as run:
             await fleet.adopted()
-            await _stream(fleet, CHANGES // 2)
+            await fleet.stream(CHANGES // 2)
             gap = proxy.silence_watches()
-            await _stream(fleet, CHANGES - CHANGES // 2)
+            await fleet.stream(CHANGES - CHANGES // 2)
             await asyncio.to_thread(cluster.compact_etcd)
             proxy.cut_watches()
             end = await fleet.converge(timeout=30)
             expired = run.metrics.watch_restarts.labels(resource="configmaps", reason="expired")
-    fault_runs.append(FaultRun.of("etcd compaction during a watch gap", seed, fleet, gap, end))
+    fault_runs.append(FaultRun.of("etcd compaction during a watch gap", fleet, gap, end))
     assert proxy.expired_before is None  # every 410 came from the API server
     assert expired._value.get() >= 1
     end.check()
@@ -114,9 +104,7 @@ async def test_silent_watches_are_caught_by_the_watchdog(
     tmp_path: Path,
     fault_runs: list[FaultRun],
 ) -> None:
-    rng, seed = seeded_rng()
-    fleet = Fleet(kube, namespace, rng, SOURCES)
-    await fleet.create(WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
     kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
     async with running_controller(
         cluster, namespace, kubeconfig=kubeconfig, debounce=0.1, watch_inactivity=3.0
@@ -124,9 +112,9 @@ async def test_silent_watches_are_caught_by_the_watchdog(
         await fleet.adopted()
         silenced = proxy.silence_watches()
         assert silenced == WATCHES
-        await _stream(fleet, CHANGES)
+        await fleet.stream(CHANGES)
         end = await fleet.converge(timeout=30)
-    fault_runs.append(FaultRun.of("silent watch stream (watchdog)", seed, fleet, silenced, end))
+    fault_runs.append(FaultRun.of("silent watch stream (watchdog)", fleet, silenced, end))
     end.check()
 
 
@@ -138,9 +126,7 @@ async def test_throttled_writes_honour_retry_after_and_lose_nothing(
     tmp_path: Path,
     fault_runs: list[FaultRun],
 ) -> None:
-    rng, seed = seeded_rng()
-    fleet = Fleet(kube, namespace, rng, SOURCES)
-    await fleet.create(WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
     kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
     # Longer than the client's own retries (5 x Retry-After 1 s), so a reconcile also gives
     # up once and has to be re-queued.
@@ -148,10 +134,10 @@ async def test_throttled_writes_honour_retry_after_and_lose_nothing(
     async with running_controller(cluster, namespace, kubeconfig=kubeconfig, debounce=0.0):
         await fleet.adopted()
         proxy.throttle(throttle, retry_after=1)
-        await _stream(fleet, CHANGES)
+        await fleet.stream(CHANGES)
         end = await fleet.converge(timeout=60)
     throttled = [r for r in proxy.requests if r.status == 429]
-    fault_runs.append(FaultRun.of("writes throttled (429 Retry-After)", seed, fleet,
+    fault_runs.append(FaultRun.of("writes throttled (429 Retry-After)", fleet,
                                   len(throttled), end))  # fmt: skip
     end.check()
     # Retry-After honoured: the same object is never tried again within the second the
