@@ -26,6 +26,7 @@ from tests.integration import manifests
 from tests.integration.controller_support import (
     controller_writes,
     events,
+    eventually,
     expected_hash,
     running_controller,
     template_hash,
@@ -177,6 +178,30 @@ async def test_flapping_secret_is_capped_then_rolled_with_the_latest_value(
         capped = await events(kube, namespace, "RolloutsCapped")
         assert capped and capped[0]["type"] == "Warning"
         assert running.metrics.holds.labels(reason="flapping")._value.get() >= 1
+
+
+async def test_the_flap_cap_survives_a_restart(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """Recent rollouts are recorded on the workload, so a restarted controller (or a new
+    leader) keeps holding a workload that has used up its cap."""
+    await make_app(kube, namespace)
+    async with running_controller(cluster, namespace, max_rollouts=2, window=600.0):
+        await wait_adopted(kube, namespace)
+        rolled = None
+        for n in range(2):
+            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"N": str(n)}})
+            rolled = template_hash(await wait_rolled(kube, namespace, rolled), DEPLOYMENT)
+    writes = len(controller_writes(cluster, namespace))
+    async with running_controller(cluster, namespace, max_rollouts=2, window=600.0) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"N": "again"}})
+        flapping = running.metrics.holds.labels(reason="flapping")
+        await eventually(lambda: flapping._value.get() >= 1, timeout=10)
+        await running.controller.reconciler.flush_events()
+    assert len(controller_writes(cluster, namespace)) == writes
+    obj = await kube.get(DEPLOYMENTS.path(namespace, "app"))
+    assert template_hash(obj, DEPLOYMENT) == rolled
+    assert await events(kube, namespace, "RolloutsCapped")
 
 
 ROLLOUTS = Resource("example.kube-nudge.io", "v1", "rollouts", "Rollout")

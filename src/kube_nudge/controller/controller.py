@@ -332,8 +332,11 @@ class Controller:
 
 
 def _only_hashes_differ(old: WorkloadView | None, new: WorkloadView) -> bool:
-    """True if nothing but the applied hashes changed (our own write echoed back: nothing
-    to reconcile)."""
+    """True if nothing but what kube-nudge writes changed (our own write echoed back:
+    nothing to reconcile)."""
     return old is not None and old == replace(
-        new, template_hash=old.template_hash, baseline_hash=old.baseline_hash
+        new,
+        template_hash=old.template_hash,
+        baseline_hash=old.baseline_hash,
+        rolled_at=old.rolled_at,
     )

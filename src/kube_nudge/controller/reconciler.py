@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -29,6 +28,8 @@ from kube_nudge.strategies import rollout
 log = logging.getLogger(__name__)
 
 WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
+_MAX_RECORDED_ROLLOUTS = 100  # kept on the workload; caps above this are enforced in memory
+_CLOCK_SKEW = 60.0  # rollout times recorded by another replica this far ahead still count
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class Reconciler:
         self.source = source
         self.recorder = recorder
         self.metrics = metrics
-        self._rollouts: dict[WorkloadKey, deque[float]] = {}
+        self._rollouts: dict[WorkloadKey, set[float]] = {}
         self._rolled_with: dict[WorkloadKey, Mapping[SourceRef, SourceState]] = {}
         # Hash we wrote but whose watch event has not arrived yet: a reconcile in between
         # must not write the same value again.
@@ -125,9 +126,10 @@ class Reconciler:
             self._rolled_with[key] = states
             return Outcome("none")
 
-        recent = self._recent_rollouts(key, view.settings.rollout_window)
+        now = round(time.time(), 3)
+        recent = self._recent_rollouts(key, view, now)
         if len(recent) >= view.settings.max_rollouts:
-            wait = recent[0] + view.settings.rollout_window - time.monotonic()
+            wait = recent[0] + view.settings.rollout_window - now
             await self._hold(
                 ref, "flapping", "RolloutsCapped",
                 f"held: {len(recent)} rollouts in the last {view.settings.rollout_window:g} s "
@@ -135,12 +137,13 @@ class Reconciler:
             )  # fmt: skip
             return Outcome("held", requeue_after=max(wait, 0.05))
 
+        rolled_at = [*recent[-(_MAX_RECORDED_ROLLOUTS - 1) :], now]
         patch = rollout.rollout_patch(
-            kind, view.uid, desired, had_baseline=bool(view.baseline_hash)
+            kind, view.uid, desired, had_baseline=bool(view.baseline_hash), rolled_at=rolled_at
         )
         outcome = await self._write(key, ref, patch, desired, states, "rolled")
         if outcome.action == "rolled":
-            recent.append(time.monotonic())
+            self._rollouts.setdefault(key, set()).add(now)
             self.metrics.nudges.labels(kind=kind.resource.kind).inc()
             message = self._describe(consumed, self._rolled_with.get(key), states, namespace)
             self.event(ref, NORMAL, "Rolling", message)
@@ -201,12 +204,14 @@ class Reconciler:
         view = self.source(ref)
         return view.state if view is not None else ABSENT
 
-    def _recent_rollouts(self, key: WorkloadKey, window: float) -> deque[float]:
-        recent = self._rollouts.setdefault(key, deque())
-        horizon = time.monotonic() - window
-        while recent and recent[0] <= horizon:
-            recent.popleft()
-        return recent
+    def _recent_rollouts(self, key: WorkloadKey, view: WorkloadView, now: float) -> list[float]:
+        """Rollouts within the window, oldest first: those this process made, and those
+        recorded on the workload (by this process before a restart, or by another leader)."""
+        known = self._rollouts.setdefault(key, set())
+        known.update(view.rolled_at)
+        horizon = now - view.settings.rollout_window
+        known.difference_update([t for t in known if t <= horizon])
+        return sorted(t for t in known if t <= now + _CLOCK_SKEW)
 
     @staticmethod
     def _describe(

@@ -7,7 +7,9 @@ Objects that project to None (workloads that did not opt in) are not kept at all
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -38,6 +40,12 @@ from kube_nudge.model.annotations import DEBOUNCE, MAX_ROLLOUTS
 #: the config its pods already run. Adoption never touches the pod template, so opting in
 #: (or migrating hundreds of workloads with --compat) restarts nothing.
 BASELINE_HASH = "kube-nudge.io/baseline-hash"
+
+#: Written on the workload's metadata with each rollout: when kube-nudge rolled it recently
+#: (Unix seconds, oldest first). The flap cap reads it, so a restart or a new leader does
+#: not forget how often a flapping config has already rolled the workload.
+ROLLED_AT = "kube-nudge.io/rolled-at"
+_MAX_ROLLED_AT = 100  # a malformed or hostile annotation costs at most this many numbers
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,7 @@ class WorkloadView:
     has_template: bool
     template_hash: str | None
     baseline_hash: str | None
+    rolled_at: tuple[float, ...] = ()
 
     @property
     def applied_hash(self) -> str | None:
@@ -121,7 +130,22 @@ def project_workload(
         has_template=pod_spec is not None,
         template_hash=template_annotation(obj, kind.template_path, CONFIG_HASH),
         baseline_hash=baseline if isinstance(baseline, str) else None,
+        rolled_at=parse_rolled_at(annotations.get(ROLLED_AT)),
     )
+
+
+def parse_rolled_at(value: Any) -> tuple[float, ...]:
+    """The timestamps of ``kube-nudge.io/rolled-at``, sorted; anything unreadable is
+    skipped (it only ever makes the flap cap more lenient)."""
+    if not isinstance(value, str):
+        return ()
+    stamps = []
+    for part in value.split(",", _MAX_ROLLED_AT)[:_MAX_ROLLED_AT]:
+        with contextlib.suppress(ValueError):
+            stamp = float(part)
+            if math.isfinite(stamp) and stamp > 0:
+                stamps.append(stamp)
+    return tuple(sorted(stamps))
 
 
 def _apply_defaults(

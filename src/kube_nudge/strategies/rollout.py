@@ -10,9 +10,10 @@ and unlike server-side apply a patch never creates an object that was deleted me
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from kube_nudge.controller.views import BASELINE_HASH, WorkloadKind
+from kube_nudge.controller.views import BASELINE_HASH, ROLLED_AT, WorkloadKind
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.model import CONFIG_HASH, annotation_patch
 
@@ -30,12 +31,19 @@ def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def rollout_patch(
-    kind: WorkloadKind, uid: str, config_hash: str, *, had_baseline: bool
+    kind: WorkloadKind,
+    uid: str,
+    config_hash: str,
+    *,
+    had_baseline: bool,
+    rolled_at: Sequence[float],
 ) -> dict[str, Any]:
-    """The merge patch that rolls the workload to ``config_hash``."""
-    metadata: dict[str, Any] = {"uid": uid}
+    """The merge patch that rolls the workload to ``config_hash`` and records the recent
+    rollouts (``rolled_at``, this one included) for the flap cap."""
+    annotations: dict[str, Any] = {ROLLED_AT: ",".join(f"{t:.3f}" for t in rolled_at)}
     if had_baseline:
-        metadata["annotations"] = {BASELINE_HASH: None}  # the template now carries the hash
+        annotations[BASELINE_HASH] = None  # the template now carries the hash
+    metadata: dict[str, Any] = {"uid": uid, "annotations": annotations}
     return _deep_merge(
         {"metadata": metadata}, annotation_patch(kind.template_path, CONFIG_HASH, config_hash)
     )

@@ -1,0 +1,36 @@
+"""The recorded rollout history that makes the flap cap survive restarts."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kube_nudge.controller.controller import BUILTIN_KINDS
+from kube_nudge.controller.views import BASELINE_HASH, ROLLED_AT, parse_rolled_at
+from kube_nudge.model import CONFIG_HASH
+from kube_nudge.strategies.rollout import rollout_patch
+
+
+def test_rolled_at_round_trips_through_the_rollout_patch() -> None:
+    patch = rollout_patch(
+        BUILTIN_KINDS[0], "uid-1", "v1-abc", had_baseline=True, rolled_at=[1700000000.5, 17e8]
+    )
+    annotations = patch["metadata"]["annotations"]
+    assert annotations[BASELINE_HASH] is None  # the template carries the hash from now on
+    assert parse_rolled_at(annotations[ROLLED_AT]) == (17e8, 1700000000.5)
+    assert patch["metadata"]["uid"] == "uid-1"
+    assert patch["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH] == "v1-abc"
+
+
+def test_unreadable_entries_are_skipped() -> None:
+    assert parse_rolled_at("12.5, junk,,-3,inf,nan,7") == (7.0, 12.5)
+    assert parse_rolled_at(None) == ()
+    assert parse_rolled_at(["1"]) == ()
+
+
+@given(st.text(max_size=5000))
+def test_any_text_parses_to_a_bounded_sorted_tuple(text: str) -> None:
+    stamps = parse_rolled_at(text)
+    assert len(stamps) <= 100
+    assert list(stamps) == sorted(stamps)
+    assert all(stamp > 0 for stamp in stamps)
