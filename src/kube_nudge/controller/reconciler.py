@@ -28,7 +28,7 @@ from kube_nudge.strategies import rollout
 log = logging.getLogger(__name__)
 
 WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
-_MAX_RECORDED_ROLLOUTS = 100  # kept on the workload; caps above this are enforced in memory
+_MAX_RECORDED_ROLLOUTS = 10  # kept on the workload; caps above this are enforced in memory
 _CLOCK_SKEW = 60.0  # rollout times recorded by another replica this far ahead still count
 
 
@@ -137,7 +137,10 @@ class Reconciler:
             )  # fmt: skip
             return Outcome("held", requeue_after=max(wait, 0.05))
 
-        rolled_at = [*recent[-(_MAX_RECORDED_ROLLOUTS - 1) :], now]
+        # The cap needs only the last max_rollouts times; recording more would grow the
+        # workload object (and every watch event of it) with each rollout.
+        keep = min(view.settings.max_rollouts, _MAX_RECORDED_ROLLOUTS) - 1
+        rolled_at = [*recent[max(len(recent) - keep, 0) :], now]
         patch = rollout.rollout_patch(
             kind, view.uid, desired, had_baseline=bool(view.baseline_hash), rolled_at=rolled_at
         )
