@@ -28,10 +28,10 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRE
 from kube_nudge.kube.waiting import wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import HMAC_SECRET, template_hash
+from tests.integration.manifests import ENABLED
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 FULL = os.environ.get("FAULT_SCALE", "") == "full"
-OPTED_IN = {"kube-nudge.io/enabled": "true"}
 HELD_UNTIL = 10
 REVISION = "deployment.kubernetes.io/revision"
 
@@ -109,7 +109,7 @@ class Fleet:
                 "env": env, "envFrom": [{"configMapRef": {"name": f"cm{whole}"}}]}])  # fmt: skip
             await self.kube.create(
                 DEPLOYMENTS.path(self.namespace),
-                manifests.deployment(name, spec=spec, annotations=OPTED_IN),
+                manifests.deployment(name, spec=spec, annotations=ENABLED),
             )
         late = [{"configMapRef": {"name": "late"}}]  # not optional: the pods need it
         spec = manifests.pod_spec(
@@ -117,7 +117,7 @@ class Fleet:
         )
         await self.kube.create(
             DEPLOYMENTS.path(self.namespace),
-            manifests.deployment("held", spec=spec, annotations=OPTED_IN),
+            manifests.deployment("held", spec=spec, annotations=ENABLED),
         )
         self.justified["held"] = 0
 

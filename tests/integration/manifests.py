@@ -7,6 +7,9 @@ from typing import Any
 
 JSON = dict[str, Any]
 
+#: The annotation that opts a workload in.
+ENABLED = {"kube-nudge.io/enabled": "true"}
+
 
 def pod_spec(**extra: Any) -> JSON:
     """A minimal pod spec (kwok runs no containers, so the image is never pulled)."""

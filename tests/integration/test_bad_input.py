@@ -29,10 +29,10 @@ from tests.integration.controller_support import (
     running_controller,
     template_hash,
 )
+from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
-ENABLED = {"kube-nudge.io/enabled": "true"}
 
 
 def volume_spec(*sources: tuple[str, str]) -> dict[str, Any]:
@@ -90,7 +90,7 @@ async def test_malformed_annotations_warn_and_fall_back_to_defaults(
         manifests.deployment(
             "good",
             spec=volume_spec(("configmap", "app")),
-            annotations={"kube-nudge.io/enabled": "true"},
+            annotations=ENABLED,
         ),
     )
     await kube.create(
@@ -151,9 +151,7 @@ async def test_huge_odd_and_many_sources(
         sources.append(("secret", f"s{n}"))
     await kube.create(
         DEPLOYMENTS.path(namespace),
-        manifests.deployment(
-            "wide", spec=volume_spec(*sources), annotations={"kube-nudge.io/enabled": "true"}
-        ),
+        manifests.deployment("wide", spec=volume_spec(*sources), annotations=ENABLED),
     )
     async with running_controller(cluster, namespace) as running:
         await adopted(kube, namespace, "wide")
@@ -191,7 +189,7 @@ async def test_custom_resource_without_a_template_at_the_path(
     wrong = WorkloadKind(DEPLOYMENTS, parse_path("spec.podTemplate"))
     await kube.create(
         DEPLOYMENTS.path(namespace),
-        manifests.deployment("d", annotations={"kube-nudge.io/enabled": "true"}),
+        manifests.deployment("d", annotations=ENABLED),
     )
     async with running_controller(cluster, namespace, kinds=(wrong,)) as running:
         await running.controller.settled(timeout=30)
@@ -210,7 +208,7 @@ async def test_workload_deleted_while_queued_is_forgotten(
             manifests.deployment(
                 name,
                 spec=volume_spec(("configmap", "app")),
-                annotations={"kube-nudge.io/enabled": "true"},
+                annotations=ENABLED,
             ),
         )
     async with running_controller(cluster, namespace, debounce=1.0) as running:

@@ -31,10 +31,10 @@ from tests.integration.controller_support import (
     running_controller,
     template_hash,
 )
+from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
-ENABLED = {"kube-nudge.io/enabled": "true"}
 
 
 def app_spec() -> dict[str, Any]:

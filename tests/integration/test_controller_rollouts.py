@@ -28,10 +28,10 @@ from tests.integration.controller_support import (
     running_controller,
     template_hash,
 )
+from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 KINDS = {kind.resource.plural: kind for kind in BUILTIN_KINDS}
-ENABLED = {"kube-nudge.io/enabled": "true"}
 
 # name, kind, consumed key, unconsumed key (None: every key is consumed)
 FORMS: list[tuple[str, SourceKind, str, str | None]] = [

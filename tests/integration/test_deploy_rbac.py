@@ -23,6 +23,7 @@ from kube_nudge.kube.resources import (
 from kube_nudge.kube.waiting import wait_for_object
 from tests.integration import manifests
 from tests.integration.controller_support import start_replica, template_hash, until
+from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 MANIFEST = Path(__file__).parents[2] / "deploy" / "kube-nudge.yaml"
@@ -77,7 +78,7 @@ async def test_controller_runs_with_exactly_the_shipped_rbac(
         spec = manifests.pod_spec(volumes=[{"name": "c", "configMap": {"name": "app"}}])
         await kube.create(
             DEPLOYMENTS.path(namespace),
-            manifests.deployment("app", spec=spec, annotations={"kube-nudge.io/enabled": "true"}),
+            manifests.deployment("app", spec=spec, annotations=ENABLED),
         )
         replica = await start_replica(kubeconfig, namespace, tmp_path / "kn.log",
                                       state_namespace=state)  # fmt: skip

@@ -17,6 +17,7 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.waiting import wait_for_object
 from tests.integration import manifests
 from tests.integration.controller_support import Replica, start_replica, template_hash, until
+from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 CANARY = "canary-7f3a9c1e-do-not-log"
@@ -46,7 +47,7 @@ async def test_two_replicas_one_leader_failover_and_clean_logs(
     ])  # fmt: skip
     await kube.create(
         DEPLOYMENTS.path(namespace),
-        manifests.deployment("app", spec=spec, annotations={"kube-nudge.io/enabled": "true"}),
+        manifests.deployment("app", spec=spec, annotations=ENABLED),
     )
 
     async def both_ready() -> bool:
