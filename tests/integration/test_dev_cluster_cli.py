@@ -1,11 +1,11 @@
-"""`kube-nudge dev-cluster` as a user runs it: ready line, clean stop, failures reported."""
+"""`kube-nudge-dev cluster` as a user runs it: ready line, clean stop, failures reported."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
-import sys
+import sysconfig
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -37,11 +37,19 @@ async def _wait_path(path: Path, timeout: float) -> None:
             await asyncio.sleep(0.05)
 
 
+def _kube_nudge_dev() -> str:
+    """The ``kube-nudge-dev`` console script of this interpreter's environment."""
+    script = Path(sysconfig.get_path("scripts")) / "kube-nudge-dev"
+    if not script.is_file():
+        pytest.fail(f"{script} is missing: install devtools/ (`make install`)")
+    return str(script)
+
+
 @pytest.fixture
 async def dev_cluster(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, Path]]:
     directory = tmp_path / "dev"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kube_nudge", "dev-cluster", "--dir", str(directory),
+        _kube_nudge_dev(), "cluster", "--dir", str(directory),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     yield proc, directory

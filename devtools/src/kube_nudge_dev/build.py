@@ -1,9 +1,10 @@
 """Find or build the control-plane binaries the local cluster runs.
 
 Binaries are built from the Go module proxy with pinned versions (the wrapper modules in
-``gomod/`` are shipped as package data, so this works from a plain ``pip install``), into a
-per-version cache directory outside any checkout, and only when missing. Users can point at
-prebuilt binaries with ``KUBE_NUDGE_BIN_DIR`` or envtest's ``KUBEBUILDER_ASSETS``.
+``gomod/`` are shipped as package data of ``kube-nudge-dev``, so this works from a plain
+``pip install``), into a per-version cache directory outside any checkout, and only when
+missing. Users can point at prebuilt binaries with ``KUBE_NUDGE_BIN_DIR`` or envtest's
+``KUBEBUILDER_ASSETS``.
 """
 
 from __future__ import annotations
@@ -79,16 +80,26 @@ def cache_root() -> Path:
 
 
 def _gomod_dir() -> Path:
-    return Path(str(resources.files("kube_nudge.devcluster") / "gomod"))
+    return Path(str(resources.files("kube_nudge_dev") / "gomod"))
 
 
 def _version_id() -> str:
-    """Changes whenever a pinned version or a wrapper module changes."""
+    """Changes whenever a pinned version or a wrapper module changes.
+
+    Only the pins, the wrapper files' names and their bytes go in, in the order of their
+    paths relative to ``gomod/``: where the package is installed (or which package ships
+    it) never changes the id, so moving the code does not force a rebuild.
+    """
+    root = _gomod_dir()
     digest = hashlib.sha256()
     digest.update(f"{KUBERNETES_VERSION} {ETCD_VERSION} {KWOK_VERSION}".encode())
-    for path in sorted(_gomod_dir().rglob("*")):
-        if path.is_file() and path.suffix in {".mod", ".sum", ".go"}:
-            digest.update(path.name.encode() + path.read_bytes())
+    wrappers = sorted(
+        path.relative_to(root)
+        for path in root.rglob("*")
+        if path.is_file() and path.suffix in {".mod", ".sum", ".go"}
+    )
+    for relative in wrappers:
+        digest.update(relative.name.encode() + (root / relative).read_bytes())
     return digest.hexdigest()[:12]
 
 

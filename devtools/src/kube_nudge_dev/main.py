@@ -1,4 +1,4 @@
-"""``kube-nudge dev-cluster``: run the local cluster in the foreground until a signal."""
+"""``kube-nudge-dev cluster``: run the local cluster in the foreground until a signal."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from kube_nudge.devcluster.build import BuildError
-from kube_nudge.devcluster.cluster import LocalCluster
-from kube_nudge.devcluster.processes import ClusterError
+from kube_nudge_dev.build import BuildError
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.processes import ClusterError
 
 
 class _StopRequested(Exception):
@@ -46,7 +46,7 @@ def run_dev_cluster(directory: str | None, *, nodes: int = 2) -> int:
         return 0
     except (ClusterError, BuildError) as exc:
         first, _, rest = str(exc).partition("\n")
-        print(f"kube-nudge dev-cluster: {first}", file=sys.stderr)
+        print(f"kube-nudge-dev cluster: {first}", file=sys.stderr)
         if rest:
             print(rest, file=sys.stderr)
         cluster.stop()

@@ -2,7 +2,7 @@
 kube-scheduler and kwok (fake nodes that make pods Running/Ready without a kubelet).
 
 Everything listens on random free loopback ports; certificates are generated at start.
-``LocalCluster`` backs both ``kube-nudge dev-cluster`` and the pytest fixture.
+``LocalCluster`` backs both ``kube-nudge-dev cluster`` and the pytest fixture.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kube_nudge.devcluster.build import ensure_binaries
-from kube_nudge.devcluster.certs import Pki, write_pki
-from kube_nudge.devcluster.processes import ClusterError, Component, poll_until, stop_all
+from kube_nudge_dev.build import ensure_binaries
+from kube_nudge_dev.certs import Pki, write_pki
+from kube_nudge_dev.processes import ClusterError, Component, poll_until, stop_all
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -182,7 +182,7 @@ class LocalCluster:
         self._component("kwok", [
             str(binaries["kwok"]),
             f"--kubeconfig={self.kubeconfig}",
-            f"--config={resources.files('kube_nudge.devcluster') / 'kwok-stages.yaml'}",
+            f"--config={resources.files('kube_nudge_dev') / 'kwok-stages.yaml'}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
             "--cidr=10.244.0.0/16",

@@ -48,7 +48,7 @@ class Component:
         with self.log.open("ab") as sink:
             # start_new_session: a Ctrl-C in the terminal reaches only us, so we stop the
             # children in order instead of racing them.
-            self.process = subprocess.Popen(  # nosec B603 # argv built by devcluster, no shell
+            self.process = subprocess.Popen(  # nosec B603 # argv built by kube_nudge_dev, no shell
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=sink,

@@ -1,4 +1,5 @@
-"""``make demo``: kube-nudge rolling a Deployment when the config it consumes changes.
+"""``make demo`` / ``kube-nudge-dev demo``: kube-nudge rolling a Deployment when the config
+it consumes changes.
 
 Starts the local control plane, runs ``kube-nudge run`` against it as a user would, and
 shows: opting in restarts nothing; a change to a key the pods consume rolls them once
@@ -17,13 +18,15 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kube_nudge.devcluster.cluster import LocalCluster, free_port
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, DEPLOYMENTS, NAMESPACES, REPLICASETS
-from kube_nudge.kube.waiting import deployment_complete, wait_for_object, wait_for_objects
+from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
+from kube_nudge.model.annotations import ENABLED
+from kube_nudge_dev.cluster import LocalCluster, free_port
+from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 
 NAMESPACE = "demo"
-HASH = "kube-nudge.io/config-hash"
+HASH = CONFIG_HASH
 
 
 def _say(text: str) -> None:
@@ -34,7 +37,7 @@ def _deployment() -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "web", "annotations": {"kube-nudge.io/enabled": "true"}},
+        "metadata": {"name": "web", "annotations": {ENABLED: "true"}},
         "spec": {
             "replicas": 2,
             "selector": {"matchLabels": {"app": "web"}},
@@ -110,10 +113,10 @@ async def _run(cluster: LocalCluster, kube: KubeClient) -> None:
         await _until(lambda: _ready(port), 60)
         adopted = await wait_for_object(
             kube, DEPLOYMENTS.path(NAMESPACE), "web",
-            lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
+            lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}),
             timeout=60,
         )  # fmt: skip
-        baseline = adopted["metadata"]["annotations"]["kube-nudge.io/baseline-hash"]
+        baseline = adopted["metadata"]["annotations"][BASELINE_HASH]
         _say(f"kube-nudge adopted deployment/web (baseline {baseline}); pods not restarted")
 
         started = time.monotonic()

@@ -1,1 +1,0 @@
-"""The local development/test control plane (build, PKI, processes, cluster)."""

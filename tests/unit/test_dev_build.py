@@ -1,0 +1,43 @@
+"""The control-plane cache key depends on what is built, never on where the code lives."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kube_nudge_dev import build
+
+# Changing this id makes every machine rebuild Kubernetes (about 10 minutes): only a change of
+# a pinned version or of a wrapper module in gomod/ may change it.
+EXPECTED_ID = "833423bfdd0d"
+
+
+def test_version_id_is_pinned() -> None:
+    assert build._version_id() == EXPECTED_ID
+    assert (
+        build.bin_cache_dir().parent.name
+        == f"controlplane-{build.KUBERNETES_VERSION}-{EXPECTED_ID}"
+    )
+
+
+def test_version_id_does_not_depend_on_the_install_location(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved = tmp_path / "somewhere" / "else" / "gomod"
+    shutil.copytree(build._gomod_dir(), moved)
+    (moved / "etcd" / "notes.txt").write_text("not part of the build\n")
+    monkeypatch.setattr(build, "_gomod_dir", lambda: moved)
+    assert build._version_id() == EXPECTED_ID
+
+
+def test_version_id_follows_the_wrapper_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    changed = tmp_path / "gomod"
+    shutil.copytree(build._gomod_dir(), changed)
+    with (changed / "etcd" / "main.go").open("a") as main:
+        main.write("// changed\n")
+    monkeypatch.setattr(build, "_gomod_dir", lambda: changed)
+    assert build._version_id() != EXPECTED_ID
