@@ -39,8 +39,10 @@ def secret(name: str, namespace: str = NS) -> SourceRef:
     return SourceRef(SourceKind.SECRET, namespace, name)
 
 
-def parse(annotations: dict[str, Any], **kwargs: bool) -> tuple[WorkloadSettings, list[str]]:
-    return parse_workload(annotations, NS, **kwargs)
+def parse(
+    annotations: dict[str, Any], *, compat: bool = False
+) -> tuple[WorkloadSettings, list[str]]:
+    return parse_workload(annotations, NS, a.WorkloadDefaults(compat=compat))
 
 
 # --- names and defaults ----------------------------------------------------------------
@@ -57,6 +59,8 @@ def test_annotation_names() -> None:
     assert a.IGNORE == "kube-nudge.io/ignore"
     assert a.SHARE_WITH == "kube-nudge.io/share-with"
     assert a.CONFIG_HASH == "kube-nudge.io/config-hash"
+    assert a.BASELINE_HASH == "kube-nudge.io/baseline-hash"
+    assert a.ROLLED_AT == "kube-nudge.io/rolled-at"
 
 
 @pytest.mark.parametrize("annotations", [None, {}, {"unrelated": "x"}])

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from kube_nudge.model.podtemplate import (
-    BUILTIN_PATHS,
     annotation_patch,
     get_pod_spec,
     get_template,
@@ -31,15 +30,6 @@ CRONJOB: dict[str, Any] = {
 }
 
 
-def test_builtin_paths() -> None:
-    assert BUILTIN_PATHS == {
-        ("apps", "deployments"): ("spec", "template"),
-        ("apps", "statefulsets"): ("spec", "template"),
-        ("apps", "daemonsets"): ("spec", "template"),
-        ("batch", "cronjobs"): ("spec", "jobTemplate", "spec", "template"),
-    }
-
-
 @pytest.mark.parametrize(
     ("text", "path"),
     [
@@ -60,7 +50,7 @@ def test_parse_path_rejects_empty_segments(text: str) -> None:
 
 def test_get_template() -> None:
     assert get_template(DEPLOYMENT, ("spec", "template")) is DEPLOYMENT["spec"]["template"]
-    cron_path = BUILTIN_PATHS[("batch", "cronjobs")]
+    cron_path = ("spec", "jobTemplate", "spec", "template")
     assert get_template(CRONJOB, cron_path) == {"spec": {"containers": []}}
 
 

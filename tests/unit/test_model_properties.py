@@ -20,6 +20,7 @@ from kube_nudge.model.annotations import (
     SECRETS,
     SHARE_WITH,
     STRATEGY,
+    WorkloadDefaults,
     parse_duration,
     parse_source,
     parse_workload,
@@ -457,7 +458,7 @@ annotation_values = st.text(st.characters(), max_size=30) | st.sampled_from(
 @PROPS
 @given(st.dictionaries(st.sampled_from(ANNOTATIONS), annotation_values), st.booleans())
 def test_parse_workload_is_total(annotations: dict[str, str], compat: bool) -> None:
-    settings_, errors = parse_workload(annotations, NS, compat=compat)
+    settings_, errors = parse_workload(annotations, NS, WorkloadDefaults(compat=compat))
     assert len(errors) <= len(annotations)
     assert all(e.split(" ", 1)[0] in annotations for e in errors)
     assert 0 <= settings_.debounce <= 3600

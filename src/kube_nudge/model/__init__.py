@@ -1,13 +1,28 @@
-"""Pure model: reference discovery, digests, hashing, annotation contract, pod-template paths. No I/O."""  # noqa: E501
+"""Pure model: the annotation contract, reference discovery, digests, hashing, projections,
+visibility and the decision of what to do. No I/O, no clock of its own."""
 
 from kube_nudge.model.annotations import (
+    BASELINE_HASH,
     CONFIG_HASH,
+    ROLLED_AT,
     SourceSettings,
+    WorkloadDefaults,
     WorkloadSettings,
     cross_namespace_allowed,
     parse_duration,
     parse_source,
     parse_workload,
+)
+from kube_nudge.model.decide import (
+    Adopt,
+    Apply,
+    Assessment,
+    Decision,
+    Hold,
+    Noop,
+    assess,
+    decide,
+    describe_changes,
 )
 from kube_nudge.model.digests import Digest, key_digests
 from kube_nudge.model.hashing import (
@@ -20,8 +35,8 @@ from kube_nudge.model.hashing import (
     missing_requirements,
     source_state,
 )
+from kube_nudge.model.memory import WorkloadMemory
 from kube_nudge.model.podtemplate import (
-    BUILTIN_PATHS,
     TemplatePath,
     annotation_patch,
     get_pod_spec,
@@ -29,6 +44,7 @@ from kube_nudge.model.podtemplate import (
     parse_path,
     template_annotation,
 )
+from kube_nudge.model.projection import SourceView, WorkloadView, project_source, project_workload
 from kube_nudge.model.references import (
     Consumption,
     SourceKind,
@@ -37,26 +53,42 @@ from kube_nudge.model.references import (
     discover,
     merge,
 )
+from kube_nudge.model.visibility import Visibility, visible_sources, without_excluded
 
 __all__ = [
     "ABSENT",
-    "BUILTIN_PATHS",
+    "BASELINE_HASH",
     "CONFIG_HASH",
     "HASH_VERSION",
+    "ROLLED_AT",
+    "Adopt",
+    "Apply",
+    "Assessment",
     "Consumption",
+    "Decision",
     "Digest",
+    "Hold",
+    "Noop",
     "SourceKind",
     "SourceRef",
     "SourceSettings",
     "SourceState",
+    "SourceView",
     "TemplatePath",
+    "Visibility",
+    "WorkloadDefaults",
+    "WorkloadMemory",
     "WorkloadSettings",
+    "WorkloadView",
     "annotation_patch",
+    "assess",
     "changed_keys",
     "config_hash",
     "consume_all",
     "consumed_digests",
     "cross_namespace_allowed",
+    "decide",
+    "describe_changes",
     "discover",
     "get_pod_spec",
     "get_template",
@@ -67,6 +99,10 @@ __all__ = [
     "parse_path",
     "parse_source",
     "parse_workload",
+    "project_source",
+    "project_workload",
     "source_state",
     "template_annotation",
+    "visible_sources",
+    "without_excluded",
 ]

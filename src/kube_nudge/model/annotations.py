@@ -1,4 +1,5 @@
-"""The annotation contract, parsed into settings plus readable error messages.
+"""The annotation contract: every annotation kube-nudge reads or writes, in one place, and
+parsers turning them into settings plus readable error messages.
 
 Parsing never raises. Each invalid annotation yields one message naming the
 annotation and the (truncated) bad value, and its field falls back to the default,
@@ -8,15 +9,18 @@ All annotations are parsed even when the workload is not opted in.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from kube_nudge.model.references import SourceKind, SourceRef
 
 __all__ = [
+    "BASELINE_HASH",
     "COMPAT_RELOADER",
     "COMPAT_WAVE",
     "CONFIGMAPS",
@@ -31,15 +35,19 @@ __all__ = [
     "IGNORE",
     "MAX_ROLLOUTS",
     "PREFIX",
+    "ROLLED_AT",
     "SECRETS",
     "SHARE_ALL",
     "SHARE_WITH",
     "STRATEGIES",
     "STRATEGY",
     "SourceSettings",
+    "WorkloadDefaults",
     "WorkloadSettings",
     "cross_namespace_allowed",
+    "format_rolled_at",
     "parse_duration",
+    "parse_rolled_at",
     "parse_source",
     "parse_workload",
 ]
@@ -60,6 +68,16 @@ COMPAT_RELOADER: Final = "reloader.stakater.com/auto"
 # On the pod template, written by the controller.
 CONFIG_HASH: Final = PREFIX + "config-hash"
 
+# On the workload's own metadata, written by the controller.
+#: The hash of the config the pods already run, recorded when kube-nudge adopts a workload.
+#: Adoption never touches the pod template, so opting in (or migrating hundreds of workloads
+#: with --compat) restarts nothing; the first rollout removes it.
+BASELINE_HASH: Final = PREFIX + "baseline-hash"
+#: When kube-nudge rolled the workload recently (Unix seconds, oldest first). The flap cap
+#: reads it, so a restart or a new leader does not forget how often a flapping config has
+#: already rolled the workload.
+ROLLED_AT: Final = PREFIX + "rolled-at"
+
 # On a ConfigMap or Secret.
 IGNORE: Final = PREFIX + "ignore"
 SHARE_WITH: Final = PREFIX + "share-with"
@@ -73,8 +91,11 @@ DEFAULT_ROLLOUT_WINDOW: Final = 300.0
 MIN_ROLLOUT_WINDOW: Final = 1.0
 MAX_ROLLOUT_WINDOW: Final = 86400.0
 STRATEGY_ROLLOUT: Final = "rollout"
-STRATEGIES: Final = (STRATEGY_ROLLOUT,)
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
+#: Strategy names the model accepts when no registry is given (the app passes the
+#: registry's names through `WorkloadDefaults.strategies`).
+STRATEGIES: Final = (STRATEGY_ROLLOUT,)
+_MAX_ROLLED_AT = 100  # a malformed or hostile annotation costs at most this many numbers
 
 _KINDS: Final = frozenset(kind.value for kind in SourceKind)
 _SHOWN_CHARS = 100
@@ -118,6 +139,23 @@ class WorkloadSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadDefaults:
+    """Controller-wide defaults (from flags) that a workload's annotations override, and
+    the strategy names that exist. Passed in once; nothing re-reads raw annotations later."""
+
+    debounce: float = DEFAULT_DEBOUNCE
+    max_rollouts: int = DEFAULT_MAX_ROLLOUTS
+    rollout_window: float = DEFAULT_ROLLOUT_WINDOW
+    strategy: str = DEFAULT_STRATEGY
+    strategies: tuple[str, ...] = field(default=STRATEGIES)
+    compat: bool = False
+    """Also opt in workloads annotated for Wave or Reloader."""
+
+
+_PRODUCT_DEFAULTS = WorkloadDefaults()
+
+
+@dataclass(frozen=True, slots=True)
 class SourceSettings:
     """What a ConfigMap's or Secret's annotations ask of the controller."""
 
@@ -127,18 +165,23 @@ class SourceSettings:
 
 
 def parse_workload(
-    annotations: Mapping[str, str] | None, namespace: str, *, compat: bool = False
+    annotations: Mapping[str, str] | None,
+    namespace: str,
+    defaults: WorkloadDefaults = _PRODUCT_DEFAULTS,
 ) -> tuple[WorkloadSettings, list[str]]:
     """Settings of a workload in `namespace`, and one error message per bad annotation.
 
-    With `compat`, the Wave and Reloader opt-in annotations also enable the workload
-    unless `kube-nudge.io/enabled` is validly set.
+    Unset or invalid annotations take their value from `defaults`. With `defaults.compat`,
+    the Wave and Reloader opt-in annotations also enable the workload unless
+    `kube-nudge.io/enabled` is validly set.
     """
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
     errors: list[str] = []
     enabled = _field(ann, ENABLED, _parse_bool, None, errors)
     if enabled is None:
-        enabled = compat and (ann.get(COMPAT_WAVE) == "true" or ann.get(COMPAT_RELOADER) == "true")
+        enabled = defaults.compat and (
+            ann.get(COMPAT_WAVE) == "true" or ann.get(COMPAT_RELOADER) == "true"
+        )
 
     def sources(name: str, kind: SourceKind) -> tuple[SourceRef, ...]:
         return _field(ann, name, lambda n, v: _parse_sources(n, v, kind, namespace), (), errors)
@@ -147,15 +190,18 @@ def parse_workload(
         set(sources(CONFIGMAPS, SourceKind.CONFIGMAP) + sources(SECRETS, SourceKind.SECRET))
     )
     exclude = _field(ann, EXCLUDE, lambda n, v: _parse_exclude(n, v, namespace), _NO_REFS, errors)
-    debounce = _field(ann, DEBOUNCE, _parse_debounce, DEFAULT_DEBOUNCE, errors)
+    debounce = _field(ann, DEBOUNCE, _parse_debounce, defaults.debounce, errors)
     max_rollouts, window = _field(
         ann,
         MAX_ROLLOUTS,
         _parse_max_rollouts,
-        (DEFAULT_MAX_ROLLOUTS, DEFAULT_ROLLOUT_WINDOW),
+        (defaults.max_rollouts, defaults.rollout_window),
         errors,
     )
-    strategy = _field(ann, STRATEGY, _parse_strategy, DEFAULT_STRATEGY, errors)
+    strategy = _field(
+        ann, STRATEGY, lambda n, v: _parse_strategy(n, v, defaults.strategies),
+        defaults.strategy, errors,
+    )  # fmt: skip
     settings = WorkloadSettings(
         enabled=enabled,
         extra=tuple(extra),
@@ -218,6 +264,25 @@ def parse_duration(text: str) -> float:
     if total_ns > _MAX_NS:
         raise ValueError(f"invalid duration {_show(text)}: out of range")
     return sign * total_ns / 1e9
+
+
+def parse_rolled_at(value: object) -> tuple[float, ...]:
+    """The timestamps of `kube-nudge.io/rolled-at`, sorted; anything unreadable is skipped
+    (it only ever makes the flap cap more lenient)."""
+    if not isinstance(value, str):
+        return ()
+    stamps = []
+    for part in value.split(",", _MAX_ROLLED_AT)[:_MAX_ROLLED_AT]:
+        with contextlib.suppress(ValueError):
+            stamp = float(part)
+            if math.isfinite(stamp) and stamp > 0:
+                stamps.append(stamp)
+    return tuple(sorted(stamps))
+
+
+def format_rolled_at(stamps: tuple[float, ...] | list[float]) -> str:
+    """The value of `kube-nudge.io/rolled-at` for `stamps` (millisecond precision)."""
+    return ",".join(f"{t:.3f}" for t in stamps)
 
 
 def _field(
@@ -326,9 +391,9 @@ def _parse_max_rollouts(name: str, value: str) -> tuple[int, float]:
     return count, window
 
 
-def _parse_strategy(name: str, value: str) -> str:
-    if value not in STRATEGIES:
-        supported = ", ".join(f'"{s}"' for s in STRATEGIES)
+def _parse_strategy(name: str, value: str, strategies: tuple[str, ...]) -> str:
+    if value not in strategies:
+        supported = ", ".join(f'"{s}"' for s in strategies)
         raise ValueError(f"{name} must be one of {supported}, got {_show(value)}")
     return value
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 __all__ = [
-    "BUILTIN_PATHS",
     "TemplatePath",
     "annotation_patch",
     "get_pod_spec",
@@ -17,16 +16,6 @@ __all__ = [
 
 TemplatePath = tuple[str, ...]
 """Field names from the object root to its pod template, e.g. `("spec", "template")`."""
-
-_SPEC_TEMPLATE: Final[TemplatePath] = ("spec", "template")
-
-BUILTIN_PATHS: Final[dict[tuple[str, str], TemplatePath]] = {
-    ("apps", "deployments"): _SPEC_TEMPLATE,
-    ("apps", "statefulsets"): _SPEC_TEMPLATE,
-    ("apps", "daemonsets"): _SPEC_TEMPLATE,
-    ("batch", "cronjobs"): ("spec", "jobTemplate", "spec", "template"),
-}
-"""Pod template path of each built-in workload, by (API group, plural resource)."""
 
 
 def parse_path(text: str) -> TemplatePath:

@@ -1,0 +1,179 @@
+"""The pure decision of what to do for one workload: no I/O, the clock is an argument.
+
+`assess` computes the desired hash and what is missing from the sources that count;
+`decide` compares it with what the pods run (as recorded on the workload, or remembered)
+and returns one of `Noop`, `Adopt`, `Hold` or `Apply`. The reconciler carries the decision
+out through the workload's strategy and then remembers the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kube_nudge.model.hashing import (
+    ABSENT,
+    SourceState,
+    changed_keys,
+    config_hash,
+    missing_requirements,
+)
+from kube_nudge.model.memory import WorkloadMemory, recent_rollouts
+from kube_nudge.model.projection import SourceView, WorkloadView
+from kube_nudge.model.references import Consumption, SourceRef
+from kube_nudge.model.visibility import visible_sources
+
+__all__ = [
+    "MAX_RECORDED_ROLLOUTS",
+    "Adopt",
+    "Apply",
+    "Assessment",
+    "Decision",
+    "Hold",
+    "Noop",
+    "assess",
+    "decide",
+    "describe_changes",
+]
+
+MAX_RECORDED_ROLLOUTS = 10
+"""Rollout times kept on the workload; caps above this are enforced in memory only. The
+cap needs only the last N times, and recording more would grow the workload object (and
+every watch event of it) with each rollout."""
+MIN_RETRY = 0.05
+
+SourceLookup = Callable[[SourceRef], SourceView | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """The config a workload should run now, from the sources that count for it."""
+
+    visible: Mapping[SourceRef, Consumption]
+    refused: tuple[SourceRef, ...]
+    states: Mapping[SourceRef, SourceState]
+    desired: str
+    missing: tuple[str, ...]
+    """Required sources or keys that don't exist (names only, never values)."""
+
+
+def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Assessment:
+    """Visibility, states, desired hash and missing requirements of `view`."""
+    visibility = visible_sources(
+        view.consumed,
+        view.namespace,
+        view.settings.exclude,
+        lambda ref: s.settings if (s := source_of(ref)) is not None else None,
+    )
+    states: dict[SourceRef, SourceState] = {}
+    for ref in visibility.visible:
+        source = source_of(ref)
+        states[ref] = source.state if source is not None else ABSENT
+    missing = missing_requirements(visibility.visible, states, namespace=view.namespace)
+    return Assessment(
+        visible=visibility.visible,
+        refused=visibility.refused,
+        states=states,
+        desired=config_hash(hmac_key, visibility.visible, states),
+        missing=tuple(missing),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Noop:
+    """The pods run the desired config."""
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """First sight: record `config_hash` as what the pods run, restarting nothing."""
+
+    config_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Not now. `reason` is the metric label, `event_reason` the Event's reason."""
+
+    reason: str  # "missing" | "flapping" | "invalid"
+    event_reason: str
+    message: str
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Apply:
+    """Bring the pods to `config_hash`."""
+
+    config_hash: str
+    changes: Mapping[SourceRef, list[str]] | None
+    """Changed keys per source (empty list: the source appeared or went); None when the
+    previous state is unknown (changed while kube-nudge was not watching)."""
+    rolled_at: tuple[float, ...]
+    """Recent rollout times to record on the workload, this one (`now`) last."""
+    had_baseline: bool
+    """The workload carries an adoption baseline that this apply supersedes."""
+
+
+Decision = Noop | Adopt | Hold | Apply
+
+
+def decide(
+    view: WorkloadView,
+    assessment: Assessment,
+    memory: WorkloadMemory,
+    now: float,
+    *,
+    capped: bool = True,
+) -> Decision:
+    """What to do for `view` at wall-clock time `now` (Unix seconds). `capped` applies the
+    flap cap (strategies that restart nothing may not need it)."""
+    if not view.has_template:
+        path = ".".join(view.template_path)
+        return Hold("invalid", "NoPodTemplate", f"no pod template at {path}")
+    applied = memory.applied or view.applied_hash
+    if applied is None:
+        return Adopt(assessment.desired)
+    if assessment.missing:
+        return Hold("missing", "ConfigMissing", "not rolling: " + "; ".join(assessment.missing))
+    if assessment.desired == applied:
+        return Noop()
+    settings = view.settings
+    recent = recent_rollouts(memory.rollouts, view.rolled_at, now, settings.rollout_window)
+    if capped and len(recent) >= settings.max_rollouts:
+        wait = recent[0] + settings.rollout_window - now
+        return Hold(
+            "flapping", "RolloutsCapped",
+            f"held: {len(recent)} rollouts in the last {settings.rollout_window:g} s "
+            f"(max {settings.max_rollouts}); will roll the latest config in {wait:.0f} s",
+            retry_after=max(wait, MIN_RETRY),
+        )  # fmt: skip
+    keep = min(settings.max_rollouts, MAX_RECORDED_ROLLOUTS) - 1
+    changes = None
+    if memory.rolled_with is not None:
+        changes = changed_keys(assessment.visible, memory.rolled_with, assessment.states)
+    return Apply(
+        config_hash=assessment.desired,
+        changes=changes,
+        rolled_at=(*recent[max(len(recent) - keep, 0) :], now),
+        had_baseline=bool(view.baseline_hash),
+    )
+
+
+def describe_changes(
+    changes: Mapping[SourceRef, list[str]] | None,
+    states: Mapping[SourceRef, SourceState],
+    namespace: str,
+) -> str:
+    """Human wording of `Apply.changes`, naming sources and keys, never values."""
+    if changes is None:
+        return "config changed while kube-nudge was not watching"
+    parts = []
+    for ref, keys in changes.items():
+        label = ref.display(namespace)
+        if keys:
+            parts.append(f"{label} keys [{', '.join(keys)}] changed")
+        else:
+            parts.append(f"{label} appeared" if states.get(ref, ABSENT).present
+                         else f"{label} removed")  # fmt: skip
+    return "; ".join(parts) if parts else "consumed sources changed"

@@ -1,0 +1,283 @@
+"""The pure decision (`model.decide`) and the memory it reads, with an injected clock."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from kube_nudge.model import (
+    BASELINE_HASH,
+    CONFIG_HASH,
+    ROLLED_AT,
+    Adopt,
+    Apply,
+    Hold,
+    Noop,
+    SourceKind,
+    SourceRef,
+    SourceView,
+    WorkloadDefaults,
+    WorkloadMemory,
+    WorkloadView,
+    assess,
+    decide,
+    describe_changes,
+    project_source,
+    project_workload,
+)
+from kube_nudge.model.annotations import format_rolled_at
+from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
+from tests.unit.fakes import FakeClock
+
+KEY = b"k" * 32
+NS = "shop"
+APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")
+PATH = ("spec", "template")
+CAP = WorkloadDefaults(max_rollouts=3, rollout_window=6.0)
+
+
+def workload(
+    *,
+    template_hash: str | None = None,
+    baseline: str | None = None,
+    rolled_at: tuple[float, ...] = (),
+    key: str = "LEVEL",
+    strategy: str | None = None,
+    template: bool = True,
+    defaults: WorkloadDefaults = CAP,
+) -> WorkloadView:
+    annotations = {"kube-nudge.io/enabled": "true"}
+    if baseline:
+        annotations[BASELINE_HASH] = baseline
+    if rolled_at:
+        annotations[ROLLED_AT] = format_rolled_at(list(rolled_at))
+    if strategy:
+        annotations["kube-nudge.io/strategy"] = strategy
+    pod_annotations = {CONFIG_HASH: template_hash} if template_hash else {}
+    env = [{"name": key, "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}]
+    spec: dict[str, object] = {}
+    if template:
+        spec["template"] = {
+            "metadata": {"annotations": pod_annotations},
+            "spec": {"containers": [{"name": "c", "env": env}]},
+        }
+    obj = {"metadata": {"namespace": NS, "uid": "u1", "annotations": annotations}, "spec": spec}
+    view = project_workload(obj, PATH, defaults)
+    assert view is not None
+    return view
+
+
+def configmap(**data: str) -> SourceView:
+    return project_source({"metadata": {"name": "app", "namespace": NS}, "data": data})
+
+
+def sources(**data: str) -> dict[SourceRef, SourceView]:
+    return {APP: configmap(**data)} if data else {}
+
+
+def decide_now(
+    view: WorkloadView,
+    data: dict[SourceRef, SourceView],
+    memory: WorkloadMemory,
+    clock: FakeClock,
+    *,
+    capped: bool = True,
+) -> Adopt | Apply | Hold | Noop:
+    return decide(view, assess(view, data.get, KEY), memory, clock.now(), capped=capped)
+
+
+def desired(view: WorkloadView, data: dict[SourceRef, SourceView]) -> str:
+    return assess(view, data.get, KEY).desired
+
+
+def test_first_sight_adopts_what_runs_now() -> None:
+    view, data = workload(), sources(LEVEL="info")
+    decision = decide_now(view, data, WorkloadMemory(), FakeClock())
+    assert decision == Adopt(desired(view, data))
+
+
+def test_adoption_happens_even_when_config_is_missing_then_holds() -> None:
+    view, clock = workload(), FakeClock()
+    memory = WorkloadMemory()
+    decision = decide_now(view, {}, memory, clock)
+    assert isinstance(decision, Adopt)
+    memory.remember_applied("rollout", decision.config_hash)
+    assert decide_now(view, {}, memory, clock) == Hold(
+        "missing", "ConfigMissing", "not rolling: configmap/app not found"
+    )
+
+
+def test_a_missing_required_key_holds_and_names_only_the_key() -> None:
+    data = sources(OTHER="secret-value")
+    view = workload(template_hash="v1-old")
+    decision = decide_now(view, data, WorkloadMemory(), FakeClock())
+    assert decision == Hold(
+        "missing", "ConfigMissing", "not rolling: configmap/app has no key 'LEVEL'"
+    )
+    assert "secret-value" not in repr(decision)
+
+
+def test_unchanged_hash_is_a_noop() -> None:
+    data = sources(LEVEL="info")
+    view = workload(template_hash=desired(workload(), data))
+    assert decide_now(view, data, WorkloadMemory(), FakeClock()) == Noop()
+
+
+def test_an_adopted_baseline_counts_as_what_runs() -> None:
+    data = sources(LEVEL="info")
+    view = workload(baseline=desired(workload(), data))
+    assert decide_now(view, data, WorkloadMemory(), FakeClock()) == Noop()
+
+
+def test_a_change_applies_the_new_hash_and_names_the_changed_keys() -> None:
+    before, after = sources(LEVEL="info"), sources(LEVEL="debug")
+    view = workload(baseline=desired(workload(), before))
+    memory = WorkloadMemory(rolled_with={APP: before[APP].state})
+    clock = FakeClock()
+    decision = decide_now(view, after, memory, clock)
+    assert decision == Apply(
+        config_hash=desired(view, after),
+        changes={APP: ["LEVEL"]},
+        rolled_at=(clock.now(),),
+        had_baseline=True,
+    )
+    assert describe_changes(decision.changes, {}, NS) == "configmap/app keys [LEVEL] changed"
+
+
+def test_unknown_previous_state_is_said_so() -> None:
+    view = workload(template_hash="v1-old")
+    decision = decide_now(view, sources(LEVEL="x"), WorkloadMemory(), FakeClock())
+    assert isinstance(decision, Apply) and decision.changes is None
+    assert describe_changes(None, {}, NS) == "config changed while kube-nudge was not watching"
+
+
+def test_our_own_write_is_not_repeated_before_its_echo_arrives() -> None:
+    data = sources(LEVEL="debug")
+    stale = workload(template_hash="v1-old")  # the watch echo hasn't arrived yet
+    memory = WorkloadMemory()
+    memory.remember_applied("rollout", desired(stale, data))
+    assert decide_now(stale, data, memory, FakeClock()) == Noop()
+    # The echo itself is recognised as ours, and the memory then defers to the workload.
+    echo = workload(template_hash=desired(stale, data))
+    assert memory.observe(echo) is True
+    assert memory.applied is None
+    assert memory.observe(echo) is False
+
+
+def test_a_foreign_change_of_the_hash_is_not_taken_for_our_echo() -> None:
+    memory = WorkloadMemory()
+    memory.remember_applied("rollout", "v1-ours")
+    assert memory.observe(workload(template_hash="v1-someone-else")) is False
+    assert memory.applied == "v1-ours"
+
+
+def test_a_new_strategy_starts_from_what_the_workload_records() -> None:
+    memory = WorkloadMemory()
+    memory.remember_applied("notify", "v1-announced")
+    assert memory.observe(workload(template_hash="v1-old", strategy="rollout")) is False
+    assert memory.applied is None
+
+
+def rollout_sequence(changes: int, every: float) -> list[Adopt | Apply | Hold | Noop]:
+    """`changes` config changes `every` seconds apart, each decided and remembered as
+    the reconciler does (the workload records what the last apply wrote)."""
+    clock = FakeClock()
+    memory = WorkloadMemory()
+    view = workload(baseline="v1-start")
+    decisions: list[Adopt | Apply | Hold | Noop] = []
+    for n in range(changes):
+        if n:
+            clock.advance(every)
+        decision = decide_now(view, sources(LEVEL=str(n)), memory, clock)
+        decisions.append(decision)
+        if isinstance(decision, Apply):
+            memory.remember_rollout("rollout", decision.config_hash, clock.now(), view)
+            view = workload(template_hash=decision.config_hash, rolled_at=decision.rolled_at)
+    return decisions
+
+
+def test_the_flap_cap_holds_exactly_the_fourth_change_in_the_window() -> None:
+    decisions = rollout_sequence(4, every=1.0)
+    assert [type(d).__name__ for d in decisions] == ["Apply", "Apply", "Apply", "Hold"]
+    held = decisions[3]
+    assert isinstance(held, Hold)
+    assert (held.reason, held.event_reason) == ("flapping", "RolloutsCapped")
+    assert held.retry_after == 3.0  # first rollout at t, window 6 s, now t + 3
+
+
+def test_the_held_change_rolls_when_the_window_allows() -> None:
+    clock = FakeClock()
+    memory = WorkloadMemory()
+    view = workload(baseline="v1-start")
+    for n in range(3):
+        decision = decide_now(view, sources(LEVEL=str(n)), memory, clock)
+        assert isinstance(decision, Apply)
+        memory.remember_rollout("rollout", decision.config_hash, clock.now(), view)
+        view = workload(template_hash=decision.config_hash, rolled_at=decision.rolled_at)
+        clock.advance(1.0)
+    held = decide_now(view, sources(LEVEL="latest"), memory, clock)
+    assert isinstance(held, Hold) and held.retry_after == 3.0
+    clock.advance(held.retry_after - 0.001)
+    assert isinstance(decide_now(view, sources(LEVEL="latest"), memory, clock), Hold)
+    clock.advance(0.001)
+    rolled = decide_now(view, sources(LEVEL="latest"), memory, clock)
+    assert isinstance(rolled, Apply)
+    assert rolled.config_hash == desired(view, sources(LEVEL="latest"))
+
+
+def test_the_cap_survives_a_restart_through_the_recorded_times() -> None:
+    clock = FakeClock()
+    recorded = (clock.now() - 2, clock.now() - 1, clock.now())
+    view = workload(template_hash="v1-old", rolled_at=recorded)
+    decision = decide_now(view, sources(LEVEL="x"), WorkloadMemory(), clock)  # fresh memory
+    assert isinstance(decision, Hold) and decision.reason == "flapping"
+
+
+def test_uncapped_strategies_are_never_held_for_flapping() -> None:
+    clock = FakeClock()
+    recorded = (clock.now() - 2, clock.now() - 1, clock.now())
+    view = workload(template_hash="v1-old", rolled_at=recorded)
+    decision = decide_now(view, sources(LEVEL="x"), WorkloadMemory(), clock, capped=False)
+    assert isinstance(decision, Apply)
+
+
+def test_only_the_times_the_cap_needs_are_recorded() -> None:
+    clock = FakeClock()
+    many = WorkloadDefaults(max_rollouts=50, rollout_window=3600.0)
+    recorded = tuple(clock.now() - n for n in range(30, 0, -1))
+    view = workload(template_hash="v1-old", rolled_at=recorded, defaults=many)
+    decision = decide_now(view, sources(LEVEL="x"), WorkloadMemory(), clock)
+    assert isinstance(decision, Apply)
+    assert len(decision.rolled_at) == MAX_RECORDED_ROLLOUTS
+    assert decision.rolled_at == (*recorded[-(MAX_RECORDED_ROLLOUTS - 1) :], clock.now())
+
+
+def test_no_pod_template_holds_as_invalid() -> None:
+    decision = decide_now(
+        workload(template=False), sources(LEVEL="x"), WorkloadMemory(), FakeClock()
+    )
+    assert decision == Hold("invalid", "NoPodTemplate", "no pod template at spec.template")
+
+
+def test_ignored_and_unshared_sources_do_not_count() -> None:
+    other = SourceRef(SourceKind.CONFIGMAP, "other", "shared")
+    annotations = {"kube-nudge.io/enabled": "true", "kube-nudge.io/configmaps": "other/shared"}
+    obj = {"metadata": {"namespace": NS, "annotations": annotations},
+           "spec": {"template": {"spec": {"containers": []}}}}  # fmt: skip
+    view = project_workload(obj, PATH, CAP)
+    assert view is not None
+    unshared = {other: configmap(a="1")}
+    assessment = assess(view, unshared.get, KEY)
+    assert assessment.refused == (other,) and not assessment.visible
+    # The same refusal when it doesn't exist: a refusal never reveals existence.
+    nothing: dict[SourceRef, SourceView] = {}
+    assert assess(view, nothing.get, KEY).refused == (other,)
+    shared = {other: source_with({"kube-nudge.io/share-with": NS})}
+    assert assess(view, shared.get, KEY).visible == MappingProxyType({other: view.consumed[other]})
+    ignored = {
+        other: source_with({"kube-nudge.io/share-with": "*", "kube-nudge.io/ignore": "true"})
+    }
+    assert not assess(view, ignored.get, KEY).visible
+
+
+def source_with(annotations: dict[str, str]) -> SourceView:
+    return project_source({"metadata": {"annotations": annotations}, "data": {"a": "1"}})
