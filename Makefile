@@ -11,33 +11,37 @@ help:
 	@echo "make test   - install, lint, build/reuse the control plane, run every test"
 	@echo "make test-faults - the fault suite at full size; rewrites docs/reliability.md"
 
-$(STAMP): pyproject.toml requirements/dev.lock
+# Two local distributions, both editable: the product (.) and its development tools
+# (devtools/, the separate `kube-nudge-dev`: local control plane, its build, the demo).
+$(STAMP): pyproject.toml devtools/pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements/dev.lock
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+		-e . -e devtools
 	touch $@
 
 install: $(STAMP)
 
 lint: $(STAMP) audit
-	$(BIN)/ruff check src tests bench tools
-	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/ruff check src devtools/src tests bench tools
+	$(BIN)/ruff format --check src devtools/src tests bench tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
-# Supply chain: bandit fails on any finding in src/ (accepted ones carry `# nosec BXXX # reason`);
-# tools/audit_deps.py runs pip-audit over every pin of the lock and fails on a known
-# vulnerability. A vulnerability service it cannot reach is said in one NOT CHECKED line (the
-# build machines reach none); AUDIT_STRICT=1 makes that fail too.
+# Supply chain: bandit fails on any finding in src/, devtools/src/ and tools/ (accepted ones
+# carry `# nosec BXXX # reason`); tools/audit_deps.py runs pip-audit over every pin of the lock
+# and fails on a known vulnerability. A vulnerability service it cannot reach is said in one
+# NOT CHECKED line (the build machines reach none); AUDIT_STRICT=1 makes that fail too.
 PIP_AUDIT_SERVICE ?= pypi
 AUDIT_STRICT ?=
 audit: $(STAMP)
-	$(BIN)/bandit -c pyproject.toml -r src tools -q
+	$(BIN)/bandit -c pyproject.toml -r src devtools/src tools -q
 	$(BIN)/python tools/audit_deps.py requirements/dev.lock --service $(PIP_AUDIT_SERVICE) \
 		$(if $(AUDIT_STRICT),--strict)
 
 # Builds the pinned etcd/Kubernetes/kwok binaries on first use (minutes), then reuses them.
 control-plane: $(STAMP)
-	$(BIN)/kube-nudge build-control-plane
+	$(BIN)/kube-nudge-dev build
 
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit
@@ -49,7 +53,7 @@ test: lint control-plane
 	$(BIN)/pytest
 
 demo: control-plane
-	$(BIN)/python -m kube_nudge.devcluster.demo
+	$(BIN)/kube-nudge-dev demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -106,7 +106,7 @@ def _git_commit(root: Path) -> str:
 def machine(root: Path) -> dict[str, object]:
     """CPUs, memory, CPU model and software versions of this run."""
     from kube_nudge import __version__
-    from kube_nudge.devcluster.build import ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION
+    from kube_nudge_dev.build import ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION
 
     mem_kib = int(_first("/proc/meminfo", "MemTotal").split()[0] or 0)
     return {

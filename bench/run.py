@@ -21,7 +21,7 @@ from bench.progress import say
 from bench.scenarios import Context, Metrics, Scenario, fanout, latency, memory
 from bench.stats import spread
 from bench.tools import Tool, ToolSettings, make_tool
-from kube_nudge.devcluster.cluster import LocalCluster
+from kube_nudge_dev.cluster import LocalCluster
 
 SCENARIOS: dict[str, Scenario] = {
     "latency": latency.run_fast,

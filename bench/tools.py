@@ -21,17 +21,17 @@ from typing import IO
 
 import httpx2 as httpx
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
 from kube_nudge.controller.desired import desired_hash
-from kube_nudge.controller.views import BASELINE_HASH
-from kube_nudge.devcluster.cluster import free_port
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.resources import NAMESPACES, SECRETS
+from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import (
+    BASELINE_HASH,
     CONFIG_HASH,
     SourceRef,
     template_annotation,
 )
+from kube_nudge_dev.cluster import free_port
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 DEPLOYMENT_TEMPLATE = DEPLOYMENT.template_path

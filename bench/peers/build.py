@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kube_nudge.devcluster.build import BuildError, cache_root
-from kube_nudge.devcluster.cluster import free_port
+from kube_nudge_dev.build import BuildError, cache_root
+from kube_nudge_dev.cluster import free_port
 
 GOMOD = Path(__file__).resolve().parent / "gomod"
 _WRAPPER_PREFIX = "kube-nudge.dev/bench/peers"

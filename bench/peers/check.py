@@ -24,13 +24,12 @@ from typing import TypeVar
 import httpx2 as httpx
 
 from bench.peers.build import PEERS, ensure_peer, latest_release, peer_launch
-from kube_nudge.controller.views import BASELINE_HASH
-from kube_nudge.devcluster.build import BuildError, cache_root
-from kube_nudge.devcluster.cluster import LocalCluster, free_port
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
-from kube_nudge.kube.waiting import wait_for_object
-from kube_nudge.model import CONFIG_HASH
+from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
+from kube_nudge_dev.build import BuildError, cache_root
+from kube_nudge_dev.cluster import LocalCluster, free_port
+from kube_nudge_dev.waiting import wait_for_object
 
 NAMESPACE = "peer-check"
 CONFIGMAP = "app-config"

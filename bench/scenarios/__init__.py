@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from bench.audit import AuditLog
 from bench.config import Sizes
 from bench.tools import Tool, ToolSettings, ensure_namespace
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
+from kube_nudge_dev.cluster import LocalCluster
 
 Metrics = dict[str, float]
 NAMESPACE = "bench"

@@ -28,8 +28,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2 as httpx
 
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
+from kube_nudge_dev.cluster import LocalCluster
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
+from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.controller_support import REPLICA_LOGS
 from tests.integration.faults import FaultRun
 from tests.integration.manifests import CANARY

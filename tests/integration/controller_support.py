@@ -13,19 +13,21 @@ from typing import Any
 
 import httpx2 as httpx
 
-from kube_nudge.controller.controller import BUILTIN_KINDS, Controller, ControllerOptions
+from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
 from kube_nudge.controller.desired import desired_hash
 from kube_nudge.controller.hmackey import load_or_create_key
-from kube_nudge.controller.views import Defaults, WorkloadKind
-from kube_nudge.devcluster.cluster import LocalCluster, free_port
-from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.resources import CORE_EVENTS
+from kube_nudge.kube.resources import CORE_EVENTS, CRDS, Resource
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import (
     CONFIG_HASH,
     template_annotation,
 )
-from kube_nudge.ops.metrics import Metrics
+from kube_nudge.runtime.manager import Manager
+from kube_nudge.runtime.metrics import Metrics
+from kube_nudge_dev.cluster import LocalCluster, free_port
+from kube_nudge_dev.waiting import wait_for_object
 
 HMAC_SECRET = "kube-nudge-hmac-key"
 CONTROLLER_AGENT = "kube-nudge/"
@@ -66,15 +68,18 @@ async def running_controller(
         ControllerOptions(),
         namespaces=(namespace, *also_watch),
         kinds=kinds,
-        defaults=Defaults(debounce, max_rollouts, window, compat),
+        defaults=product_defaults(
+            debounce=debounce, max_rollouts=max_rollouts, rollout_window=window, compat=compat
+        ),
         workers=8,
         watch_inactivity=watch_inactivity,
     )
     controller = Controller(
         client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client)
     )
-    task = asyncio.create_task(controller.run())
-    controller.set_leader(True)
+    # No elector: this replica leads from the start, as `kube-nudge run` without
+    # --leader-elect.
+    task = asyncio.create_task(Manager(controller.runnables).run())
     try:
         await eventually(lambda: controller.ready, timeout=30)
         await controller.settled(timeout=30)
@@ -123,6 +128,35 @@ async def expected_hash(
 def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
     """The config hash currently on the workload's pod template."""
     return template_annotation(obj, kind.template_path, CONFIG_HASH)
+
+
+async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> None:
+    """Install a namespaced CRD serving ``resource`` (schemaless) and wait until it is
+    Established; a CRD left by an earlier test of this session is reused."""
+    name = f"{resource.plural}.{resource.group}"
+    try:
+        await kube.create(CRDS.path(), {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": resource.group, "scope": "Namespaced",
+                "names": {"plural": resource.plural, "singular": singular,
+                          "kind": resource.kind},
+                "versions": [{"name": resource.version, "served": True, "storage": True,
+                              "schema": {"openAPIV3Schema": {
+                                  "type": "object",
+                                  "x-kubernetes-preserve-unknown-fields": True}}}],
+            },
+        })  # fmt: skip
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
+    await wait_for_object(
+        kube, CRDS.path(), name,
+        lambda crd: any(c["type"] == "Established" and c["status"] == "True"
+                        for c in (crd.get("status") or {}).get("conditions") or []),
+        timeout=30,
+    )  # fmt: skip
 
 
 async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:

@@ -19,13 +19,13 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
 from kube_nudge.controller.desired import desired_hash
-from kube_nudge.controller.views import BASELINE_HASH
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRETS
-from kube_nudge.kube.waiting import wait_for_objects
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import BASELINE_HASH
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import HMAC_SECRET, template_hash
 from tests.integration.manifests import ENABLED

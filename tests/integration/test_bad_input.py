@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
-from kube_nudge.controller.views import BASELINE_HASH, WorkloadKind
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRETS
-from kube_nudge.kube.waiting import wait_for_object, wait_for_objects
-from kube_nudge.model import SourceKind, SourceRef, parse_path
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
+from kube_nudge.model import BASELINE_HASH, SourceKind, SourceRef, parse_path
 from kube_nudge.model.digests import DIGEST_SIZE
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import (
     controller_writes,

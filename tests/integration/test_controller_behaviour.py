@@ -7,27 +7,26 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
-from kube_nudge.controller.views import BASELINE_HASH, WorkloadKind
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
-    CRDS,
     DEPLOYMENTS,
     NAMESPACES,
     REPLICASETS,
     SECRETS,
     Resource,
 )
-from kube_nudge.kube.waiting import wait_for_object, wait_for_objects
-from kube_nudge.model import SourceKind, parse_path
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
+from kube_nudge.model import BASELINE_HASH, SourceKind, parse_path
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import (
     controller_writes,
     events,
     eventually,
     expected_hash,
+    install_crd,
     running_controller,
     template_hash,
 )
@@ -197,7 +196,7 @@ async def test_the_flap_cap_survives_a_restart(
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"N": "again"}})
         flapping = running.metrics.holds.labels(reason="flapping")
         await eventually(lambda: flapping._value.get() >= 1, timeout=10)
-        await running.controller.reconciler.flush_events()
+        await running.controller.events.flush()
     assert len(controller_writes(cluster, namespace)) == writes
     obj = await kube.get(DEPLOYMENTS.path(namespace, "app"))
     assert template_hash(obj, DEPLOYMENT) == rolled
@@ -210,28 +209,7 @@ ROLLOUTS = Resource("example.kube-nudge.io", "v1", "rollouts", "Rollout")
 async def test_custom_resource_with_a_registered_template_path(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
-    crd_name = f"{ROLLOUTS.plural}.{ROLLOUTS.group}"
-    try:
-        await kube.create(CRDS.path(), {
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": crd_name},
-            "spec": {
-                "group": ROLLOUTS.group, "scope": "Namespaced",
-                "names": {"plural": "rollouts", "singular": "rollout", "kind": "Rollout"},
-                "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
-                    "openAPIV3Schema": {"type": "object",
-                                        "x-kubernetes-preserve-unknown-fields": True}}}],
-            },
-        })  # fmt: skip
-    except Exception as exc:  # created by an earlier run of this session
-        if "AlreadyExists" not in str(exc):
-            raise
-    await wait_for_object(
-        kube, CRDS.path(), crd_name,
-        lambda crd: any(c["type"] == "Established" and c["status"] == "True"
-                        for c in (crd.get("status") or {}).get("conditions") or []),
-        timeout=30,
-    )  # fmt: skip
+    await install_crd(kube, ROLLOUTS, "rollout")
     kind = WorkloadKind(ROLLOUTS, parse_path("spec.workload.template"))
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     await kube.create(ROLLOUTS.path(namespace), {

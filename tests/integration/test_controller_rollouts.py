@@ -7,9 +7,6 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
-from kube_nudge.controller.views import BASELINE_HASH, WorkloadKind
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
@@ -17,9 +14,11 @@ from kube_nudge.kube.resources import (
     REPLICASETS,
     SECRETS,
 )
-from kube_nudge.kube.waiting import wait_for_object
-from kube_nudge.model import SourceKind, SourceRef
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
+from kube_nudge.model import BASELINE_HASH, SourceKind, SourceRef
 from kube_nudge.model.digests import value_digest
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object
 from tests.integration import manifests
 from tests.integration.controller_support import (
     controller_writes,

@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
@@ -20,7 +18,9 @@ from kube_nudge.kube.resources import (
     SERVICEACCOUNTS,
     Resource,
 )
-from kube_nudge.kube.waiting import wait_for_object
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object
 from tests.integration import manifests
 from tests.integration.controller_support import start_replica, template_hash, until
 from tests.integration.manifests import ENABLED

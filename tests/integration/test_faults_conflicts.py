@@ -10,9 +10,9 @@ import asyncio
 
 import pytest
 
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import DEPLOYMENTS
+from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.controller_support import running_controller
 from tests.integration.faults import FULL, FaultRun, Fleet
 

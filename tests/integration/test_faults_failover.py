@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
+from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.controller_support import controller_writes, start_replica, until
 from tests.integration.faults import FULL, FaultRun, Fleet
 

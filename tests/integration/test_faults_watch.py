@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS
+from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.apiproxy import ApiProxy, proxy_for
 from tests.integration.controller_support import running_controller
 from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane
@@ -60,7 +60,7 @@ async def test_watches_expired_after_a_gap_relist_and_lose_nothing(
         end = await fleet.converge(timeout=30)
         expired = sum(
             run.metrics.watch_restarts.labels(resource=str(r), reason="expired")._value.get()
-            for r in {inf.resource for inf in run.controller._informers()}
+            for r in {inf.resource for inf in run.controller.informers()}
         )
     fault_runs.append(FaultRun.of("watch expired (410 Gone) after a gap", fleet, gap, end))
     assert proxy.count(status=410) >= gap  # every resumed watch really was refused

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
@@ -24,7 +23,8 @@ from kube_nudge.kube.resources import (
     STATEFULSETS,
     Resource,
 )
-from kube_nudge.kube.waiting import deployment_complete, wait_for_object, wait_for_objects
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
 
 pytestmark = pytest.mark.cluster

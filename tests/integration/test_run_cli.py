@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
-from kube_nudge.devcluster.cluster import LocalCluster
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
-from kube_nudge.kube.waiting import wait_for_object
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object
 from tests.integration import manifests
 from tests.integration.controller_support import Replica, start_replica, template_hash, until
 from tests.integration.manifests import ENABLED

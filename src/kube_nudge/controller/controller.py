@@ -3,56 +3,54 @@
 watch events → informers keeping projections → reverse index (source → workloads) →
 deduplicating, debouncing work queue of workload keys → workers running the reconciler.
 
-Workers run only while this replica leads; informers run always, so a standby's caches
-are warm when it takes over. Every time workers start, every workload is queued once
-(level-triggered): a restart or leader change with nothing changed writes nothing.
+Two runnables: ``Cache`` (informers and handlers) runs on every replica, so a standby's
+caches are warm when it takes over; ``Workers`` needs the leader. Every time the workers
+start, every workload is queued once (level-triggered): a restart or leader change with
+nothing changed writes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from kube_nudge.controller.index import ReverseIndex
-from kube_nudge.controller.queue import WorkQueue
 from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
-from kube_nudge.controller.views import (
-    Defaults,
-    SourceView,
-    WorkloadKind,
-    WorkloadView,
-    project_source,
-    project_workload,
-)
 from kube_nudge.kube import resources
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import WARNING, EventRecorder, ObjectRef
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
 from kube_nudge.kube.resources import Resource
-from kube_nudge.model import BUILTIN_PATHS, SourceKind, SourceRef
-from kube_nudge.model.annotations import (
-    DEFAULT_DEBOUNCE,
-    DEFAULT_MAX_ROLLOUTS,
-    DEFAULT_ROLLOUT_WINDOW,
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
+from kube_nudge.model import (
+    SourceKind,
+    SourceRef,
+    SourceView,
+    WorkloadDefaults,
+    WorkloadView,
+    project_source,
+    project_workload,
 )
-from kube_nudge.ops.metrics import Metrics
+from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
+from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.index import ReverseIndex
+from kube_nudge.runtime.manager import Runnable
+from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.queue import WorkQueue
+from kube_nudge.strategies.base import StrategyContext
+from kube_nudge.strategies.registry import build_strategies, strategy_names
 
 log = logging.getLogger(__name__)
 
 #: Secrets no pod template can consume as config: skipped server-side, never listed.
 SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
 
-BUILTIN_KINDS = tuple(
-    WorkloadKind(resource, BUILTIN_PATHS[(resource.group, resource.plural)])
-    for resource in (
-        resources.DEPLOYMENTS,
-        resources.STATEFULSETS,
-        resources.DAEMONSETS,
-        resources.CRONJOBS,
-    )
-)
+
+def product_defaults(**changes: Any) -> WorkloadDefaults:
+    """The product's workload defaults with every registered strategy accepted."""
+    return WorkloadDefaults(strategies=strategy_names(), **changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +59,7 @@ class ControllerOptions:
 
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
     kinds: tuple[WorkloadKind, ...] = BUILTIN_KINDS
-    defaults: Defaults = field(
-        default_factory=lambda: Defaults(
-            DEFAULT_DEBOUNCE, DEFAULT_MAX_ROLLOUTS, DEFAULT_ROLLOUT_WINDOW
-        )
-    )
+    defaults: WorkloadDefaults = field(default_factory=product_defaults)
     workers: int = 64
     source_selector: str | None = None
     workload_selector: str | None = None
@@ -75,7 +69,8 @@ class ControllerOptions:
 
 
 class Controller:
-    """The kube-nudge controller; ``run`` until cancelled, ``set_leader`` to gate writes."""
+    """The kube-nudge controller: its caches, queue and reconciler, and the runnables
+    (``cache`` on every replica, ``workers`` on the leader) that drive them."""
 
     def __init__(
         self,
@@ -85,20 +80,25 @@ class Controller:
         hmac_key: bytes,
         metrics: Metrics,
         recorder: EventRecorder,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.client = client
         self.options = options
         self.metrics = metrics
-        self.recorder = recorder
+        self.events = BackgroundEvents(
+            recorder, on_failure=lambda: metrics.errors.labels(stage="event").inc()
+        )
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
-        self.queue: WorkQueue[WorkloadKey] = WorkQueue()
+        self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
+        strategies = build_strategies(StrategyContext(client, self.events, metrics))
         self.reconciler = Reconciler(
-            client,
             hmac_key=hmac_key,
             workload=self.workload,
             source=self.source,
-            recorder=recorder,
+            strategies=strategies,
+            events=self.events,
             metrics=metrics,
+            clock=clock,
         )
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._sources: dict[SourceKind, list[Informer[SourceView]]] = {
@@ -116,13 +116,19 @@ class Controller:
         self._workloads: dict[WorkloadKind, list[Informer[WorkloadView]]] = {
             kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
         }
-        self._synced = False
-        self._tasks: list[asyncio.Task[None]] = []
-        self._workers: list[asyncio.Task[None]] = []
+        self.synced = asyncio.Event()
+        self.cache = Cache(self)
+        self.workers = Workers(self)
+
+    @property
+    def runnables(self) -> Sequence[Runnable]:
+        """What the manager runs: the caches everywhere, the workers on the leader."""
+        return (self.cache, self.workers)
 
     # -- informers and handlers -------------------------------------------------------------
 
-    def _informers(self) -> list[Informer[Any]]:
+    def informers(self) -> list[Informer[Any]]:
+        """Every informer, sources first."""
         found: list[Informer[Any]] = [i for group in self._sources.values() for i in group]
         return found + [i for group in self._workloads.values() for i in group]
 
@@ -163,7 +169,7 @@ class Controller:
         defaults = self.options.defaults
 
         def project(obj: dict[str, Any]) -> WorkloadView | None:
-            return project_workload(obj, kind, defaults)
+            return project_workload(obj, kind.template_path, defaults)
 
         def on_change(key: Key, old: WorkloadView | None, new: WorkloadView | None) -> None:
             self._workload_changed((kind, *key), old, new)
@@ -186,7 +192,7 @@ class Controller:
                 return  # changes to an ignored source never trigger anything
             if old.state == new.state and old.settings == new.settings:
                 return  # labels, other annotations, or errors only
-        if not self._synced:
+        if not self.synced.is_set():
             return  # every workload is queued once the initial lists are in
         for key in self.index.consumers(ref):
             view = self.workload(key)
@@ -205,13 +211,14 @@ class Controller:
         )
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
+        synced = self.synced.is_set()
         if new is None:
             self.queue.forget(key)
-        elif old is None and self._synced:
+        elif old is None and synced:
             # First sight adopts at once: the baseline must record the config the pods
             # started with, not what it has become a debounce window later.
             self.queue.add(key)
-        elif self._synced and not (own_write and _only_hashes_differ(old, new)):
+        elif synced and not (own_write and old is not None and old.same_but_records(new)):
             self.queue.add(key, new.settings.debounce)
         self.metrics.queue_depth.set(len(self.queue))
 
@@ -220,7 +227,7 @@ class Controller:
         if not view.uid:
             return
         obj = ObjectRef(resource.api_version, resource.kind, ref.namespace, ref.name, view.uid)
-        self.reconciler.event(obj, WARNING, "InvalidAnnotation", "; ".join(view.errors))
+        self.events.post(obj, WARNING, "InvalidAnnotation", "; ".join(view.errors))
 
     # -- lookups used by the reconciler ------------------------------------------------------
 
@@ -252,12 +259,41 @@ class Controller:
             for namespace, name in informer.store
         ]
 
-    # -- lifecycle -------------------------------------------------------------------------------
+    # -- state -------------------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
         """True once every initial list has completed."""
-        return self._synced
+        return self.synced.is_set()
+
+    @property
+    def healthy(self) -> bool:
+        """False if an informer task died."""
+        return self.cache.healthy
+
+    async def settled(self, timeout: float) -> None:
+        """Wait until no work is queued or running (for tests and the demo)."""
+        async with asyncio.timeout(timeout):
+            while len(self.queue) or self.queue.busy:
+                await self.queue.wait_idle()
+            await self.events.flush()
+
+    def enqueue_all(self) -> None:
+        """Queue every cached workload once, at once (level-triggered resync)."""
+        for key in self.workload_keys():
+            self.queue.add(key)
+        self.metrics.queue_depth.set(len(self.queue))
+
+
+class Cache:
+    """Runs every informer; sets ``Controller.synced`` once the initial lists are in."""
+
+    name = "cache"
+    needs_leader = False
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def healthy(self) -> bool:
@@ -266,77 +302,70 @@ class Controller:
 
     async def run(self) -> None:
         """Start informers, wait for the initial lists, then serve until cancelled."""
-        self._tasks = [
-            asyncio.create_task(inf.run(), name=str(inf.resource)) for inf in self._informers()
-        ]
+        controller = self._controller
+        informers = controller.informers()
+        self._tasks = [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
         try:
-            await asyncio.gather(*(inf.synced.wait() for inf in self._informers()))
-            self._synced = True
+            await asyncio.gather(*(informer.synced.wait() for informer in informers))
+            controller.synced.set()
             log.info(
                 "caches synced: %d workloads opted in, %d sources referenced",
-                len(self.workload_keys()),
-                len(self.index),
+                len(controller.workload_keys()),
+                len(controller.index),
             )
-            if self._workers:  # became leader before the caches were ready
-                self._enqueue_all()
             await asyncio.gather(*self._tasks)
         finally:
-            self.set_leader(False)
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    def set_leader(self, leading: bool) -> None:
-        """Start the workers (and queue every workload), or stop them at once."""
-        self.metrics.is_leader.set(1 if leading else 0)
-        if leading and not self._workers:
-            self._workers = [
-                asyncio.create_task(self._work(), name=f"worker-{n}")
-                for n in range(self.options.workers)
-            ]
-            if self._synced:
-                self._enqueue_all()
-        elif not leading and self._workers:
-            for task in self._workers:
+
+class Workers:
+    """Reconciles queued workloads with N concurrent workers, only while leading."""
+
+    name = "workers"
+    needs_leader = True
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+
+    async def run(self) -> None:
+        """Wait for the caches, queue every workload once, then work until cancelled."""
+        controller = self._controller
+        await controller.synced.wait()
+        controller.enqueue_all()
+        workers = [
+            asyncio.create_task(self._work(), name=f"worker-{n}")
+            for n in range(controller.options.workers)
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
                 task.cancel()
-            self._workers = []
-
-    async def settled(self, timeout: float) -> None:
-        """Wait until no work is queued or running (for tests and the demo)."""
-        async with asyncio.timeout(timeout):
-            while len(self.queue) or self.queue.busy:
-                await self.queue.wait_idle()
-            await self.reconciler.flush_events()
-
-    def _enqueue_all(self) -> None:
-        for key in self.workload_keys():
-            self.queue.add(key)
-        self.metrics.queue_depth.set(len(self.queue))
+            await asyncio.gather(*workers, return_exceptions=True)
 
     async def _work(self) -> None:
+        controller = self._controller
+        queue, metrics = controller.queue, controller.metrics
         while True:
-            key = await self.queue.get()
+            key = await queue.get()
+            failed = False
             requeue: float | None = None
             try:
-                outcome = await self.reconciler.reconcile(key)
+                outcome = await controller.reconciler.reconcile(key)
+                failed = outcome.action == "failed"
                 requeue = outcome.requeue_after
             except Exception:
-                self.metrics.errors.labels(stage="reconcile").inc()
+                metrics.errors.labels(stage="reconcile").inc()
                 log.exception("reconciling %s %s/%s failed", key[0], key[1], key[2])
-                requeue = 5.0
+                failed = True
             finally:
-                self.queue.done(key)
-            if requeue is not None:
-                self.queue.add(key, requeue)
-            self.metrics.queue_depth.set(len(self.queue))
-
-
-def _only_hashes_differ(old: WorkloadView | None, new: WorkloadView) -> bool:
-    """True if nothing but what kube-nudge writes changed (our own write echoed back:
-    nothing to reconcile)."""
-    return old is not None and old == replace(
-        new,
-        template_hash=old.template_hash,
-        baseline_hash=old.baseline_hash,
-        rolled_at=old.rolled_at,
-    )
+                queue.done(key)
+            if failed:
+                queue.add_after_failure(key)
+            else:
+                queue.succeeded(key)
+                if requeue is not None:
+                    queue.add(key, requeue)
+            metrics.queue_depth.set(len(queue))

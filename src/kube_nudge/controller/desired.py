@@ -2,33 +2,31 @@
 
 This is the independent check of what the controller converges to: tests and benchmarks
 compare it with the hash on each pod template, and it is the basis for drift reports.
-It applies the same contract as the reconciler (exclusions, ignored sources, cross-namespace
-grants) through the pure model, but reads every source afresh.
+It reads every source afresh, then applies the same model functions as the reconciler
+(projection, then `assess`: visibility and hashing), so the two can never disagree on the rules.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kube_nudge.controller.views import WorkloadKind
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
+from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
     SourceKind,
     SourceRef,
-    SourceState,
-    config_hash,
-    consume_all,
-    cross_namespace_allowed,
-    discover,
-    get_pod_spec,
-    merge,
-    parse_source,
-    parse_workload,
-    source_state,
+    SourceView,
+    WorkloadDefaults,
+    assess,
+    project_source,
+    project_workload,
 )
+from kube_nudge.model.annotations import ENABLED
 
 JSON = dict[str, Any]
+
+_EVERY_WORKLOAD = WorkloadDefaults(compat=True)
 
 
 async def read_source(client: KubeClient, ref: SourceRef) -> JSON | None:
@@ -54,27 +52,17 @@ async def desired_hash(
 
     ``cache`` (optional) lets a caller checking many workloads read each source once.
     """
-    metadata = workload.get("metadata") or {}
-    namespace = str(metadata.get("namespace") or "")
-    settings, _ = parse_workload(metadata.get("annotations"), namespace, compat=True)
-    consumed = discover(get_pod_spec(workload, kind.template_path) or {}, namespace)
-    consumed = merge(consumed, consume_all(settings.extra, "annotation"))
+    # Whether the workload opted in doesn't matter here: project it as if it had.
+    metadata = dict(workload.get("metadata") or {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), ENABLED: "true"}
+    view = project_workload({**workload, "metadata": metadata}, kind.template_path, _EVERY_WORKLOAD)
+    if view is None:  # pragma: no cover - enabled above
+        raise AssertionError("a workload forced to opt in did not")
     sources = cache if cache is not None else {}
-    visible = {}
-    states: dict[SourceRef, SourceState] = {}
-    for ref, use in consumed.items():
-        if ref in settings.exclude:
-            continue
+    views: dict[SourceRef, SourceView | None] = {}
+    for ref in view.consumed:
         if ref not in sources:
             sources[ref] = await read_source(client, ref)
         obj = sources[ref]
-        source_settings, _ = parse_source(((obj or {}).get("metadata") or {}).get("annotations"))
-        if ref.namespace != namespace and (
-            obj is None or not cross_namespace_allowed(namespace, ref.namespace, source_settings)
-        ):
-            continue
-        if obj is not None and source_settings.ignore:
-            continue
-        visible[ref] = use
-        states[ref] = source_state(obj)
-    return config_hash(hmac_key, visible, states)
+        views[ref] = project_source(obj) if obj is not None else None
+    return assess(view, views.__getitem__, hmac_key).desired

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import SECRETS
+from kube_nudge.model.annotations import IGNORE
 
 KEY_FIELD = "hmac-key"
 KEY_BYTES = 32
@@ -47,7 +48,7 @@ async def load_or_create_key(client: KubeClient, namespace: str, name: str) -> b
                 "name": name,
                 "namespace": namespace,
                 "labels": {"app.kubernetes.io/managed-by": "kube-nudge"},
-                "annotations": {"kube-nudge.io/ignore": "true"},
+                "annotations": {IGNORE: "true"},
             },
             "data": {KEY_FIELD: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()},
         }

@@ -1,1 +1,1 @@
-"""Kubernetes transport: raw-JSON client, resources, informer, events, waiting."""
+"""Kubernetes transport: raw-JSON client, resources, informer, Events, workload kinds."""

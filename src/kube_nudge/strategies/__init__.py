@@ -1,1 +1,1 @@
-"""Strategies that apply a desired config hash to a workload."""
+"""Strategies: how a decided config change reaches a workload (``kube-nudge.io/strategy``)."""

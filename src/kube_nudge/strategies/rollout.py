@@ -1,37 +1,44 @@
-"""The ``rollout`` strategy: write the config hash on the pod template, so the workload's own
-controller performs its normal rolling update (new ReplicaSet, controller revision, or the
-next Job of a CronJob).
+"""The ``rollout`` strategy (the default): write the config hash on the pod template, so
+the workload's own controller performs its normal rolling update (new ReplicaSet,
+controller revision, or the next Job of a CronJob).
 
-Writes are JSON merge patches that touch one annotation, carry the workload's uid as a
-precondition (a deleted-and-recreated workload answers 409 instead of being patched) and
-name kube-nudge as field manager. They cannot clobber a concurrent edit of anything else,
-and unlike server-side apply a patch never creates an object that was deleted meanwhile.
+Writes are JSON merge patches that touch kube-nudge's annotations only, carry the
+workload's uid as a precondition (a deleted-and-recreated workload answers 409 instead of
+being patched) and name kube-nudge as field manager. They cannot clobber a concurrent
+edit of anything else, and unlike server-side apply a patch never creates an object that
+was deleted meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from kube_nudge.controller.views import BASELINE_HASH, ROLLED_AT, WorkloadKind
-from kube_nudge.kube.client import KubeClient
-from kube_nudge.model import CONFIG_HASH, annotation_patch
+from kube_nudge.kube.client import MERGE_PATCH
+from kube_nudge.kube.events import NORMAL
+from kube_nudge.model import (
+    BASELINE_HASH,
+    CONFIG_HASH,
+    ROLLED_AT,
+    Apply,
+    Assessment,
+    TemplatePath,
+    annotation_patch,
+    describe_changes,
+)
+from kube_nudge.model.annotations import format_rolled_at
+from kube_nudge.strategies.base import StrategyContext, Target
+
+__all__ = ["FIELD_MANAGER", "RolloutStrategy", "adopt_patch", "rollout_patch"]
+
+log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "kube-nudge"
 
 
-def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(a)
-    for key, value in b.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def rollout_patch(
-    kind: WorkloadKind,
+    template_path: TemplatePath,
     uid: str,
     config_hash: str,
     *,
@@ -40,13 +47,12 @@ def rollout_patch(
 ) -> dict[str, Any]:
     """The merge patch that rolls the workload to ``config_hash`` and records the recent
     rollouts (``rolled_at``, this one included) for the flap cap."""
-    annotations: dict[str, Any] = {ROLLED_AT: ",".join(f"{t:.3f}" for t in rolled_at)}
+    annotations: dict[str, Any] = {ROLLED_AT: format_rolled_at(list(rolled_at))}
     if had_baseline:
         annotations[BASELINE_HASH] = None  # the template now carries the hash
-    metadata: dict[str, Any] = {"uid": uid, "annotations": annotations}
-    return _deep_merge(
-        {"metadata": metadata}, annotation_patch(kind.template_path, CONFIG_HASH, config_hash)
-    )
+    patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
+    patch.setdefault("metadata", {}).update({"uid": uid, "annotations": annotations})
+    return patch
 
 
 def adopt_patch(uid: str, config_hash: str) -> dict[str, Any]:
@@ -54,14 +60,42 @@ def adopt_patch(uid: str, config_hash: str) -> dict[str, Any]:
     return {"metadata": {"uid": uid, "annotations": {BASELINE_HASH: config_hash}}}
 
 
-async def write(
-    client: KubeClient, kind: WorkloadKind, namespace: str, name: str, patch: dict[str, Any]
-) -> None:
-    """Send one patch to the workload (raises ApiError)."""
-    await client.request(
-        "PATCH",
-        kind.resource.path(namespace, name),
-        params={"fieldManager": FIELD_MANAGER},
-        body=patch,
-        content_type="application/merge-patch+json",
-    )
+class RolloutStrategy:
+    """Roll the workload through its own controller."""
+
+    name = "rollout"
+    capped = True
+
+    def __init__(self, context: StrategyContext) -> None:
+        self._context = context
+
+    async def adopt(self, target: Target, config_hash: str) -> None:
+        """Record the baseline on the workload's metadata (not the template)."""
+        await self._patch(target, adopt_patch(target.view.uid, config_hash))
+        log.info("adopted %s at %s", target, config_hash)
+        self._context.events.post(
+            target.ref, NORMAL, "Adopted",
+            "recorded the hash of the config the pods run; the next change rolls them",
+        )  # fmt: skip
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        """Write the new hash on the pod template: the workload rolls."""
+        patch = rollout_patch(
+            target.kind.template_path, target.view.uid, plan.config_hash,
+            had_baseline=plan.had_baseline, rolled_at=plan.rolled_at,
+        )  # fmt: skip
+        await self._patch(target, patch)
+        what = describe_changes(plan.changes, assessment.states, target.namespace)
+        self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
+        log.info("rolled %s to %s: %s", target, plan.config_hash, what)
+        self._context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}")
+
+    async def _patch(self, target: Target, patch: dict[str, Any]) -> None:
+        await self._context.client.request(
+            "PATCH",
+            target.kind.resource.path(target.namespace, target.name),
+            params={"fieldManager": FIELD_MANAGER},
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
+        self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kube_nudge.ops.metrics import Metrics
+from kube_nudge.runtime.metrics import Metrics
 
 NAMES = {
     "kube_nudge_nudges",

@@ -17,7 +17,7 @@ _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) 
     "taskName",
 }
 # Loggers that log every HTTP request at INFO: useful only when debugging.
-_CHATTY = ("httpx2", "httpcore2", "httpx", "httpcore")
+_CHATTY = ("httpx2", "httpcore2", "httpx", "httpcore", "uvicorn")  # INFO chatter of libraries
 
 
 class JsonFormatter(logging.Formatter):

@@ -4,6 +4,9 @@
   arriving inside a workload's debounce window coalesce into one reconcile.
 - A key being processed is never handed to a second worker; re-adding it marks it dirty
   and it is queued again when the worker calls ``done``.
+- Requeue policy belongs to the queue's owner, as in controller-runtime: a failed key is
+  re-added with a per-key exponential backoff (``add_after_failure``), reset by
+  ``succeeded`` or when the key is forgotten.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
+
+from kube_nudge.runtime.backoff import Backoff
 
 K = TypeVar("K", bound=Hashable)
 
@@ -22,7 +27,14 @@ K = TypeVar("K", bound=Hashable)
 class WorkQueue(Generic[K]):
     """Keys become available to ``get`` at their ready time, once each."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        backoff: Backoff[K] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backoff: Backoff[K] = backoff if backoff is not None else Backoff()
+        self._monotonic = monotonic
         self._ready_at: dict[K, float] = {}  # queued (waiting or ready) keys
         self._heap: list[tuple[float, int, K]] = []
         self._processing: set[K] = set()
@@ -36,7 +48,7 @@ class WorkQueue(Generic[K]):
 
     def add(self, key: K, delay: float = 0.0) -> None:
         """Queue ``key`` to be ready after ``delay`` seconds (earliest request wins)."""
-        ready_at = time.monotonic() + max(delay, 0.0)
+        ready_at = self._monotonic() + max(delay, 0.0)
         if key in self._processing:
             self._dirty[key] = min(ready_at, self._dirty.get(key, ready_at))
             return
@@ -47,11 +59,26 @@ class WorkQueue(Generic[K]):
         heapq.heappush(self._heap, (ready_at, next(self._counter), key))
         self._changed.set()
 
+    def add_after_failure(self, key: K) -> float:
+        """Queue ``key`` again after its backoff delay (which grows with each consecutive
+        failure); returns the delay."""
+        delay = self.backoff.failed(key)
+        self.add(key, delay)
+        return delay
+
+    def succeeded(self, key: K) -> None:
+        """``key`` was processed without failure: reset its backoff."""
+        self.backoff.succeeded(key)
+
+    def ready_at(self, key: K) -> float | None:
+        """When a queued ``key`` becomes ready (monotonic seconds), else None."""
+        return self._ready_at.get(key, self._dirty.get(key))
+
     async def get(self) -> K:
         """Wait for the next ready key and mark it as being processed."""
         while True:
             self._changed.clear()
-            now = time.monotonic()
+            now = self._monotonic()
             while self._heap:
                 ready_at, _, key = self._heap[0]
                 if self._ready_at.get(key) != ready_at:
@@ -72,7 +99,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         ready_at = self._dirty.pop(key, None)
         if ready_at is not None:
-            self.add(key, ready_at - time.monotonic())
+            self.add(key, ready_at - self._monotonic())
         if not self._processing and not self._ready_at:
             self._idle.set()
 
@@ -89,6 +116,8 @@ class WorkQueue(Generic[K]):
         await self._idle.wait()
 
     def forget(self, key: K) -> None:
-        """Drop a queued (not processing) key, e.g. when its object was deleted."""
+        """Drop a queued (not processing) key and its backoff, e.g. when its object was
+        deleted."""
         self._ready_at.pop(key, None)
         self._dirty.pop(key, None)
+        self.backoff.succeeded(key)

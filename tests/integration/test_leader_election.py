@@ -13,7 +13,7 @@ from aiolimiter import AsyncLimiter
 
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.resources import LEASES
-from kube_nudge.ops.leader import LeaderElector, LeaseConfig
+from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 
 pytestmark = pytest.mark.cluster
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")

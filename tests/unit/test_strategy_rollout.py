@@ -5,15 +5,19 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube_nudge.controller.controller import BUILTIN_KINDS
-from kube_nudge.controller.views import BASELINE_HASH, ROLLED_AT, parse_rolled_at
-from kube_nudge.model import CONFIG_HASH
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import BASELINE_HASH, CONFIG_HASH, ROLLED_AT
+from kube_nudge.model.annotations import parse_rolled_at
 from kube_nudge.strategies.rollout import rollout_patch
 
 
 def test_rolled_at_round_trips_through_the_rollout_patch() -> None:
     patch = rollout_patch(
-        BUILTIN_KINDS[0], "uid-1", "v1-abc", had_baseline=True, rolled_at=[1700000000.5, 17e8]
+        BUILTIN_KINDS[0].template_path,
+        "uid-1",
+        "v1-abc",
+        had_baseline=True,
+        rolled_at=[1700000000.5, 17e8],
     )
     annotations = patch["metadata"]["annotations"]
     assert annotations[BASELINE_HASH] is None  # the template carries the hash from now on

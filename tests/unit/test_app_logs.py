@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kube_nudge.ops.logging import setup_logging
+from kube_nudge.app.logs import setup_logging
 
 log = logging.getLogger("kube_nudge.test")
 

@@ -34,6 +34,12 @@ class Metrics:
         self.holds = Counter(
             "kube_nudge_holds", "Rollouts held back, by reason.", ["reason"], registry=r
         )
+        self.notifications = Counter(
+            "kube_nudge_notifications",
+            "Config changes announced without touching the workload (strategy notify), by kind.",
+            ["kind"],
+            registry=r,
+        )
         self.errors = Counter("kube_nudge_errors", "Errors, by stage.", ["stage"], registry=r)
         self.writes = Counter(
             "kube_nudge_writes", "API writes to workloads, by kind.", ["kind"], registry=r

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kube_nudge.ops.leader import LeaseConfig, micro_time
+from kube_nudge.runtime.leader import LeaseConfig, micro_time
 
 
 def test_defaults_match_client_go() -> None:

@@ -1,0 +1,1 @@
+"""The application: command line, assembly of the runnables, logging set-up."""

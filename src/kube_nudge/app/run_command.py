@@ -1,0 +1,187 @@
+"""``kube-nudge run``: its flags, and their validation before anything touches the cluster."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from kube_nudge.app.logs import setup_logging
+from kube_nudge.app.run import RunConfig, default_state_namespace, run_forever
+from kube_nudge.controller.controller import ControllerOptions, product_defaults
+from kube_nudge.kube.client import ClientOptions
+from kube_nudge.kube.workloads import parse_workload_flag
+from kube_nudge.model import parse_duration
+from kube_nudge.runtime.http import parse_address
+from kube_nudge.runtime.leader import LeaseConfig
+
+__all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
+
+_PENDING_IDENTITY = "assigned-at-start"  # the replica's identity replaces it in serve()
+
+
+def parse_max_rollouts(text: str) -> tuple[int, float]:
+    """``N/DURATION`` (e.g. ``3/5m``) → (N, seconds)."""
+    count, sep, window = text.partition("/")
+    if not sep or not count.isdigit() or int(count) < 1:
+        raise ValueError(f"--max-rollouts {text!r}: want N/DURATION, e.g. 3/5m")
+    seconds = parse_duration(window)
+    if seconds <= 0:
+        raise ValueError(f"--max-rollouts {text!r}: the window must be positive")
+    return int(count), seconds
+
+
+def _duration(flag: str, text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"{flag}: {exc}") from None
+
+
+def _positive(flag: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{flag} {value:g}: must be greater than 0")
+
+
+class RunCommand:
+    """Run the controller."""
+
+    name = "run"
+    help = "run the controller"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """Every flag of ``kube-nudge run``."""
+        parser.description = (
+            "Roll opted-in workloads when the ConfigMaps/Secrets they consume change."
+        )
+        add = parser.add_argument
+        add(
+            "--kubeconfig",
+            help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+        )
+        add("--context", help="kubeconfig context (default: current)")
+        add(
+            "--namespace",
+            "-n",
+            action="append",
+            default=[],
+            dest="namespaces",
+            help="only watch this namespace (repeatable; default: all)",
+        )
+        add("--source-selector", help="label selector for ConfigMaps/Secrets to watch")
+        add("--workload-selector", help="label selector for workloads to watch")
+        add(
+            "--workload",
+            action="append",
+            default=[],
+            metavar="GROUP/VERSION/PLURAL[:KIND]=PATH",
+            help="also manage a custom resource with a pod template at PATH (repeatable); "
+            "its Kind comes from API discovery unless given",
+        )
+        add(
+            "--compat",
+            action="store_true",
+            help="also opt in workloads annotated for Wave or Reloader",
+        )
+        add("--debounce", default="2s", help="default debounce window (default 2s)")
+        add(
+            "--max-rollouts",
+            default="3/5m",
+            help="default cap: at most N rollouts per window per workload (default 3/5m)",
+        )
+        add("--workers", type=int, default=64, help="concurrent reconciles (default 64)")
+        add("--write-qps", type=float, default=500.0, help="client-side write rate (default 500/s)")
+        add("--write-burst", type=int, default=1000, help="client-side write burst (default 1000)")
+        add(
+            "--metrics-addr",
+            default=":8080",
+            help="address for /metrics, /healthz, /readyz (default :8080; empty disables)",
+        )
+        add("--leader-elect", action="store_true", help="take a Lease; only the leader writes")
+        add("--lease-duration", default="15s", help="how long a Lease is valid (default 15s)")
+        add(
+            "--renew-deadline",
+            default="10s",
+            help="a leader that can't renew within this stops writing (default 10s)",
+        )
+        add("--retry-period", default="2s", help="how often to try to acquire/renew (default 2s)")
+        add(
+            "--state-namespace",
+            default=None,
+            help="namespace of the Lease and the HMAC key Secret (default: own namespace)",
+        )
+        add("--lease-name", default="kube-nudge", help="Lease name (default kube-nudge)")
+        add("--hmac-key-file", help="read the hash key from this file instead of a Secret")
+        add(
+            "--hmac-secret",
+            default="kube-nudge-hmac-key",
+            help="name of the Secret holding the hash key (created if missing)",
+        )
+        add("--log-level", default="info", help="debug, info, warning or error (default info)")
+        add("--log-format", default="text", choices=["text", "json"], help="log format")
+
+    def config(self, args: argparse.Namespace) -> RunConfig:
+        """Validate every flag into a ``RunConfig``; ValueError names the bad value."""
+        for namespace in args.namespaces:
+            if not namespace:
+                raise ValueError(
+                    "--namespace '': give a namespace name, or omit the flag "
+                    "to watch all namespaces"
+                )
+        if args.workers < 1:
+            raise ValueError(f"--workers {args.workers}: must be at least 1")
+        _positive("--write-qps", args.write_qps)
+        _positive("--write-burst", args.write_burst)
+        count, window = parse_max_rollouts(args.max_rollouts)
+        state_namespace = args.state_namespace or default_state_namespace()
+        lease = None
+        if args.leader_elect:
+            lease = LeaseConfig(
+                namespace=state_namespace,
+                name=args.lease_name,
+                identity=_PENDING_IDENTITY,
+                lease_duration=_duration("--lease-duration", args.lease_duration),
+                renew_deadline=_duration("--renew-deadline", args.renew_deadline),
+                retry_period=_duration("--retry-period", args.retry_period),
+            )
+        return RunConfig(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            controller=ControllerOptions(
+                namespaces=tuple(args.namespaces),
+                defaults=product_defaults(
+                    debounce=_duration("--debounce", args.debounce),
+                    max_rollouts=count,
+                    rollout_window=window,
+                    compat=args.compat,
+                ),
+                workers=args.workers,
+                source_selector=args.source_selector,
+                workload_selector=args.workload_selector,
+            ),
+            client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
+            metrics_addr=parse_address(args.metrics_addr) if args.metrics_addr else None,
+            state_namespace=state_namespace,
+            lease=lease,
+            hmac_key_file=Path(args.hmac_key_file) if args.hmac_key_file else None,
+            hmac_secret=args.hmac_secret,
+            custom_workloads=tuple(parse_workload_flag(text) for text in args.workload),
+        )
+
+    def execute(self, args: argparse.Namespace) -> int:
+        """Validate, then serve until SIGINT/SIGTERM."""
+        try:
+            setup_logging(args.log_level, args.log_format)
+            config = self.config(args)
+        except ValueError as exc:
+            print(f"kube-nudge: {exc}", file=sys.stderr)
+            return 2
+        try:
+            return run_forever(config)
+        except Exception as exc:
+            logging.getLogger("kube_nudge").error("fatal: %s: %s", type(exc).__name__, exc)
+            return 1
+
+
+RUN = RunCommand()

@@ -1,0 +1,137 @@
+"""The workload-kind registry: built-in kinds and those added with ``--workload``.
+
+Adding a built-in workload kind means one entry in ``BUILTIN_KINDS``. A custom resource's
+Kind (it lands in every Event's ``involvedObject.kind``, which ``kubectl describe``
+filters by) comes from API discovery, or is given explicitly; it is never guessed from
+the plural.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kube_nudge.kube import resources
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.resources import Resource
+from kube_nudge.model import TemplatePath, parse_path
+
+__all__ = [
+    "BUILTIN_KINDS",
+    "WorkloadKind",
+    "WorkloadSpec",
+    "parse_workload_flag",
+    "registry",
+    "resolve",
+]
+
+SPEC_TEMPLATE: TemplatePath = ("spec", "template")
+CRONJOB_TEMPLATE: TemplatePath = ("spec", "jobTemplate", "spec", "template")
+
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+_KIND = re.compile(r"[A-Z][A-Za-z0-9]*")
+_FLAG_HELP = (
+    "want GROUP/VERSION/PLURAL=PATH or GROUP/VERSION/PLURAL:KIND=PATH, "
+    "e.g. argoproj.io/v1alpha1/rollouts=spec.template"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    """A workload resource and where its pod template lives."""
+
+    resource: Resource
+    template_path: TemplatePath
+
+    def __str__(self) -> str:
+        return str(self.resource)
+
+
+BUILTIN_KINDS: tuple[WorkloadKind, ...] = (
+    WorkloadKind(resources.DEPLOYMENTS, SPEC_TEMPLATE),
+    WorkloadKind(resources.STATEFULSETS, SPEC_TEMPLATE),
+    WorkloadKind(resources.DAEMONSETS, SPEC_TEMPLATE),
+    WorkloadKind(resources.CRONJOBS, CRONJOB_TEMPLATE),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """A ``--workload`` flag, validated but not yet resolved against the API."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str | None  # None: ask API discovery
+    template_path: TemplatePath
+    text: str
+
+    def known(self) -> WorkloadKind | None:
+        """The kind without asking the API, when the flag named it explicitly."""
+        if self.kind is None:
+            return None
+        return WorkloadKind(
+            Resource(self.group, self.version, self.plural, self.kind), self.template_path
+        )
+
+
+def parse_workload_flag(text: str) -> WorkloadSpec:
+    """Validate ``GROUP/VERSION/PLURAL[:KIND]=PATH``; ValueError names the value."""
+    gvr, sep, path_text = text.partition("=")
+    resource_text, _, kind = gvr.partition(":")
+    parts = resource_text.split("/")
+    if not sep or len(parts) != 3 or not all(parts):
+        raise ValueError(f"--workload {text!r}: {_FLAG_HELP}")
+    group, version, plural = parts
+    if not all(_NAME.fullmatch(part) for part in parts):
+        raise ValueError(f"--workload {text!r}: group, version and plural are lowercase names")
+    if kind and not _KIND.fullmatch(kind):
+        raise ValueError(f"--workload {text!r}: KIND {kind!r} must be CamelCase, e.g. Rollout")
+    try:
+        path = parse_path(path_text)
+    except ValueError as exc:
+        raise ValueError(f"--workload {text!r}: {exc}") from None
+    return WorkloadSpec(group, version, plural, kind or None, path, text)
+
+
+async def resolve(client: KubeClient, spec: WorkloadSpec) -> WorkloadKind:
+    """The kind of ``spec``, its Kind and scope from API discovery unless given.
+
+    Raises ValueError naming the flag when the API doesn't serve the resource."""
+    known = spec.known()
+    if known is not None:
+        return known
+    api_version = f"{spec.group}/{spec.version}" if spec.group else spec.version
+    path = f"/apis/{api_version}" if spec.group else f"/api/{spec.version}"
+    try:
+        found = await client.get(path)
+    except ApiError as exc:
+        if exc.not_found:
+            raise ValueError(
+                f"--workload {spec.text!r}: the API server does not serve {api_version} "
+                "(is the CRD installed?)"
+            ) from None
+        raise
+    for entry in found.get("resources") or []:
+        if entry.get("name") == spec.plural and isinstance(entry.get("kind"), str):
+            resource = Resource(
+                spec.group, spec.version, spec.plural, entry["kind"], bool(entry.get("namespaced"))
+            )
+            return WorkloadKind(resource, spec.template_path)
+    raise ValueError(
+        f"--workload {spec.text!r}: {api_version} has no resource {spec.plural!r} "
+        "(check the plural with `kubectl api-resources`)"
+    )
+
+
+def registry(custom: Iterable[WorkloadKind] = ()) -> tuple[WorkloadKind, ...]:
+    """The built-in kinds plus ``custom``; a resource registered twice is an error."""
+    kinds = [*BUILTIN_KINDS, *custom]
+    seen: set[tuple[str, str]] = set()
+    for kind in kinds:
+        key = (kind.resource.group, kind.resource.plural)
+        if key in seen:
+            raise ValueError(f"workload kind {kind} is registered twice")
+        seen.add(key)
+    return tuple(kinds)

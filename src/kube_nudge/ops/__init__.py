@@ -1,1 +1,0 @@
-"""Operations: leader election, metrics, health endpoints, logging."""

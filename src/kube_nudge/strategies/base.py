@@ -1,0 +1,75 @@
+"""The strategy contract: how a decided change reaches a workload.
+
+The reconciler decides (pure, in ``model.decide``) *whether* and *what*; a strategy,
+chosen per workload by ``kube-nudge.io/strategy``, carries out *how*. A new strategy is a
+new module with a class satisfying ``Strategy`` plus one entry in ``registry.py``. What a
+strategy may grow later (extra watches, an admission mutation for the snapshot webhook)
+becomes optional members here, with defaults, so existing strategies keep working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.events import ObjectRef
+from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.model import Apply, Assessment, WorkloadView
+from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.metrics import Metrics
+
+__all__ = ["Strategy", "StrategyContext", "Target"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The workload a strategy acts on, as last seen."""
+
+    kind: WorkloadKind
+    namespace: str
+    name: str
+    view: WorkloadView
+
+    @property
+    def ref(self) -> ObjectRef:
+        """The workload as the subject of an Event."""
+        resource = self.kind.resource
+        return ObjectRef(resource.api_version, resource.kind, self.namespace, self.name,
+                         self.view.uid)  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"{self.kind.resource.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyContext:
+    """What every strategy may use: the API client, Events and metrics."""
+
+    client: KubeClient
+    events: BackgroundEvents
+    metrics: Metrics
+
+
+class Strategy(Protocol):
+    """How a decided change is carried out. Methods raise ``ApiError`` when the API
+    refuses; the reconciler turns that into a retry with backoff and a Warning Event."""
+
+    @property
+    def name(self) -> str:
+        """The value of ``kube-nudge.io/strategy`` that selects it."""
+        ...
+
+    @property
+    def capped(self) -> bool:
+        """Whether the flap cap (``kube-nudge.io/max-rollouts``) limits it."""
+        ...
+
+    async def adopt(self, target: Target, config_hash: str) -> None:
+        """First sight of ``target``: remember ``config_hash`` as what its pods run,
+        restarting nothing."""
+        ...
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        """Bring ``target``'s pods to ``plan.config_hash`` (or announce the change)."""
+        ...

@@ -1,0 +1,44 @@
+"""The ``notify`` strategy: announce a config change, never touch the workload.
+
+A Normal Event ``ConfigChanged`` on the workload names the sources and keys that changed
+(never values), and ``kube_nudge_notifications_total`` counts it. Nothing is written to
+the workload, so kube-nudge's memory of the last announced hash lives in this process
+only: after a restart, a change made while it was down is announced once more as
+"changed while kube-nudge was not watching".
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kube_nudge.kube.events import NORMAL
+from kube_nudge.model import Apply, Assessment, describe_changes
+from kube_nudge.strategies.base import StrategyContext, Target
+
+__all__ = ["NotifyStrategy"]
+
+log = logging.getLogger(__name__)
+
+
+class NotifyStrategy:
+    """Tell, don't restart."""
+
+    name = "notify"
+    capped = False  # an Event per change; the recorder folds repeats into one count
+
+    def __init__(self, context: StrategyContext) -> None:
+        self._context = context
+
+    async def adopt(self, target: Target, config_hash: str) -> None:
+        """Nothing to record on the workload: the reconciler remembers the hash."""
+        log.debug("watching %s at %s (notify)", target, config_hash)
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        """Post ``ConfigChanged`` and count it."""
+        what = describe_changes(plan.changes, assessment.states, target.namespace)
+        self._context.metrics.notifications.labels(kind=target.kind.resource.kind).inc()
+        log.info("config of %s changed (not restarting, strategy notify): %s", target, what)
+        self._context.events.post(
+            target.ref, NORMAL, "ConfigChanged",
+            f"config changed: {what}; pods not restarted (kube-nudge.io/strategy: notify)",
+        )  # fmt: skip

@@ -1,0 +1,33 @@
+"""Every strategy, by the name ``kube-nudge.io/strategy`` selects it with.
+
+Adding a strategy: a new module with a class satisfying ``strategies.base.Strategy``,
+and one entry here. Its name then validates in annotations automatically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from kube_nudge.model.annotations import DEFAULT_STRATEGY
+from kube_nudge.strategies.base import Strategy, StrategyContext
+from kube_nudge.strategies.notify import NotifyStrategy
+from kube_nudge.strategies.rollout import RolloutStrategy
+
+__all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "build_strategies", "strategy_names"]
+
+StrategyFactory = Callable[[StrategyContext], Strategy]
+
+STRATEGIES: Mapping[str, StrategyFactory] = {
+    RolloutStrategy.name: RolloutStrategy,
+    NotifyStrategy.name: NotifyStrategy,
+}
+
+
+def strategy_names() -> tuple[str, ...]:
+    """The names ``kube-nudge.io/strategy`` accepts, default first."""
+    return (DEFAULT_STRATEGY, *sorted(name for name in STRATEGIES if name != DEFAULT_STRATEGY))
+
+
+def build_strategies(context: StrategyContext) -> dict[str, Strategy]:
+    """One instance of every strategy, sharing ``context``."""
+    return {name: factory(context) for name, factory in STRATEGIES.items()}

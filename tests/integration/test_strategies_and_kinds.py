@@ -1,0 +1,118 @@
+"""The seams of the architecture against a real API server: a second strategy (`notify`)
+and custom workload kinds whose Kind comes from API discovery."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from kube_nudge.app.run import resolve_workloads
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, DEPLOYMENTS, Resource
+from kube_nudge.kube.workloads import BUILTIN_KINDS, parse_workload_flag
+from kube_nudge.model import BASELINE_HASH
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object
+from tests.integration import manifests
+from tests.integration.controller_support import (
+    controller_writes,
+    events,
+    eventually,
+    install_crd,
+    running_controller,
+    template_hash,
+)
+from tests.integration.manifests import ENABLED
+
+pytestmark = pytest.mark.cluster
+DEPLOYMENT = BUILTIN_KINDS[0]
+NOTIFY = {**ENABLED, "kube-nudge.io/strategy": "notify"}
+
+
+def consuming_app() -> dict[str, Any]:
+    return manifests.pod_spec(
+        containers=[{
+            "name": "app", "image": "registry.invalid/app:1",
+            "env": [{"name": "LEVEL",
+                     "valueFrom": {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}}],
+        }],
+    )  # fmt: skip
+
+
+async def test_notify_announces_the_changed_keys_and_never_writes_the_workload(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(
+        CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info", "UNUSED": "1"})
+    )
+    await kube.create(
+        DEPLOYMENTS.path(namespace),
+        manifests.deployment("app", spec=consuming_app(), annotations=NOTIFY),
+    )
+    before = await kube.get(DEPLOYMENTS.path(namespace, "app"))
+    async with running_controller(cluster, namespace) as running:
+        notified = running.metrics.notifications.labels(kind="Deployment")
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"UNUSED": "2"}})
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+        await eventually(lambda: notified._value.get() == 1, timeout=30)
+        await running.controller.settled(timeout=30)
+        assert notified._value.get() == 1  # the unconsumed key announced nothing
+        [changed] = await events(kube, namespace, "ConfigChanged")
+        assert changed["type"] == "Normal"
+        assert changed["involvedObject"]["kind"] == "Deployment"
+        assert "configmap/app keys [LEVEL] changed" in changed["message"]
+        assert "debug" not in changed["message"]
+    assert controller_writes(cluster, namespace) == []  # from the API server's audit log
+    after = await kube.get(DEPLOYMENTS.path(namespace, "app"))
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    assert template_hash(after, DEPLOYMENT) is None
+    assert BASELINE_HASH not in (after["metadata"].get("annotations") or {})
+
+
+CANARIES = Resource("example.kube-nudge.io", "v1", "canaries", "CanaryRelease")
+
+
+async def test_a_custom_kind_comes_from_discovery_and_lands_in_events(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its Kind is not its capitalised singular, and its singular isn't its plural minus
+    # an "s" (the old guess made "Canarie").
+    await install_crd(kube, CANARIES, "canary")
+    flags = (
+        parse_workload_flag("example.kube-nudge.io/v1/canaries=spec.template"),
+        parse_workload_flag("not-installed.example.com/v1/widgets=spec.template"),
+    )
+    with caplog.at_level(logging.ERROR, logger="kube_nudge"):
+        kinds = await resolve_workloads(kube, flags)
+    # The missing CRD is logged and skipped; the others are all there.
+    assert "not-installed.example.com/v1" in caplog.text
+    assert "is the CRD installed?" in caplog.text
+    *builtin, canary = kinds
+    assert tuple(builtin) == BUILTIN_KINDS
+    assert canary.resource == CANARIES
+
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+    await kube.create(CANARIES.path(namespace), {
+        "apiVersion": CANARIES.api_version, "kind": "CanaryRelease",
+        "metadata": {"name": "c", "annotations": ENABLED},
+        "spec": {"template": {"spec": consuming_app()}},
+    })  # fmt: skip
+    async with running_controller(cluster, namespace, kinds=kinds) as running:
+        await wait_for_object(
+            kube, CANARIES.path(namespace), "c",
+            lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=30,
+        )  # fmt: skip
+        await running.controller.settled(timeout=30)
+    found = await kube.get(
+        CORE_EVENTS.path(namespace), fieldSelector="involvedObject.name=c,reason=Adopted"
+    )
+    [adopted] = found["items"]
+    assert adopted["involvedObject"]["kind"] == "CanaryRelease"
+    assert adopted["involvedObject"]["apiVersion"] == "example.kube-nudge.io/v1"
+    # kubectl describe's filter: the Event is found by the real Kind.
+    by_kind = await kube.get(
+        CORE_EVENTS.path(namespace), fieldSelector="involvedObject.kind=CanaryRelease"
+    )
+    assert [e["reason"] for e in by_kind["items"]] == ["Adopted"]

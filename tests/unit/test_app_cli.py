@@ -1,0 +1,61 @@
+"""``kube-nudge run`` validates every flag before touching a cluster: one line naming the
+value, exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from kube_nudge.app.cli import COMMANDS, build_parser, main
+from kube_nudge.app.run_command import RUN
+
+NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--workers=0"], "--workers 0: must be at least 1"),
+        (["--write-qps=0"], "--write-qps 0: must be greater than 0"),
+        (["--write-burst=0"], "--write-burst 0: must be greater than 0"),
+        (["--namespace="], "--namespace '': give a namespace name"),
+        (["--max-rollouts=3"], "--max-rollouts '3': want N/DURATION"),
+        (["--debounce=soon"], '--debounce: invalid duration "soon"'),
+        (["--metrics-addr=localhost"], "bad address 'localhost'"),
+        (["--workload=example.com/v1/policies"], "--workload 'example.com/v1/policies'"),
+        (
+            ["--leader-elect", "--lease-duration=5s", "--renew-deadline=10s"],
+            "retry_period < renew_deadline < lease_duration",
+        ),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", *NO_CLUSTER, *flags]) == 2
+    err = capsys.readouterr().err
+    assert says in err
+    assert err.startswith("kube-nudge: ") and err.count("\n") == 1
+
+
+def test_good_flags_make_a_config() -> None:
+    args = build_parser().parse_args(
+        ["run", "--workload=example.com/v1/things:Thing=spec.template", "--debounce=0",
+         "--max-rollouts=5/1m", "--metrics-addr=127.0.0.1:0", "-n", "a", "-n", "b"]
+    )  # fmt: skip
+    config = RUN.config(args)
+    assert config.controller.namespaces == ("a", "b")
+    assert config.controller.defaults.debounce == 0
+    assert (config.controller.defaults.max_rollouts, config.controller.defaults.rollout_window) == (
+        5, 60.0
+    )  # fmt: skip
+    assert "notify" in config.controller.defaults.strategies
+    assert config.metrics_addr == ("127.0.0.1", 0)
+    assert config.lease is None
+    (spec,) = config.custom_workloads
+    assert spec.known() is not None and spec.known().resource.kind == "Thing"  # type: ignore[union-attr]
+
+
+def test_every_command_is_in_the_parser() -> None:
+    parser = build_parser()
+    for command in COMMANDS:
+        assert parser.parse_args([command.name]).command == command.name

@@ -1,0 +1,23 @@
+"""Strategies are chosen by name from one registry; the annotation accepts exactly those."""
+
+from __future__ import annotations
+
+from kube_nudge.controller.controller import product_defaults
+from kube_nudge.model import parse_workload
+from kube_nudge.strategies.registry import STRATEGIES, strategy_names
+
+
+def test_the_default_comes_first_and_every_strategy_is_named() -> None:
+    assert strategy_names()[0] == "rollout"
+    assert set(strategy_names()) == set(STRATEGIES) == {"rollout", "notify"}
+    for name, factory in STRATEGIES.items():
+        assert factory.name == name  # type: ignore[attr-defined]
+
+
+def test_the_annotation_accepts_registered_strategies_only() -> None:
+    defaults = product_defaults()
+    settings, errors = parse_workload({"kube-nudge.io/strategy": "notify"}, "ns", defaults)
+    assert (settings.strategy, errors) == ("notify", [])
+    settings, errors = parse_workload({"kube-nudge.io/strategy": "restart"}, "ns", defaults)
+    assert settings.strategy == "rollout"
+    assert errors == ['kube-nudge.io/strategy must be one of "rollout", "notify", got "restart"']
