@@ -204,6 +204,18 @@ def test_the_flap_cap_holds_exactly_the_fourth_change_in_the_window() -> None:
     assert held.retry_after == 3.0  # first rollout at t, window 6 s, now t + 3
 
 
+def test_a_held_workload_repeats_one_message_so_its_event_counts_up() -> None:
+    clock = FakeClock()
+    recorded = (clock.now() - 2, clock.now() - 1, clock.now())
+    view = workload(template_hash="v1-old", rolled_at=recorded)
+    first = decide_now(view, sources(LEVEL="x"), WorkloadMemory(), clock)
+    clock.advance(2.5)
+    second = decide_now(view, sources(LEVEL="y"), WorkloadMemory(), clock)
+    assert isinstance(first, Hold) and isinstance(second, Hold)
+    assert first.retry_after != second.retry_after
+    assert first.message == second.message  # the recorder folds repeats into one Event
+
+
 def test_the_held_change_rolls_when_the_window_allows() -> None:
     clock = FakeClock()
     memory = WorkloadMemory()

@@ -148,7 +148,11 @@ class Reconciler:
 
     def _hold(self, target: Target, hold: Hold) -> None:
         self.metrics.holds.labels(reason=hold.reason).inc()
-        log.warning("%s: %s", target, hold.message)
+        retry = f" (next try in {hold.retry_after:.1f} s)" if hold.retry_after else ""
+        log.warning(
+            "%s: %s%s", target, hold.message, retry,
+            extra=target.log_fields("held", reason=hold.reason),
+        )  # fmt: skip
         self.events.post(target.ref, WARNING, hold.event_reason, hold.message)
 
     def memory(self, key: WorkloadKey) -> WorkloadMemory | None:

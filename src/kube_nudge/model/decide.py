@@ -142,10 +142,13 @@ def decide(
     recent = recent_rollouts(memory.rollouts, view.rolled_at, now, settings.rollout_window)
     if capped and len(recent) >= settings.max_rollouts:
         wait = recent[0] + settings.rollout_window - now
+        # No countdown in the message: the Event recorder folds repeats of one message into
+        # one Event's count, and a workload can be held for hours.
         return Hold(
             "flapping", "RolloutsCapped",
-            f"held: {len(recent)} rollouts in the last {settings.rollout_window:g} s "
-            f"(max {settings.max_rollouts}); will roll the latest config in {wait:.0f} s",
+            f"held: already rolled {settings.max_rollouts} times within "
+            f"{settings.rollout_window:g} s (kube-nudge.io/max-rollouts); the latest config "
+            "rolls as soon as the window allows",
             retry_after=max(wait, MIN_RETRY),
         )  # fmt: skip
     keep = min(settings.max_rollouts, MAX_RECORDED_ROLLOUTS) - 1

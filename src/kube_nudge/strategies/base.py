@@ -19,7 +19,7 @@ from kube_nudge.model import Apply, Assessment, WorkloadView
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 
-__all__ = ["Strategy", "StrategyContext", "Target"]
+__all__ = ["Strategy", "StrategyContext", "Target", "changes_field"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,24 @@ class Target:
 
     def __str__(self) -> str:
         return f"{self.kind.resource.kind} {self.namespace}/{self.name}"
+
+    def log_fields(self, action: str, **more: object) -> dict[str, object]:
+        """Structured fields for a log record about this workload (``extra=``), shown as
+        keys of its JSON log line."""
+        return {
+            "kind": self.kind.resource.kind,
+            "namespace": self.namespace,
+            "workload": self.name,
+            "action": action,
+            **more,
+        }
+
+
+def changes_field(plan: Apply) -> dict[str, list[str]] | None:
+    """``plan.changes`` as a JSON log field: changed keys (names only) by source."""
+    if plan.changes is None:
+        return None
+    return {str(ref): keys for ref, keys in plan.changes.items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import logging
 
 from kube_nudge.kube.events import NORMAL
 from kube_nudge.model import Apply, Assessment, describe_changes
-from kube_nudge.strategies.base import StrategyContext, Target
+from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = ["NotifyStrategy"]
 
@@ -37,7 +37,11 @@ class NotifyStrategy:
         """Post ``ConfigChanged`` and count it."""
         what = describe_changes(plan.changes, assessment.states, target.namespace)
         self._context.metrics.notifications.labels(kind=target.kind.resource.kind).inc()
-        log.info("config of %s changed (not restarting, strategy notify): %s", target, what)
+        log.info(
+            "config of %s changed (not restarting, strategy notify): %s", target, what,
+            extra=target.log_fields("notified", config_hash=plan.config_hash,
+                                    changes=changes_field(plan)),
+        )  # fmt: skip
         self._context.events.post(
             target.ref, NORMAL, "ConfigChanged",
             f"config changed: {what}; pods not restarted (kube-nudge.io/strategy: notify)",

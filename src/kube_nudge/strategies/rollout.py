@@ -28,13 +28,16 @@ from kube_nudge.model import (
     describe_changes,
 )
 from kube_nudge.model.annotations import format_rolled_at
-from kube_nudge.strategies.base import StrategyContext, Target
+from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
-__all__ = ["FIELD_MANAGER", "RolloutStrategy", "adopt_patch", "rollout_patch"]
+__all__ = ["CHANGE_CAUSE", "FIELD_MANAGER", "RolloutStrategy", "adopt_patch", "rollout_patch"]
 
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "kube-nudge"
+#: Copied by the Deployment controller onto the new ReplicaSet, where
+#: `kubectl rollout history` shows it in its CHANGE-CAUSE column.
+CHANGE_CAUSE = "kubernetes.io/change-cause"
 
 
 def rollout_patch(
@@ -44,10 +47,14 @@ def rollout_patch(
     *,
     had_baseline: bool,
     rolled_at: Sequence[float],
+    cause: str,
 ) -> dict[str, Any]:
-    """The merge patch that rolls the workload to ``config_hash`` and records the recent
-    rollouts (``rolled_at``, this one included) for the flap cap."""
-    annotations: dict[str, Any] = {ROLLED_AT: format_rolled_at(list(rolled_at))}
+    """The merge patch that rolls the workload to ``config_hash``, records the recent
+    rollouts (``rolled_at``, this one included) for the flap cap, and says why."""
+    annotations: dict[str, Any] = {
+        ROLLED_AT: format_rolled_at(list(rolled_at)),
+        CHANGE_CAUSE: f"kube-nudge: {cause}"[:1024],
+    }
     if had_baseline:
         annotations[BASELINE_HASH] = None  # the template now carries the hash
     patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
@@ -72,7 +79,10 @@ class RolloutStrategy:
     async def adopt(self, target: Target, config_hash: str) -> None:
         """Record the baseline on the workload's metadata (not the template)."""
         await self._patch(target, adopt_patch(target.view.uid, config_hash))
-        log.info("adopted %s at %s", target, config_hash)
+        log.info(
+            "adopted %s at %s", target, config_hash,
+            extra=target.log_fields("adopted", config_hash=config_hash),
+        )  # fmt: skip
         self._context.events.post(
             target.ref, NORMAL, "Adopted",
             "recorded the hash of the config the pods run; the next change rolls them",
@@ -80,14 +90,18 @@ class RolloutStrategy:
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Write the new hash on the pod template: the workload rolls."""
+        what = describe_changes(plan.changes, assessment.states, target.namespace)
         patch = rollout_patch(
             target.kind.template_path, target.view.uid, plan.config_hash,
-            had_baseline=plan.had_baseline, rolled_at=plan.rolled_at,
+            had_baseline=plan.had_baseline, rolled_at=plan.rolled_at, cause=what,
         )  # fmt: skip
         await self._patch(target, patch)
-        what = describe_changes(plan.changes, assessment.states, target.namespace)
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
-        log.info("rolled %s to %s: %s", target, plan.config_hash, what)
+        log.info(
+            "rolled %s to %s: %s", target, plan.config_hash, what,
+            extra=target.log_fields("rolled", config_hash=plan.config_hash,
+                                    changes=changes_field(plan)),
+        )  # fmt: skip
         self._context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}")
 
     async def _patch(self, target: Target, patch: dict[str, Any]) -> None:
