@@ -22,6 +22,7 @@ from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import (
+    HMAC_SECRET,
     controller_writes,
     events,
     eventually,
@@ -128,6 +129,46 @@ async def test_restarts_write_nothing_and_offline_changes_roll_once(
             kube, DEPLOYMENT, rolled, running.hmac_key
         )
     assert len(controller_writes(cluster, namespace)) == writes + 1
+
+
+async def test_a_lost_key_rebaselines_instead_of_restarting(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """Deleting the key Secret makes every hash different; no config changed, so nothing
+    may roll. The next real change rolls under the new key."""
+    await make_app(kube, namespace)
+    async with running_controller(cluster, namespace):
+        adopted = await wait_adopted(kube, namespace)
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "warn"}})
+        rolled = template_hash(await wait_rolled(kube, namespace, None), DEPLOYMENT)
+    await wait_for_objects(kube, REPLICASETS.path(namespace), lambda f: len(f) == 2, timeout=30)
+    writes = len(controller_writes(cluster, namespace))
+    await kube.delete(SECRETS.path(namespace, HMAC_SECRET))
+
+    async with running_controller(cluster, namespace) as running:
+        rebaselined = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "app",
+            lambda o: o["metadata"]["annotations"].get(BASELINE_HASH)
+            not in (None, adopted["metadata"]["annotations"][BASELINE_HASH]),
+            timeout=30,
+        )  # fmt: skip
+        await running.controller.settled(timeout=30)
+        assert template_hash(rebaselined, DEPLOYMENT) == rolled  # the template is untouched
+        assert rebaselined["metadata"]["annotations"][BASELINE_HASH] == await expected_hash(
+            kube, DEPLOYMENT, rebaselined, running.hmac_key
+        )
+        assert len(controller_writes(cluster, namespace)) == writes + 1  # the baseline only
+        assert await replicasets(kube, namespace) == 2
+        notes = [e["message"] for e in await events(kube, namespace, "Adopted")]
+        assert any("another installation key" in message for message in notes), notes
+
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "error"}})
+        again = await wait_rolled(kube, namespace, rolled)
+        assert template_hash(again, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, again, running.hmac_key
+        )
+        assert BASELINE_HASH not in again["metadata"]["annotations"]
+    await wait_for_objects(kube, REPLICASETS.path(namespace), lambda f: len(f) == 3, timeout=30)
 
 
 async def test_missing_configmap_holds_then_rolls_when_created(

@@ -24,8 +24,9 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import format_rolled_at
+from kube_nudge.model.annotations import KEY_ID, format_rolled_at
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
+from kube_nudge.model.hashing import key_id as key_id_of
 from tests.unit.fakes import FakeClock
 
 KEY = b"k" * 32
@@ -37,6 +38,7 @@ CAP = WorkloadDefaults(max_rollouts=3, rollout_window=6.0)
 
 def workload(
     *,
+    key_id: str | None = None,
     template_hash: str | None = None,
     baseline: str | None = None,
     rolled_at: tuple[float, ...] = (),
@@ -52,6 +54,8 @@ def workload(
         annotations[ROLLED_AT] = format_rolled_at(list(rolled_at))
     if strategy:
         annotations["kube-nudge.io/strategy"] = strategy
+    if key_id:
+        annotations[KEY_ID] = key_id
     pod_annotations = {CONFIG_HASH: template_hash} if template_hash else {}
     env = [{"name": key, "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}]
     spec: dict[str, object] = {}
@@ -293,3 +297,33 @@ def test_ignored_and_unshared_sources_do_not_count() -> None:
 
 def source_with(annotations: dict[str, str]) -> SourceView:
     return project_source({"metadata": {"annotations": annotations}, "data": {"a": "1"}})
+
+
+def test_hashes_made_under_another_key_are_rebaselined_not_rolled() -> None:
+    data = sources(LEVEL="info")
+    lost_key = key_id_of(b"x" * 32)
+    view = workload(template_hash="v1-made-with-the-old-key", key_id=lost_key)
+    decision = decide_now(view, data, WorkloadMemory(), FakeClock())
+    assert decision == Adopt(desired(view, data), new_key=True)
+    # Once re-baselined under this key, the baseline is what runs: nothing to do.
+    rebaselined = workload(
+        template_hash="v1-made-with-the-old-key",
+        baseline=desired(view, data),
+        key_id=key_id_of(KEY),
+    )
+    assert decide_now(rebaselined, data, WorkloadMemory(), FakeClock()) == Noop()
+    # ... and the next real change rolls it.
+    changed = decide_now(rebaselined, sources(LEVEL="debug"), WorkloadMemory(), FakeClock())
+    assert isinstance(changed, Apply) and changed.had_baseline
+
+
+def test_workloads_recorded_before_key_ids_are_not_rebaselined() -> None:
+    data = sources(LEVEL="info")
+    view = workload(template_hash="v1-old")  # no key id recorded (an older release)
+    assert isinstance(decide_now(view, data, WorkloadMemory(), FakeClock()), Apply)
+
+
+def test_the_key_id_names_the_key_without_revealing_it() -> None:
+    assert key_id_of(KEY) == key_id_of(KEY)
+    assert key_id_of(KEY) != key_id_of(b"j" * 32)
+    assert len(key_id_of(KEY)) == 8 and KEY.hex()[:8] not in key_id_of(KEY)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH, ROLLED_AT
-from kube_nudge.model.annotations import parse_rolled_at
+from kube_nudge.model.annotations import KEY_ID, parse_rolled_at
 from kube_nudge.strategies.rollout import CHANGE_CAUSE, rollout_patch
 
 
@@ -19,12 +19,14 @@ def test_rolled_at_round_trips_through_the_rollout_patch() -> None:
         had_baseline=True,
         rolled_at=[1700000000.5, 17e8],
         cause="configmap/app keys [LEVEL] changed",
+        key_id="0123abcd",
     )
     annotations = patch["metadata"]["annotations"]
     # The Deployment controller copies it to the new ReplicaSet: `kubectl rollout history`.
     assert annotations[CHANGE_CAUSE] == "kube-nudge: configmap/app keys [LEVEL] changed"
     assert annotations[BASELINE_HASH] is None  # the template carries the hash from now on
     assert parse_rolled_at(annotations[ROLLED_AT]) == (17e8, 1700000000.5)
+    assert annotations[KEY_ID] == "0123abcd"
     assert patch["metadata"]["uid"] == "uid-1"
     assert patch["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH] == "v1-abc"
 

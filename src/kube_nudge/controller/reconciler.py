@@ -111,7 +111,7 @@ class Reconciler:
         action = "none"
         try:
             if isinstance(decision, Adopt):
-                await strategy.adopt(target, decision.config_hash)
+                await strategy.adopt(target, decision, assessment)
                 memory.remember_applied(strategy.name, decision.config_hash)
                 memory.rolled_with = assessment.states
                 action = "adopted"

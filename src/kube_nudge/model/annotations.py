@@ -33,6 +33,7 @@ __all__ = [
     "ENABLED",
     "EXCLUDE",
     "IGNORE",
+    "KEY_ID",
     "MAX_ROLLOUTS",
     "PREFIX",
     "ROLLED_AT",
@@ -77,6 +78,10 @@ BASELINE_HASH: Final = PREFIX + "baseline-hash"
 #: reads it, so a restart or a new leader does not forget how often a flapping config has
 #: already rolled the workload.
 ROLLED_AT: Final = PREFIX + "rolled-at"
+#: Which installation key made the recorded hashes (see `hashing.key_id`). A workload whose
+#: hashes were made under another key (the key Secret was lost or replaced) is re-baselined,
+#: not rolled: its hash changed, its config did not.
+KEY_ID: Final = PREFIX + "key-id"
 
 # On a ConfigMap or Secret.
 IGNORE: Final = PREFIX + "ignore"

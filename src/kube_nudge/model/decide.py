@@ -16,6 +16,7 @@ from kube_nudge.model.hashing import (
     SourceState,
     changed_keys,
     config_hash,
+    key_id,
     missing_requirements,
 )
 from kube_nudge.model.memory import WorkloadMemory, recent_rollouts
@@ -53,6 +54,8 @@ class Assessment:
     refused: tuple[SourceRef, ...]
     states: Mapping[SourceRef, SourceState]
     desired: str
+    key_id: str
+    """The key the desired hash is made under (`hashing.key_id`)."""
     missing: tuple[str, ...]
     """Required sources or keys that don't exist (names only, never values)."""
 
@@ -75,6 +78,7 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
         refused=visibility.refused,
         states=states,
         desired=config_hash(hmac_key, visibility.visible, states),
+        key_id=key_id(hmac_key),
         missing=tuple(missing),
     )
 
@@ -86,9 +90,11 @@ class Noop:
 
 @dataclass(frozen=True, slots=True)
 class Adopt:
-    """First sight: record `config_hash` as what the pods run, restarting nothing."""
+    """Record `config_hash` as what the pods run, restarting nothing: at first sight, or
+    (`new_key`) when the recorded hashes were made under another installation key."""
 
     config_hash: str
+    new_key: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +140,9 @@ def decide(
     applied = memory.applied or view.applied_hash
     if applied is None:
         return Adopt(assessment.desired)
+    if memory.applied is None and view.key_id not in (None, assessment.key_id):
+        # The key Secret was lost or replaced: every hash changed, the config did not.
+        return Adopt(assessment.desired, new_key=True)
     if assessment.missing:
         return Hold("missing", "ConfigMissing", "not rolling: " + "; ".join(assessment.missing))
     if assessment.desired == applied:

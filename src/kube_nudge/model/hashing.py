@@ -34,6 +34,7 @@ __all__ = [
     "changed_keys",
     "config_hash",
     "consumed_digests",
+    "key_id",
     "missing_requirements",
     "source_state",
 ]
@@ -105,6 +106,12 @@ def config_hash(
     """`v1-<40 hex>` over the consumed part of the sources; refs missing from states are absent."""
     mac = hmac.new(key, canonical_encoding(consumed, states), hashlib.sha256)
     return f"{HASH_VERSION}-{mac.hexdigest()[:HASH_HEX_DIGITS]}"
+
+
+def key_id(key: bytes) -> str:
+    """A short public name of the installation key: 8 hex digits of an HMAC under it, so
+    it identifies the key without revealing anything that would help to guess it."""
+    return hmac.new(key, b"kube-nudge/key-id", hashlib.sha256).hexdigest()[:8]
 
 
 def missing_requirements(

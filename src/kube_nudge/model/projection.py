@@ -15,6 +15,7 @@ from typing import Any
 from kube_nudge.model.annotations import (
     BASELINE_HASH,
     CONFIG_HASH,
+    KEY_ID,
     ROLLED_AT,
     SourceSettings,
     WorkloadDefaults,
@@ -64,11 +65,15 @@ class WorkloadView:
     template_hash: str | None
     baseline_hash: str | None
     rolled_at: tuple[float, ...] = ()
+    key_id: str | None = None
+    """The key the recorded hashes were made under; None if not recorded (older releases)."""
 
     @property
     def applied_hash(self) -> str | None:
-        """The hash of the config the pods run: the template's, else the adopted baseline."""
-        return self.template_hash or self.baseline_hash
+        """The hash of the config the pods run: an adopted baseline, else the template's.
+        (A baseline is recorded only when the template has no usable hash: at first sight,
+        or after a key change; the next rollout removes it.)"""
+        return self.baseline_hash or self.template_hash
 
     def same_but_records(self, other: WorkloadView) -> bool:
         """True if nothing but what kube-nudge records (hashes, rollout times) differs:
@@ -107,4 +112,5 @@ def project_workload(
         template_hash=template_annotation(obj, template_path, CONFIG_HASH),
         baseline_hash=baseline if isinstance(baseline, str) else None,
         rolled_at=parse_rolled_at(annotations.get(ROLLED_AT)),
+        key_id=key if isinstance(key := annotations.get(KEY_ID), str) else None,
     )

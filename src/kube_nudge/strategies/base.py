@@ -15,7 +15,7 @@ from typing import Protocol
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.workloads import WorkloadKind
-from kube_nudge.model import Apply, Assessment, WorkloadView
+from kube_nudge.model import Adopt, Apply, Assessment, WorkloadView
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 
@@ -83,9 +83,9 @@ class Strategy(Protocol):
         """Whether the flap cap (``kube-nudge.io/max-rollouts``) limits it."""
         ...
 
-    async def adopt(self, target: Target, config_hash: str) -> None:
-        """First sight of ``target``: remember ``config_hash`` as what its pods run,
-        restarting nothing."""
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+        """Remember ``plan.config_hash`` as what ``target``'s pods run, restarting nothing
+        (first sight, or re-baselining after a key change)."""
         ...
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from kube_nudge.kube.events import NORMAL
-from kube_nudge.model import Apply, Assessment, describe_changes
+from kube_nudge.model import Adopt, Apply, Assessment, describe_changes
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = ["NotifyStrategy"]
@@ -29,9 +29,9 @@ class NotifyStrategy:
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
 
-    async def adopt(self, target: Target, config_hash: str) -> None:
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
         """Nothing to record on the workload: the reconciler remembers the hash."""
-        log.debug("watching %s at %s (notify)", target, config_hash)
+        log.debug("watching %s at %s (notify)", target, plan.config_hash)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Post ``ConfigChanged`` and count it."""

@@ -21,13 +21,14 @@ from kube_nudge.model import (
     BASELINE_HASH,
     CONFIG_HASH,
     ROLLED_AT,
+    Adopt,
     Apply,
     Assessment,
     TemplatePath,
     annotation_patch,
     describe_changes,
 )
-from kube_nudge.model.annotations import format_rolled_at
+from kube_nudge.model.annotations import KEY_ID, format_rolled_at
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = ["CHANGE_CAUSE", "FIELD_MANAGER", "RolloutStrategy", "adopt_patch", "rollout_patch"]
@@ -48,12 +49,14 @@ def rollout_patch(
     had_baseline: bool,
     rolled_at: Sequence[float],
     cause: str,
+    key_id: str,
 ) -> dict[str, Any]:
     """The merge patch that rolls the workload to ``config_hash``, records the recent
     rollouts (``rolled_at``, this one included) for the flap cap, and says why."""
     annotations: dict[str, Any] = {
         ROLLED_AT: format_rolled_at(list(rolled_at)),
         CHANGE_CAUSE: f"kube-nudge: {cause}"[:1024],
+        KEY_ID: key_id,
     }
     if had_baseline:
         annotations[BASELINE_HASH] = None  # the template now carries the hash
@@ -62,9 +65,10 @@ def rollout_patch(
     return patch
 
 
-def adopt_patch(uid: str, config_hash: str) -> dict[str, Any]:
+def adopt_patch(uid: str, config_hash: str, key_id: str) -> dict[str, Any]:
     """The merge patch that records the running config's hash without rolling."""
-    return {"metadata": {"uid": uid, "annotations": {BASELINE_HASH: config_hash}}}
+    annotations = {BASELINE_HASH: config_hash, KEY_ID: key_id}
+    return {"metadata": {"uid": uid, "annotations": annotations}}
 
 
 class RolloutStrategy:
@@ -76,17 +80,24 @@ class RolloutStrategy:
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
 
-    async def adopt(self, target: Target, config_hash: str) -> None:
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
         """Record the baseline on the workload's metadata (not the template)."""
-        await self._patch(target, adopt_patch(target.view.uid, config_hash))
+        patch = adopt_patch(target.view.uid, plan.config_hash, assessment.key_id)
+        await self._patch(target, patch)
         log.info(
-            "adopted %s at %s", target, config_hash,
-            extra=target.log_fields("adopted", config_hash=config_hash),
+            "adopted %s at %s%s", target, plan.config_hash,
+            " (hashes were made under another key)" if plan.new_key else "",
+            extra=target.log_fields("adopted", config_hash=plan.config_hash,
+                                    new_key=plan.new_key),
         )  # fmt: skip
-        self._context.events.post(
-            target.ref, NORMAL, "Adopted",
-            "recorded the hash of the config the pods run; the next change rolls them",
-        )  # fmt: skip
+        if plan.new_key:
+            message = (
+                "re-baselined without restarting: its config hash was made under another "
+                "installation key (was the kube-nudge-hmac-key Secret replaced?)"
+            )
+        else:
+            message = "recorded the hash of the config the pods run; the next change rolls them"
+        self._context.events.post(target.ref, NORMAL, "Adopted", message)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Write the new hash on the pod template: the workload rolls."""
@@ -94,6 +105,7 @@ class RolloutStrategy:
         patch = rollout_patch(
             target.kind.template_path, target.view.uid, plan.config_hash,
             had_baseline=plan.had_baseline, rolled_at=plan.rolled_at, cause=what,
+            key_id=assessment.key_id,
         )  # fmt: skip
         await self._patch(target, patch)
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
