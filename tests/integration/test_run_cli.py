@@ -86,3 +86,16 @@ async def test_two_replicas_one_leader_failover_and_clean_logs(
         for line in text.splitlines():
             json.loads(line)  # every log line is one JSON object
     assert CANARY not in metrics.text
+
+
+async def test_a_missing_state_namespace_says_how_to_fix_it(
+    cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "missing-state.log"
+    replica = await start_replica(
+        cluster.kubeconfig, namespace, log, state_namespace=f"{namespace}-gone", extra_args=()
+    )
+    assert await asyncio.wait_for(replica.proc.wait(), 60) == 1
+    text = log.read_text()
+    assert f"state namespace '{namespace}-gone' does not exist" in text
+    assert f"kubectl create namespace {namespace}-gone" in text

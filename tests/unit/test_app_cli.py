@@ -22,6 +22,8 @@ NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
         (["--debounce=soon"], '--debounce: invalid duration "soon"'),
         (["--metrics-addr=localhost"], "bad address 'localhost'"),
         (["--workload=example.com/v1/policies"], "--workload 'example.com/v1/policies'"),
+        (["--source-selector=app in web"], "--source-selector 'app in web': not a label"),
+        (["--workload-selector="], "--workload-selector '': give a label selector"),
         (
             ["--leader-elect", "--lease-duration=5s", "--renew-deadline=10s"],
             "retry_period < renew_deadline < lease_duration",

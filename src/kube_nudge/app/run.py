@@ -18,7 +18,7 @@ from pathlib import Path
 from kube_nudge import __version__
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.hmackey import load_or_create_key, read_key_file
-from kube_nudge.kube.client import ClientOptions, KubeClient
+from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
 from kube_nudge.runtime.http import HttpServer, add_probes
@@ -86,7 +86,7 @@ async def serve(config: RunConfig) -> None:
         if config.hmac_key_file is not None:
             hmac_key = read_key_file(config.hmac_key_file)
         else:
-            hmac_key = await load_or_create_key(client, config.state_namespace, config.hmac_secret)
+            hmac_key = await _state_key(client, config)
         options = config.controller
         if config.custom_workloads:
             kinds = await resolve_workloads(client, config.custom_workloads)
@@ -119,6 +119,21 @@ async def serve(config: RunConfig) -> None:
                 await asyncio.wait_for(controller.events.flush(), EVENT_FLUSH_TIMEOUT)
     finally:
         await client.aclose()
+
+
+async def _state_key(client: KubeClient, config: RunConfig) -> bytes:
+    """The HMAC key from the state namespace, with a fix-it message when that namespace
+    doesn't exist (a bare 404 said nothing)."""
+    namespace = config.state_namespace
+    try:
+        return await load_or_create_key(client, namespace, config.hmac_secret)
+    except ApiError as exc:
+        if exc.not_found:
+            raise ValueError(
+                f"state namespace {namespace!r} does not exist: create it "
+                f"(kubectl create namespace {namespace}) or pass --state-namespace"
+            ) from None
+        raise
 
 
 def _elector(client: KubeClient, lease: LeaseConfig) -> ElectorFactory:

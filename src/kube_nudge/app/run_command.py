@@ -11,6 +11,7 @@ from kube_nudge.app.logs import setup_logging
 from kube_nudge.app.run import RunConfig, default_state_namespace, run_forever
 from kube_nudge.controller.controller import ControllerOptions, product_defaults
 from kube_nudge.kube.client import ClientOptions
+from kube_nudge.kube.selectors import check_label_selector
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
 from kube_nudge.runtime.http import parse_address
@@ -37,6 +38,10 @@ def _duration(flag: str, text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise ValueError(f"{flag}: {exc}") from None
+
+
+def _selector(flag: str, text: str | None) -> str | None:
+    return None if text is None else check_label_selector(flag, text)
 
 
 def _positive(flag: str, value: float) -> None:
@@ -157,8 +162,8 @@ class RunCommand:
                     compat=args.compat,
                 ),
                 workers=args.workers,
-                source_selector=args.source_selector,
-                workload_selector=args.workload_selector,
+                source_selector=_selector("--source-selector", args.source_selector),
+                workload_selector=_selector("--workload-selector", args.workload_selector),
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=parse_address(args.metrics_addr) if args.metrics_addr else None,

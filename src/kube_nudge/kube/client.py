@@ -166,7 +166,11 @@ class KubeClient:
                 )
             except httpx.TransportError as exc:
                 if attempt >= self.options.max_retries:
-                    raise ApiError(0, "TransportError", type(exc).__name__) from None
+                    # Name the server: "ConnectError" alone doesn't say which kubeconfig
+                    # entry or address is wrong.
+                    where = f"{self.http.base_url.scheme}://{self.http.base_url.netloc.decode()}"
+                    detail = f"{type(exc).__name__} talking to {where}"
+                    raise ApiError(0, "TransportError", detail) from None
                 attempt += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
                 continue
