@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -12,12 +13,14 @@ from kube_nudge.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
     NAMESPACES,
+    PODS,
     REPLICASETS,
     SECRETS,
     Resource,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import BASELINE_HASH, SourceKind, parse_path
+from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
@@ -169,6 +172,57 @@ async def test_a_lost_key_rebaselines_instead_of_restarting(
         )
         assert BASELINE_HASH not in again["metadata"]["annotations"]
     await wait_for_objects(kube, REPLICASETS.path(namespace), lambda f: len(f) == 3, timeout=30)
+
+
+async def test_opting_in_stale_pods_rolls_them_and_fresh_pods_nothing(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """The situation a team opts in to fix: pods that started before their ConfigMap
+    changed run the old config. Opting them in rolls them once; fresh ones are adopted."""
+    await make_app(kube, namespace, annotations={})  # not opted in yet
+    running_pod = await wait_for_objects(
+        kube, PODS.path(namespace), lambda found: any(
+            (p.get("status") or {}).get("startTime") for p in found.values()), timeout=30,
+    )  # fmt: skip
+    started = min(
+        parse_timestamp(p["status"]["startTime"]) or 0.0
+        for p in running_pod.values() if (p.get("status") or {}).get("startTime")
+    )  # fmt: skip
+    # API timestamps have whole seconds, and a change in the pods' own second counts as
+    # seen: the change must land in a later second to be unambiguously newer.
+    await eventually(lambda: time.time() >= started + 1.0, timeout=5)
+    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+    await kube.create(
+        DEPLOYMENTS.path(namespace),
+        manifests.deployment("fresh", spec=app_spec(), annotations={}),
+    )
+    await wait_for_objects(
+        kube, PODS.path(namespace), lambda found: any(
+            name.startswith("fresh-") and (p.get("status") or {}).get("startTime")
+            for name, p in found.items()), timeout=30,
+    )  # fmt: skip
+    async with running_controller(cluster, namespace) as running:
+        for name in ("app", "fresh"):
+            await kube.merge_patch(
+                DEPLOYMENTS.path(namespace, name), {"metadata": {"annotations": ENABLED}}
+            )
+        rolled = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "app",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+        )  # fmt: skip
+        await wait_adopted(kube, namespace, "fresh")
+        await running.controller.settled(timeout=30)
+        assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, rolled, running.hmac_key
+        )
+        [rolling] = await events(kube, namespace, "Rolling")
+        assert rolling["involvedObject"]["name"] == "app"
+        assert "pods that started before their config last changed" in rolling["message"]
+    fresh = await kube.get(DEPLOYMENTS.path(namespace, "fresh"))
+    assert template_hash(fresh, DEPLOYMENT) is None  # adopted, not rolled
+    sets = (await kube.get(REPLICASETS.path(namespace)))["items"]
+    owners = sorted(rs["metadata"]["ownerReferences"][0]["name"] for rs in sets)
+    assert owners == ["app", "app", "fresh"]
 
 
 async def test_missing_configmap_holds_then_rolls_when_created(

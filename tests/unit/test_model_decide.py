@@ -20,6 +20,7 @@ from kube_nudge.model import (
     WorkloadView,
     assess,
     decide,
+    describe_apply,
     describe_changes,
     project_source,
     project_workload,
@@ -39,6 +40,7 @@ CAP = WorkloadDefaults(max_rollouts=3, rollout_window=6.0)
 def workload(
     *,
     key_id: str | None = None,
+    adopt: str | None = None,
     template_hash: str | None = None,
     baseline: str | None = None,
     rolled_at: tuple[float, ...] = (),
@@ -56,6 +58,8 @@ def workload(
         annotations["kube-nudge.io/strategy"] = strategy
     if key_id:
         annotations[KEY_ID] = key_id
+    if adopt:
+        annotations["kube-nudge.io/adopt"] = adopt
     pod_annotations = {CONFIG_HASH: template_hash} if template_hash else {}
     env = [{"name": key, "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}]
     spec: dict[str, object] = {}
@@ -70,8 +74,11 @@ def workload(
     return view
 
 
-def configmap(**data: str) -> SourceView:
-    return project_source({"metadata": {"name": "app", "namespace": NS}, "data": data})
+def configmap(changed: str | None = None, **data: str) -> SourceView:
+    metadata: dict[str, object] = {"name": "app", "namespace": NS}
+    if changed:
+        metadata["managedFields"] = [{"time": changed, "fieldsV1": {"f:data": {}}}]
+    return project_source({"metadata": metadata, "data": data})
 
 
 def sources(**data: str) -> dict[SourceRef, SourceView]:
@@ -327,3 +334,46 @@ def test_the_key_id_names_the_key_without_revealing_it() -> None:
     assert key_id_of(KEY) == key_id_of(KEY)
     assert key_id_of(KEY) != key_id_of(b"j" * 32)
     assert len(key_id_of(KEY)) == 8 and KEY.hex()[:8] not in key_id_of(KEY)
+
+
+T0 = 1_795_392_000.0  # 2026-11-23T00:00:00Z
+
+
+def test_opting_in_stale_pods_rolls_them_once() -> None:
+    view = workload()
+    data = {APP: configmap(changed="2026-11-23T00:10:00Z", LEVEL="debug")}
+    assessment = assess(view, data.get, KEY)
+    assert assessment.changed_at == T0 + 600
+    started_before = T0 + 300
+    decision = decide(view, assessment, WorkloadMemory(), T0 + 900, oldest_pod_start=started_before)
+    assert decision == Apply(
+        assessment.desired, None, (T0 + 900,), had_baseline=False, stale_pods=True
+    )
+    assert describe_apply(decision, {}, NS).startswith("opted in with pods that started before")
+
+
+def test_opting_in_fresh_pods_restarts_nothing() -> None:
+    view = workload()
+    data = {APP: configmap(changed="2026-11-23T00:10:00Z", LEVEL="debug")}
+    assessment = assess(view, data.get, KEY)
+    for started in (T0 + 600, T0 + 700):  # the same second counts as seen
+        decision = decide(view, assessment, WorkloadMemory(), T0 + 900, oldest_pod_start=started)
+        assert decision == Adopt(assessment.desired)
+    unknown = decide(view, assessment, WorkloadMemory(), T0 + 900, oldest_pod_start=None)
+    assert unknown == Adopt(assessment.desired)
+
+
+def test_never_roll_opts_out_of_stale_adoption() -> None:
+    view = workload(adopt="never-roll")
+    data = {APP: configmap(changed="2026-11-23T00:10:00Z", LEVEL="debug")}
+    assessment = assess(view, data.get, KEY)
+    decision = decide(view, assessment, WorkloadMemory(), T0 + 900, oldest_pod_start=T0)
+    assert decision == Adopt(assessment.desired)
+
+
+def test_stale_pods_with_missing_config_are_adopted_and_held_not_rolled() -> None:
+    view = workload()
+    data = {APP: configmap(changed="2026-11-23T00:10:00Z", OTHER="x")}  # LEVEL missing
+    assessment = assess(view, data.get, KEY)
+    decision = decide(view, assessment, WorkloadMemory(), T0 + 900, oldest_pod_start=T0)
+    assert decision == Adopt(assessment.desired)

@@ -22,6 +22,7 @@ from kube_nudge.kube import resources
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import WARNING, EventRecorder, ObjectRef
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
+from kube_nudge.kube.pods import oldest_container_start
 from kube_nudge.kube.resources import Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import (
@@ -98,6 +99,9 @@ class Controller:
             strategies=strategies,
             events=self.events,
             metrics=metrics,
+            pod_start=lambda namespace, selector: oldest_container_start(
+                client, namespace, selector
+            ),
             clock=clock,
         )
         scopes: tuple[str | None, ...] = options.namespaces or (None,)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from kube_nudge.kube.client import ApiError
@@ -39,6 +39,8 @@ __all__ = ["Outcome", "Reconciler", "WorkloadKey"]
 log = logging.getLogger(__name__)
 
 WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
+PodStartLookup = Callable[[str, str], Awaitable[float | None]]
+"""(namespace, label selector) -> when the longest-running matching pod read its config."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,7 @@ class Reconciler:
         strategies: Mapping[str, Strategy],
         events: BackgroundEvents,
         metrics: Metrics,
+        pod_start: PodStartLookup | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.hmac_key = hmac_key
@@ -70,6 +73,7 @@ class Reconciler:
         self.strategies = strategies
         self.events = events
         self.metrics = metrics
+        self.pod_start = pod_start
         self.clock = clock
         self._memory: dict[WorkloadKey, WorkloadMemory] = {}
 
@@ -107,7 +111,8 @@ class Reconciler:
             )  # fmt: skip
         strategy = self.strategies[view.settings.strategy]
         memory = self._memory.setdefault(key, WorkloadMemory())
-        decision = self._decide(view, assessment, memory, strategy)
+        oldest = await self._oldest_pod_start(target, memory)
+        decision = self._decide(view, assessment, memory, strategy, oldest)
         action = "none"
         try:
             if isinstance(decision, Adopt):
@@ -133,9 +138,36 @@ class Reconciler:
         return Outcome(action)
 
     def _decide(
-        self, view: WorkloadView, assessment: Assessment, memory: WorkloadMemory, strategy: Strategy
+        self,
+        view: WorkloadView,
+        assessment: Assessment,
+        memory: WorkloadMemory,
+        strategy: Strategy,
+        oldest_pod_start: float | None = None,
     ) -> Decision:
-        return decide(view, assessment, memory, round(self.clock.now(), 3), capped=strategy.capped)
+        now = round(self.clock.now(), 3)
+        return decide(
+            view, assessment, memory, now, capped=strategy.capped,
+            oldest_pod_start=oldest_pod_start,
+        )  # fmt: skip
+
+    async def _oldest_pod_start(self, target: Target, memory: WorkloadMemory) -> float | None:
+        """At first sight only: when the workload's longest-running pod read its config
+        (one list of its pods). Unknown (None) when it can't be read: adopt, don't roll."""
+        view = target.view
+        first_sight = memory.applied is None and view.applied_hash is None
+        if not (first_sight and view.settings.roll_stale_on_adoption and view.pod_selector):
+            return None
+        if self.pod_start is None:
+            return None
+        try:
+            return await self.pod_start(target.namespace, view.pod_selector)
+        except ApiError as exc:
+            log.warning(
+                "%s: cannot list its pods to tell whether they are stale (%s); adopting "
+                "without a rollout", target, exc,
+            )  # fmt: skip
+            return None
 
     def _failed(self, target: Target, exc: ApiError) -> Outcome:
         if exc.not_found:

@@ -22,6 +22,7 @@ from kube_nudge.model.decide import (
     Noop,
     assess,
     decide,
+    describe_apply,
     describe_changes,
 )
 from kube_nudge.model.digests import Digest, key_digests
@@ -88,6 +89,7 @@ __all__ = [
     "consumed_digests",
     "cross_namespace_allowed",
     "decide",
+    "describe_apply",
     "describe_changes",
     "discover",
     "get_pod_spec",

@@ -20,6 +20,7 @@ from typing import Final, TypeVar
 from kube_nudge.model.references import SourceKind, SourceRef
 
 __all__ = [
+    "ADOPT",
     "BASELINE_HASH",
     "COMPAT_RELOADER",
     "COMPAT_WAVE",
@@ -63,6 +64,9 @@ EXCLUDE: Final = PREFIX + "exclude"
 DEBOUNCE: Final = PREFIX + "debounce"
 MAX_ROLLOUTS: Final = PREFIX + "max-rollouts"
 STRATEGY: Final = PREFIX + "strategy"
+ADOPT: Final = PREFIX + "adopt"
+ADOPT_ROLL_STALE: Final = "roll-stale"
+ADOPT_NEVER_ROLL: Final = "never-roll"
 COMPAT_WAVE: Final = "wave.pusher.com/update-on-config-change"
 COMPAT_RELOADER: Final = "reloader.stakater.com/auto"
 
@@ -141,6 +145,9 @@ class WorkloadSettings:
     rollout_window: float
     """At most `max_rollouts` rollouts per `rollout_window` seconds."""
     strategy: str
+    roll_stale_on_adoption: bool = True
+    """`kube-nudge.io/adopt`: roll at first sight when the pods started before the config
+    they consume last changed (`roll-stale`, the default), or never (`never-roll`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +214,7 @@ def parse_workload(
         ann, STRATEGY, lambda n, v: _parse_strategy(n, v, defaults.strategies),
         defaults.strategy, errors,
     )  # fmt: skip
+    adopt = _field(ann, ADOPT, _parse_adopt, ADOPT_ROLL_STALE, errors)
     settings = WorkloadSettings(
         enabled=enabled,
         extra=tuple(extra),
@@ -215,6 +223,7 @@ def parse_workload(
         max_rollouts=max_rollouts,
         rollout_window=window,
         strategy=strategy,
+        roll_stale_on_adoption=adopt == ADOPT_ROLL_STALE,
     )
     return settings, errors
 
@@ -400,6 +409,14 @@ def _parse_strategy(name: str, value: str, strategies: tuple[str, ...]) -> str:
     if value not in strategies:
         supported = ", ".join(f'"{s}"' for s in strategies)
         raise ValueError(f"{name} must be one of {supported}, got {_show(value)}")
+    return value
+
+
+def _parse_adopt(name: str, value: str) -> str:
+    if value not in (ADOPT_ROLL_STALE, ADOPT_NEVER_ROLL):
+        raise ValueError(
+            f'{name} must be "{ADOPT_ROLL_STALE}" or "{ADOPT_NEVER_ROLL}", got {_show(value)}'
+        )
     return value
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "Noop",
     "assess",
     "decide",
+    "describe_apply",
     "describe_changes",
 ]
 
@@ -58,6 +59,8 @@ class Assessment:
     """The key the desired hash is made under (`hashing.key_id`)."""
     missing: tuple[str, ...]
     """Required sources or keys that don't exist (names only, never values)."""
+    changed_at: float | None = None
+    """The latest change of the data of any source that counts (Unix seconds), if known."""
 
 
 def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Assessment:
@@ -73,6 +76,11 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
         source = source_of(ref)
         states[ref] = source.state if source is not None else ABSENT
     missing = missing_requirements(visibility.visible, states, namespace=view.namespace)
+    changes = [
+        source.data_changed_at
+        for ref in visibility.visible
+        if (source := source_of(ref)) is not None and source.data_changed_at is not None
+    ]
     return Assessment(
         visible=visibility.visible,
         refused=visibility.refused,
@@ -80,6 +88,7 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
         desired=config_hash(hmac_key, visibility.visible, states),
         key_id=key_id(hmac_key),
         missing=tuple(missing),
+        changed_at=max(changes, default=None),
     )
 
 
@@ -119,6 +128,8 @@ class Apply:
     """Recent rollout times to record on the workload, this one (`now`) last."""
     had_baseline: bool
     """The workload carries an adoption baseline that this apply supersedes."""
+    stale_pods: bool = False
+    """First sight of a workload whose pods started before their config last changed."""
 
 
 Decision = Noop | Adopt | Hold | Apply
@@ -131,14 +142,20 @@ def decide(
     now: float,
     *,
     capped: bool = True,
+    oldest_pod_start: float | None = None,
 ) -> Decision:
     """What to do for `view` at wall-clock time `now` (Unix seconds). `capped` applies the
-    flap cap (strategies that restart nothing may not need it)."""
+    flap cap (strategies that restart nothing may not need it). `oldest_pod_start` is when
+    the longest-running container of the workload's pods started, if the caller looked
+    (only needed at first sight)."""
     if not view.has_template:
         path = ".".join(view.template_path)
         return Hold("invalid", "NoPodTemplate", f"no pod template at {path}")
     applied = memory.applied or view.applied_hash
     if applied is None:
+        if _stale_at_first_sight(view, assessment, oldest_pod_start):
+            # Opting in is how a team fixes stale pods: baselining them would keep them so.
+            return Apply(assessment.desired, None, (now,), had_baseline=False, stale_pods=True)
         return Adopt(assessment.desired)
     if memory.applied is None and view.key_id not in (None, assessment.key_id):
         # The key Secret was lost or replaced: every hash changed, the config did not.
@@ -172,6 +189,20 @@ def decide(
     )
 
 
+def _stale_at_first_sight(
+    view: WorkloadView, assessment: Assessment, oldest_pod_start: float | None
+) -> bool:
+    return (
+        view.settings.roll_stale_on_adoption
+        and not assessment.missing
+        and oldest_pod_start is not None
+        and assessment.changed_at is not None
+        # Timestamps have whole seconds: a change in the same second as the start counts as
+        # seen (a GitOps apply creates both at once), so only a strictly later one is stale.
+        and assessment.changed_at > oldest_pod_start
+    )
+
+
 def describe_changes(
     changes: Mapping[SourceRef, list[str]] | None,
     states: Mapping[SourceRef, SourceState],
@@ -189,3 +220,10 @@ def describe_changes(
             parts.append(f"{label} appeared" if states.get(ref, ABSENT).present
                          else f"{label} removed")  # fmt: skip
     return "; ".join(parts) if parts else "consumed sources changed"
+
+
+def describe_apply(plan: Apply, states: Mapping[SourceRef, SourceState], namespace: str) -> str:
+    """Human wording of why `plan` applies (sources and keys, never values)."""
+    if plan.stale_pods:
+        return "opted in with pods that started before their config last changed"
+    return describe_changes(plan.changes, states, namespace)

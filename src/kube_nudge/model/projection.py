@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -29,7 +30,15 @@ from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_an
 from kube_nudge.model.references import Consumption, SourceRef, consume_all, discover, merge
 from kube_nudge.model.visibility import without_excluded
 
-__all__ = ["SourceView", "WorkloadView", "project_source", "project_workload"]
+__all__ = [
+    "SourceView",
+    "WorkloadView",
+    "data_changed_at",
+    "parse_timestamp",
+    "pod_selector",
+    "project_source",
+    "project_workload",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +49,11 @@ class SourceView:
     settings: SourceSettings
     errors: tuple[str, ...]
     uid: str = ""  # kept only when there are errors to report on the object
+    data_changed_at: float | None = None
+    """When its data last changed (Unix seconds, from managedFields), if known."""
+
+
+_DATA_FIELDS = ("f:data", "f:binaryData", "f:stringData")
 
 
 def project_source(obj: Mapping[str, Any]) -> SourceView:
@@ -47,7 +61,32 @@ def project_source(obj: Mapping[str, Any]) -> SourceView:
     metadata = obj.get("metadata") or {}
     settings, errors = parse_source(metadata.get("annotations"))
     uid = str(metadata.get("uid") or "") if errors else ""
-    return SourceView(source_state(obj), settings, tuple(errors), uid)
+    return SourceView(source_state(obj), settings, tuple(errors), uid, data_changed_at(metadata))
+
+
+def data_changed_at(metadata: Mapping[str, Any]) -> float | None:
+    """The latest time a field manager changed the data of a ConfigMap/Secret: the API
+    server updates an entry's ``time`` whenever that manager changes a field it owns.
+    Falls back to the creation time; None when neither can be read."""
+    latest: float | None = None
+    for entry in metadata.get("managedFields") or ():
+        fields = entry.get("fieldsV1") if isinstance(entry, Mapping) else None
+        if isinstance(fields, Mapping) and any(name in fields for name in _DATA_FIELDS):
+            stamp = parse_timestamp(entry.get("time"))
+            if stamp is not None and (latest is None or stamp > latest):
+                latest = stamp
+    return latest if latest is not None else parse_timestamp(metadata.get("creationTimestamp"))
+
+
+def parse_timestamp(value: object) -> float | None:
+    """An RFC 3339 timestamp of the API (``2026-11-23T00:28:48Z``) as Unix seconds."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.timestamp() if moment.tzinfo is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +106,8 @@ class WorkloadView:
     rolled_at: tuple[float, ...] = ()
     key_id: str | None = None
     """The key the recorded hashes were made under; None if not recorded (older releases)."""
+    pod_selector: str | None = None
+    """The label selector of its pods (from ``spec.selector``), if it has one."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -113,4 +154,27 @@ def project_workload(
         baseline_hash=baseline if isinstance(baseline, str) else None,
         rolled_at=parse_rolled_at(annotations.get(ROLLED_AT)),
         key_id=key if isinstance(key := annotations.get(KEY_ID), str) else None,
+        pod_selector=pod_selector(obj),
     )
+
+
+def pod_selector(obj: Mapping[str, Any]) -> str | None:
+    """``spec.selector`` as a label-selector string, or None if absent or unreadable."""
+    spec = obj.get("spec")
+    selector = spec.get("selector") if isinstance(spec, Mapping) else None
+    if not isinstance(selector, Mapping):
+        return None
+    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
+    for expression in selector.get("matchExpressions") or ():
+        key, operator = expression.get("key"), expression.get("operator")
+        values = ",".join(str(v) for v in expression.get("values") or ())
+        text = {
+            "In": f"{key} in ({values})",
+            "NotIn": f"{key} notin ({values})",
+            "Exists": f"{key}",
+            "DoesNotExist": f"!{key}",
+        }.get(str(operator))
+        if text is None or not isinstance(key, str):
+            return None
+        parts.append(text)
+    return ",".join(parts) or None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from kube_nudge.kube.events import NORMAL
-from kube_nudge.model import Adopt, Apply, Assessment, describe_changes
+from kube_nudge.model import Adopt, Apply, Assessment, describe_apply
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = ["NotifyStrategy"]
@@ -35,7 +35,7 @@ class NotifyStrategy:
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Post ``ConfigChanged`` and count it."""
-        what = describe_changes(plan.changes, assessment.states, target.namespace)
+        what = describe_apply(plan, assessment.states, target.namespace)
         self._context.metrics.notifications.labels(kind=target.kind.resource.kind).inc()
         log.info(
             "config of %s changed (not restarting, strategy notify): %s", target, what,

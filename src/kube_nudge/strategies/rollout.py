@@ -26,7 +26,7 @@ from kube_nudge.model import (
     Assessment,
     TemplatePath,
     annotation_patch,
-    describe_changes,
+    describe_apply,
 )
 from kube_nudge.model.annotations import KEY_ID, format_rolled_at
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
@@ -101,7 +101,7 @@ class RolloutStrategy:
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Write the new hash on the pod template: the workload rolls."""
-        what = describe_changes(plan.changes, assessment.states, target.namespace)
+        what = describe_apply(plan, assessment.states, target.namespace)
         patch = rollout_patch(
             target.kind.template_path, target.view.uid, plan.config_hash,
             had_baseline=plan.had_baseline, rolled_at=plan.rolled_at, cause=what,

@@ -1,0 +1,40 @@
+"""When a workload's pods started: what tells stale pods from fresh ones at adoption."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import PODS
+from kube_nudge.model.projection import parse_timestamp
+
+__all__ = ["oldest_container_start", "pod_started"]
+
+
+def pod_started(pod: Mapping[str, Any]) -> float | None:
+    """When the pod's config was last read: its earliest running container's start (a
+    restarted container re-reads env vars), else the pod's start; None if not started."""
+    status = pod.get("status") or {}
+    starts = [
+        stamp
+        for container in status.get("containerStatuses") or ()
+        if (stamp := parse_timestamp(((container.get("state") or {}).get("running") or {})
+                                     .get("startedAt"))) is not None
+    ]  # fmt: skip
+    return min(starts) if starts else parse_timestamp(status.get("startTime"))
+
+
+async def oldest_container_start(client: KubeClient, namespace: str, selector: str) -> float | None:
+    """The earliest config read of any live pod matching ``selector`` (one paginated list,
+    done once per workload: at adoption). None when no pod has started."""
+    oldest: float | None = None
+    pages = client.list_pages(PODS.path(namespace), {"labelSelector": selector})
+    async for page, _ in pages:
+        for pod in page:
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            started = pod_started(pod)
+            if started is not None and (oldest is None or started < oldest):
+                oldest = started
+    return oldest
