@@ -13,6 +13,7 @@ from typing import Protocol
 
 from kube_nudge import __version__
 from kube_nudge.app.run_command import RUN
+from kube_nudge.app.status_command import STATUS
 
 
 class Command(Protocol):
@@ -30,7 +31,7 @@ class Command(Protocol):
         ...
 
 
-COMMANDS: tuple[Command, ...] = (RUN,)
+COMMANDS: tuple[Command, ...] = (RUN, STATUS)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,11 +18,11 @@ from kube_nudge.model import (
     SourceRef,
     SourceView,
     WorkloadDefaults,
+    WorkloadView,
     assess,
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import ENABLED
 
 JSON = dict[str, Any]
 
@@ -52,17 +52,22 @@ async def desired_hash(
 
     ``cache`` (optional) lets a caller checking many workloads read each source once.
     """
-    # Whether the workload opted in doesn't matter here: project it as if it had.
-    metadata = dict(workload.get("metadata") or {})
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), ENABLED: "true"}
-    view = project_workload({**workload, "metadata": metadata}, kind.template_path, _EVERY_WORKLOAD)
-    if view is None:  # pragma: no cover - enabled above
-        raise AssertionError("a workload forced to opt in did not")
-    sources = cache if cache is not None else {}
+    view = project_workload(workload, kind.template_path, _EVERY_WORKLOAD, opted_out_too=True)
+    if view is None:  # pragma: no cover - opted_out_too always projects
+        raise AssertionError("projection refused a workload")
+    views = await source_views(client, view, cache if cache is not None else {})
+    return assess(view, views.__getitem__, hmac_key).desired
+
+
+async def source_views(
+    client: KubeClient, view: WorkloadView, cache: dict[SourceRef, JSON | None]
+) -> dict[SourceRef, SourceView | None]:
+    """The projection of every source ``view`` consumes, read from the API (each source
+    once per ``cache``); None for a source that doesn't exist."""
     views: dict[SourceRef, SourceView | None] = {}
     for ref in view.consumed:
-        if ref not in sources:
-            sources[ref] = await read_source(client, ref)
-        obj = sources[ref]
+        if ref not in cache:
+            cache[ref] = await read_source(client, ref)
+        obj = cache[ref]
         views[ref] = project_source(obj) if obj is not None else None
-    return assess(view, views.__getitem__, hmac_key).desired
+    return views

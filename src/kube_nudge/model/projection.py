@@ -129,14 +129,19 @@ class WorkloadView:
 
 
 def project_workload(
-    obj: Mapping[str, Any], template_path: TemplatePath, defaults: WorkloadDefaults
+    obj: Mapping[str, Any],
+    template_path: TemplatePath,
+    defaults: WorkloadDefaults,
+    *,
+    opted_out_too: bool = False,
 ) -> WorkloadView | None:
-    """Reduce a workload to a view, or None when it has not opted in."""
+    """Reduce a workload to a view, or None when it has not opted in (unless
+    `opted_out_too`: audits look at every workload; `settings.enabled` then tells)."""
     metadata = obj.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     namespace = str(metadata.get("namespace") or "")
     settings, errors = parse_workload(annotations, namespace, defaults)
-    if not settings.enabled:
+    if not settings.enabled and not opted_out_too:
         return None
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}

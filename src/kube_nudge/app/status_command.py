@@ -1,0 +1,163 @@
+"""``kube-nudge status``: which pods run which config, from the API, without the controller.
+
+Exit code 0 when every listed workload runs (or is rolling to) the config in the cluster,
+1 when drift is found (so it can run as a CI or cron check), 2 on bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from kube_nudge.controller.hmackey import KEY_FIELD, read_key_file
+from kube_nudge.controller.status import SCHEMA, WorkloadStatus, collect
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.resources import SECRETS
+
+__all__ = ["STATUS", "StatusCommand", "render_table"]
+
+_COLOURS = {"current": "32", "rolling": "33", "not-adopted": "33"}  # others: red
+_MIN_WIDTH = 80
+
+
+class StatusCommand:
+    """Report which pods run which config."""
+
+    name = "status"
+    help = "show which pods run which config (exit 1 on drift)"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """The flags of ``kube-nudge status``."""
+        parser.description = (
+            "For every opted-in workload: its strategy, the config it should run, the config "
+            "its pods run, and why. Exit code 1 when drift is found."
+        )
+        add = parser.add_argument
+        add("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+        add("--context", help="kubeconfig context (default: current)")
+        scope = parser.add_mutually_exclusive_group()
+        scope.add_argument("--namespace", "-n", action="append", default=[],
+                           dest="namespaces", help="namespace (repeatable; default: the "
+                           "context's)")  # fmt: skip
+        scope.add_argument("--all-namespaces", "-A", action="store_true",
+                           help="every namespace")  # fmt: skip
+        add("--output", "-o", choices=["table", "json"], default="table", help="output format")
+        add("--all", action="store_true", dest="include_opted_out",
+            help="also list workloads that did not opt in but run stale pods")  # fmt: skip
+        add("--compat", action="store_true", help="count Wave/Reloader opt-ins as opted in")
+        add("--state-namespace", default="kube-nudge",
+            help="namespace of kube-nudge's key Secret (default kube-nudge)")  # fmt: skip
+        add("--hmac-secret", default="kube-nudge-hmac-key", help="name of the key Secret")
+        add("--hmac-key-file", help="read the hash key from this file instead")
+
+    def execute(self, args: argparse.Namespace) -> int:
+        """Validate, collect, print; the exit code."""
+        if any(not namespace for namespace in args.namespaces):
+            print("kube-nudge: --namespace '': give a namespace name", file=sys.stderr)
+            return 2
+        try:
+            client = KubeClient.from_config(args.kubeconfig, context=args.context)
+        except (ValueError, OSError) as exc:
+            print(f"kube-nudge: {exc}", file=sys.stderr)
+            return 2
+        try:
+            rows, key_known = asyncio.run(self._collect(client, args))
+        except ApiError as exc:
+            print(f"kube-nudge: {exc}", file=sys.stderr)
+            return 1
+        if args.output == "json":
+            document = {
+                "schema": SCHEMA,
+                "drift": any(row.drift for row in rows),
+                "desiredKnown": key_known,
+                "workloads": [row.as_json() for row in rows],
+            }
+            print(json.dumps(document, indent=2))
+        else:
+            colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+            width = max(shutil.get_terminal_size((_MIN_WIDTH, 24)).columns, _MIN_WIDTH)
+            print(render_table(rows, width=width, colour=colour), end="")
+        return 1 if any(row.drift for row in rows) else 0
+
+    async def _collect(
+        self, client: KubeClient, args: argparse.Namespace
+    ) -> tuple[list[WorkloadStatus], bool]:
+        try:
+            key = await _read_key(client, args, sys.stderr)
+            if args.all_namespaces:
+                scope: Sequence[str | None] = (None,)
+            else:
+                scope = tuple(args.namespaces) or (client.default_namespace,)
+            rows = await collect(
+                client, namespaces=scope, hmac_key=key,
+                include_opted_out=args.include_opted_out, compat=args.compat,
+            )  # fmt: skip
+            return rows, key is not None
+        finally:
+            await client.aclose()
+
+
+async def _read_key(client: KubeClient, args: argparse.Namespace, err: TextIO) -> bytes | None:
+    """The installation key, or None (said once on stderr): without it the report still
+    shows pods and staleness, only not the desired hash."""
+    if args.hmac_key_file:
+        return read_key_file(Path(args.hmac_key_file))
+    where = f"{args.state_namespace}/{args.hmac_secret}"
+    try:
+        secret = await client.get(SECRETS.path(args.state_namespace, args.hmac_secret))
+        return base64.b64decode((secret.get("data") or {})[KEY_FIELD])
+    except (ApiError, KeyError, ValueError) as exc:
+        reason = f"{exc.status} {exc.reason}" if isinstance(exc, ApiError) else "unreadable"
+        print(
+            f"kube-nudge: desired hashes not shown: cannot read Secret {where} ({reason}); "
+            "use --state-namespace or --hmac-key-file",
+            file=err,
+        )
+        return None
+
+
+def render_table(rows: Sequence[WorkloadStatus], *, width: int = 80, colour: bool = False) -> str:
+    """The report as aligned columns that fit ``width``; DETAIL is cut to fit."""
+    if not rows:
+        return 'no workloads found (opt one in with kube-nudge.io/enabled: "true")\n'
+    table = [("WORKLOAD", "STATE", "PODS", "DETAIL")]
+    for row in rows:
+        table.append((f"{row.namespace}/{row.kind}/{row.name}", row.state, _pods(row), row.detail))
+    widths = [min(max(len(r[i]) for r in table), cap) for i, cap in enumerate((40, 11, 12))]
+    lines = []
+    for n, (workload, state, pods, detail) in enumerate(table):
+        cells = [_fit(workload, widths[0]), state.ljust(widths[1]), _fit(pods, widths[2])]
+        head = "  ".join(cells) + "  "
+        line = head + _fit(detail, max(width - len(head), 10)).rstrip()
+        if colour and n:
+            code = _COLOURS.get(state, "31")
+            line = line.replace(state, f"\x1b[{code}m{state}\x1b[0m", 1)
+        lines.append(line.rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def _pods(row: WorkloadStatus) -> str:
+    total = sum(row.pods.values())
+    if not row.pods:
+        return "-"
+    old = total - row.pods.get(row.applied_hash or "", 0) if row.applied_hash else 0
+    if row.state == "rolling":
+        return f"{total} ({old} old)"
+    if row.stale_pods:
+        return f"{total} ({row.stale_pods} stale)"
+    return str(total)
+
+
+def _fit(text: str, width: int) -> str:
+    return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
+
+
+STATUS = StatusCommand()

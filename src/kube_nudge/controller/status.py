@@ -1,0 +1,203 @@
+"""Which pods run which config: the report behind ``kube-nudge status``.
+
+Read straight from the API (no controller needs to run): every workload of the built-in
+kinds in scope, what it consumes, the hash it should run (with the installation key), the
+hash recorded on it, and its pods counted by the hash on their own template annotation.
+With ``include_opted_out``, workloads that never opted in are audited too: pods that
+started before the data they consume last changed run stale config (env consumers
+certainly so: env vars never refresh).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kube_nudge.controller.desired import JSON, source_views
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.pods import pod_started
+from kube_nudge.kube.resources import PODS
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
+from kube_nudge.model import (
+    CONFIG_HASH,
+    SourceRef,
+    WorkloadDefaults,
+    WorkloadView,
+    assess,
+    project_workload,
+)
+
+__all__ = ["DRIFT_STATES", "SCHEMA", "WorkloadStatus", "collect"]
+
+SCHEMA = "kube-nudge.io/status/v1"
+NO_HASH = "-"  # pods (or templates) that carry no config hash
+_UNKEYED = b"\x00" * 32  # stands in for the key when it can't be read: desired is not shown
+
+#: States that make ``kube-nudge status`` exit with code 1.
+DRIFT_STATES = frozenset({"drift", "held", "stale"})
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadStatus:
+    """One workload's row of the report (names and hashes only, never values)."""
+
+    namespace: str
+    kind: str
+    name: str
+    opted_in: bool
+    strategy: str | None
+    state: str
+    """current | rolling | drift | held | stale | not-adopted"""
+    detail: str
+    desired_hash: str | None
+    applied_hash: str | None
+    pods: Mapping[str, int] = field(default_factory=dict)
+    """Pod count by the config hash on the pod ("-": none)."""
+    stale_pods: int = 0
+    """Pods that started before the data they consume last changed."""
+    sources: tuple[str, ...] = ()
+    """``kind/[namespace/]name [keys]`` for each source that counts."""
+
+    @property
+    def drift(self) -> bool:
+        """True when the pods do not run (and are not rolling to) the config they should."""
+        return self.state in DRIFT_STATES
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as the JSON document's ``workloads[]`` entry (see README)."""
+        return {
+            "namespace": self.namespace,
+            "kind": self.kind,
+            "name": self.name,
+            "optedIn": self.opted_in,
+            "strategy": self.strategy,
+            "state": self.state,
+            "detail": self.detail,
+            "desiredHash": self.desired_hash,
+            "appliedHash": self.applied_hash,
+            "pods": dict(self.pods),
+            "stalePods": self.stale_pods,
+            "sources": list(self.sources),
+        }
+
+
+async def collect(
+    client: KubeClient,
+    *,
+    namespaces: Iterable[str | None],
+    hmac_key: bytes | None,
+    include_opted_out: bool = False,
+    kinds: Iterable[WorkloadKind] = BUILTIN_KINDS,
+    compat: bool = False,
+) -> list[WorkloadStatus]:
+    """Every opted-in workload in ``namespaces`` (None: all), and with
+    ``include_opted_out`` every other one that runs stale pods, sorted."""
+    defaults = WorkloadDefaults(compat=compat)
+    cache: dict[SourceRef, JSON | None] = {}
+    rows = []
+    for namespace in namespaces:
+        for kind in kinds:
+            async for page, _ in client.list_pages(kind.resource.path(namespace)):
+                for obj in page:
+                    view = project_workload(obj, kind.template_path, defaults, opted_out_too=True)
+                    if view is None or (not view.settings.enabled and not include_opted_out):
+                        continue
+                    name = str((obj.get("metadata") or {}).get("name") or "")
+                    row = await _status(client, kind, name, view, hmac_key, cache)
+                    if view.settings.enabled or row.state == "stale":
+                        rows.append(row)
+    return sorted(rows, key=lambda r: (r.namespace, r.kind, r.name))
+
+
+async def _status(
+    client: KubeClient,
+    kind: WorkloadKind,
+    name: str,
+    view: WorkloadView,
+    hmac_key: bytes | None,
+    cache: dict[SourceRef, JSON | None],
+) -> WorkloadStatus:
+    views = await source_views(client, view, cache)
+    assessment = assess(view, views.__getitem__, hmac_key or _UNKEYED)
+    desired = assessment.desired if hmac_key is not None else None
+    pods, stale = await _pods(client, view, assessment.changed_at)
+    sources = tuple(
+        f"{ref.display(view.namespace)} "
+        f"[{', '.join(sorted(use.keys)) if use.keys is not None else '*'}]"
+        for ref, use in sorted(assessment.visible.items())
+    )
+    certainly = [
+        ref.display(view.namespace)
+        for ref, use in assessment.visible.items()
+        if any(via.startswith("env") for via in use.via)
+    ]
+    state, detail = _state(view, desired, assessment.missing, pods, stale, certainly)
+    return WorkloadStatus(
+        namespace=view.namespace,
+        kind=kind.resource.kind,
+        name=name,
+        opted_in=view.settings.enabled,
+        strategy=view.settings.strategy if view.settings.enabled else None,
+        state=state,
+        detail=detail,
+        desired_hash=desired,
+        applied_hash=view.applied_hash,
+        pods=pods,
+        stale_pods=stale,
+        sources=sources,
+    )
+
+
+def _state(
+    view: WorkloadView,
+    desired: str | None,
+    missing: tuple[str, ...],
+    pods: Mapping[str, int],
+    stale: int,
+    env_consumed: list[str],
+) -> tuple[str, str]:
+    if not view.settings.enabled:
+        if stale:
+            why = f"{stale} pod(s) started before their config last changed"
+            if env_consumed:
+                why += f"; certainly stale: env from {', '.join(sorted(env_consumed))}"
+            return "stale", why
+        return "current", "pods started after their config last changed"
+    if missing:
+        return "held", "missing: " + "; ".join(missing)
+    if view.applied_hash is None:
+        return "not-adopted", "kube-nudge has not seen it yet (is it running and in scope?)"
+    if desired is not None and view.applied_hash != desired:
+        return "drift", "its config changed and it has not rolled yet"
+    running_other = sum(n for h, n in pods.items() if h != view.applied_hash)
+    if view.template_hash is not None and running_other:
+        return "rolling", f"{running_other} pod(s) still run an older config"
+    if view.template_hash is None and stale:
+        return "stale", f"{stale} pod(s) started before their config last changed"
+    return "current", "pods run the config in the cluster"
+
+
+async def _pods(
+    client: KubeClient, view: WorkloadView, changed_at: float | None
+) -> tuple[dict[str, int], int]:
+    if not view.pod_selector:
+        return {}, 0
+    counts: Counter[str] = Counter()
+    stale = 0
+    try:
+        pages = client.list_pages(PODS.path(view.namespace), {"labelSelector": view.pod_selector})
+        async for page, _ in pages:
+            for pod in page:
+                metadata = pod.get("metadata") or {}
+                if metadata.get("deletionTimestamp"):
+                    continue
+                counts[str((metadata.get("annotations") or {}).get(CONFIG_HASH) or NO_HASH)] += 1
+                started = pod_started(pod)
+                if changed_at is not None and started is not None and changed_at > started:
+                    stale += 1
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+    return dict(counts), stale

@@ -1,0 +1,40 @@
+"""The status table reads well at 80 columns (the cluster behaviour is in
+tests/integration/test_status_cli.py)."""
+
+from __future__ import annotations
+
+from kube_nudge.app.status_command import render_table
+from kube_nudge.controller.status import WorkloadStatus
+
+
+def row(name: str, state: str, detail: str, pods: dict[str, int], **more: object) -> WorkloadStatus:
+    return WorkloadStatus(
+        namespace="shop", kind="Deployment", name=name, opted_in=True, strategy="rollout",
+        state=state, detail=detail, desired_hash="v1-a", applied_hash="v1-a", pods=pods,
+        **more,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_the_table_fits_80_columns_and_keeps_every_row() -> None:
+    rows = [
+        row("web", "current", "pods run the config in the cluster", {"v1-a": 3}),
+        row("api", "rolling", "1 pod(s) still run an older config", {"v1-a": 2, "v1-b": 1}),
+        row("a-very-long-workload-name-that-goes-on-and-on", "drift", "x" * 200, {}),
+    ]
+    lines = render_table(rows, width=80).splitlines()
+    assert [line.split()[0] for line in lines] == [
+        "WORKLOAD", "shop/Deployment/web", "shop/Deployment/api", lines[3].split()[0]
+    ]  # fmt: skip
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[2].split()[1:4] == ["rolling", "3", "(1"]
+    assert lines[3].endswith("…") and lines[3].split()[0].endswith("…")
+
+
+def test_colour_marks_the_state_only_on_request() -> None:
+    rows = [row("web", "drift", "changed", {"v1-a": 1})]
+    assert "\x1b[" not in render_table(rows)
+    assert "\x1b[31mdrift" in render_table(rows, colour=True)
+
+
+def test_no_workloads_says_how_to_opt_in() -> None:
+    assert "kube-nudge.io/enabled" in render_table([])
