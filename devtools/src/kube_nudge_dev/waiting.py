@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 
 from kube_nudge.kube.client import JSON, KubeClient
+from kube_nudge.model.rollout import rollout_complete
 
 
 async def wait_for_objects(
@@ -65,11 +66,4 @@ async def wait_for_object(
 def deployment_complete(obj: JSON) -> bool:
     """True when a Deployment's latest template is fully rolled out and every replica is
     ready and available (what ``kubectl rollout status`` waits for)."""
-    status, replicas = obj.get("status") or {}, (obj.get("spec") or {}).get("replicas", 1)
-    return bool(
-        status.get("observedGeneration") == (obj.get("metadata") or {}).get("generation")
-        and status.get("updatedReplicas") == replicas
-        and status.get("readyReplicas") == replicas
-        and status.get("availableReplicas") == replicas
-        and status.get("replicas") == replicas
-    )
+    return rollout_complete("Deployment", obj) is True

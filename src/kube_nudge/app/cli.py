@@ -14,6 +14,7 @@ from typing import Protocol
 from kube_nudge import __version__
 from kube_nudge.app.run_command import RUN
 from kube_nudge.app.status_command import STATUS
+from kube_nudge.app.wait_command import WAIT
 
 
 class Command(Protocol):
@@ -31,7 +32,7 @@ class Command(Protocol):
         ...
 
 
-COMMANDS: tuple[Command, ...] = (RUN, STATUS)
+COMMANDS: tuple[Command, ...] = (RUN, STATUS, WAIT)
 
 
 def build_parser() -> argparse.ArgumentParser:

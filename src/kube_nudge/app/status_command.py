@@ -22,7 +22,7 @@ from kube_nudge.controller.status import SCHEMA, WorkloadStatus, collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import SECRETS
 
-__all__ = ["STATUS", "StatusCommand", "render_table"]
+__all__ = ["STATUS", "StatusCommand", "read_installation_key", "render_table"]
 
 _COLOURS = {"current": "32", "rolling": "33", "not-adopted": "33"}  # others: red
 _MIN_WIDTH = 80
@@ -91,7 +91,7 @@ class StatusCommand:
         self, client: KubeClient, args: argparse.Namespace
     ) -> tuple[list[WorkloadStatus], bool]:
         try:
-            key = await _read_key(client, args, sys.stderr)
+            key = await read_installation_key(client, args, sys.stderr)
             if args.all_namespaces:
                 scope: Sequence[str | None] = (None,)
             else:
@@ -105,7 +105,9 @@ class StatusCommand:
             await client.aclose()
 
 
-async def _read_key(client: KubeClient, args: argparse.Namespace, err: TextIO) -> bytes | None:
+async def read_installation_key(
+    client: KubeClient, args: argparse.Namespace, err: TextIO
+) -> bytes | None:
     """The installation key, or None (said once on stderr): without it the report still
     shows pods and staleness, only not the desired hash."""
     if args.hmac_key_file:

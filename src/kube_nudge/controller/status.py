@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kube_nudge.controller.desired import JSON, source_views
@@ -28,6 +28,7 @@ from kube_nudge.model import (
     assess,
     project_workload,
 )
+from kube_nudge.model.rollout import rollout_complete
 
 __all__ = ["DRIFT_STATES", "SCHEMA", "WorkloadStatus", "collect"]
 
@@ -49,7 +50,7 @@ class WorkloadStatus:
     opted_in: bool
     strategy: str | None
     state: str
-    """current | rolling | drift | held | stale | not-adopted"""
+    """current | rolling | drift | held | stale | not-adopted | notify-only"""
     detail: str
     desired_hash: str | None
     applied_hash: str | None
@@ -59,6 +60,9 @@ class WorkloadStatus:
     """Pods that started before the data they consume last changed."""
     sources: tuple[str, ...] = ()
     """``kind/[namespace/]name [keys]`` for each source that counts."""
+    rolled_out: bool | None = None
+    """Whether its own controller finished rolling out the current template (None: the
+    kind has no rollout to follow, e.g. CronJob)."""
 
     @property
     def drift(self) -> bool:
@@ -80,6 +84,7 @@ class WorkloadStatus:
             "pods": dict(self.pods),
             "stalePods": self.stale_pods,
             "sources": list(self.sources),
+            "rolledOut": self.rolled_out,
         }
 
 
@@ -106,6 +111,9 @@ async def collect(
                         continue
                     name = str((obj.get("metadata") or {}).get("name") or "")
                     row = await _status(client, kind, name, view, hmac_key, cache)
+                    row = replace(row, rolled_out=rollout_complete(kind.resource.kind, obj))
+                    if row.state == "current" and row.rolled_out is False and row.opted_in:
+                        row = replace(row, state="rolling", detail="its rollout is in progress")
                     if view.settings.enabled or row.state == "stale":
                         rows.append(row)
     return sorted(rows, key=lambda r: (r.namespace, r.kind, r.name))
@@ -167,6 +175,8 @@ def _state(
         return "current", "pods started after their config last changed"
     if missing:
         return "held", "missing: " + "; ".join(missing)
+    if view.settings.strategy == "notify":
+        return "notify-only", "changes are announced, never rolled (strategy notify)"
     if view.applied_hash is None:
         return "not-adopted", "kube-nudge has not seen it yet (is it running and in scope?)"
     if desired is not None and view.applied_hash != desired:

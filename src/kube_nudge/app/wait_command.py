@@ -1,0 +1,222 @@
+"""``kube-nudge wait``: block a pipeline until a config change is out.
+
+``kubectl rollout status`` right after editing a ConfigMap reports success on the old
+revision (kube-nudge's debounce window hasn't fired yet). This waits until every consumer
+of the named sources (or every named workload) runs the config now in the cluster: its
+recorded hash equals the desired one and its own rollout completed. Exit 0 when all are
+out; 1 naming those held (missing config) or stale for good; 3 on timeout, naming those
+still pending; 2 on bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from kube_nudge.app.status_command import read_installation_key
+from kube_nudge.controller.status import WorkloadStatus, collect
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import parse_duration
+
+__all__ = ["WAIT", "Target", "WaitCommand", "parse_target"]
+
+_SOURCE_KINDS = {"configmap": "configmap", "configmaps": "configmap", "cm": "configmap",
+                 "secret": "secret", "secrets": "secret"}  # fmt: skip
+_WORKLOAD_KINDS = {
+    alias: kind.resource.kind
+    for kind in BUILTIN_KINDS
+    for alias in (kind.resource.kind.lower(), kind.resource.plural, kind.resource.kind)
+}
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+POLL_SECONDS = 1.0
+EXIT_FAILED, EXIT_TIMEOUT = 1, 3
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A source (all its consumers) or one workload."""
+
+    kind: str  # "configmap", "secret", or a workload Kind such as "Deployment"
+    name: str
+
+    @property
+    def is_source(self) -> bool:
+        """True for a ConfigMap or Secret."""
+        return self.kind in ("configmap", "secret")
+
+
+def parse_target(text: str) -> Target:
+    """``configmap/NAME``, ``secret/NAME`` or ``deployment/NAME`` (any built-in kind, as
+    kind, plural or Kind); ValueError naming the value."""
+    kind, sep, name = text.partition("/")
+    if not sep or _NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"{text!r}: want KIND/NAME such as configmap/app, secret/db or deployment/web"
+        )
+    if kind in _SOURCE_KINDS:
+        return Target(_SOURCE_KINDS[kind], name)
+    if kind in _WORKLOAD_KINDS:
+        return Target(_WORKLOAD_KINDS[kind], name)
+    kinds = ", ".join(
+        sorted({*_SOURCE_KINDS.values(), *(k.lower() for k in _WORKLOAD_KINDS.values())})
+    )
+    raise ValueError(f"{text!r}: unknown kind {kind!r}; one of {kinds}")
+
+
+def _selected(rows: Sequence[WorkloadStatus], targets: Sequence[Target]) -> list[WorkloadStatus]:
+    chosen = []
+    for row in rows:
+        for target in targets:
+            if target.is_source:
+                prefix = f"{target.kind}/{target.name} "
+                hit = any(source.startswith(prefix) for source in row.sources)
+            else:
+                hit = (row.kind, row.name) == (target.kind, target.name)
+            if hit and row.opted_in:
+                chosen.append(row)
+                break
+    return chosen
+
+
+def _done(row: WorkloadStatus) -> bool:
+    return row.state == "notify-only" or (row.state == "current" and row.rolled_out is not False)
+
+
+def _failed(row: WorkloadStatus) -> bool:
+    return row.state in ("held", "stale")
+
+
+def _line(row: WorkloadStatus) -> str:
+    mark = "done" if _done(row) else ("FAILED" if _failed(row) else "waiting")
+    return f"{row.namespace}/{row.kind}/{row.name}: {mark} ({row.state}: {row.detail})"
+
+
+class WaitCommand:
+    """Wait until a config change is out."""
+
+    name = "wait"
+    help = "wait until every consumer of a config change runs it (for pipelines)"
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """The flags of ``kube-nudge wait``."""
+        parser.description = (
+            "Block until every consumer of the named ConfigMaps/Secrets (or every named "
+            "workload) runs the config now in the cluster and finished its rollout."
+        )
+        add = parser.add_argument
+        add("targets", nargs="+", metavar="KIND/NAME",
+            help="configmap/NAME, secret/NAME, or a workload such as deployment/NAME")  # fmt: skip
+        add("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+        add("--context", help="kubeconfig context (default: current)")
+        add("--namespace", "-n", help="namespace (default: the context's)")
+        add("--timeout", default="10m", help="give up after this long (default 10m)")
+        add("--compat", action="store_true", help="count Wave/Reloader opt-ins as opted in")
+        add("--state-namespace", default="kube-nudge",
+            help="namespace of kube-nudge's key Secret (default kube-nudge)")  # fmt: skip
+        add("--hmac-secret", default="kube-nudge-hmac-key", help="name of the key Secret")
+        add("--hmac-key-file", help="read the hash key from this file instead")
+
+    def execute(self, args: argparse.Namespace) -> int:
+        """Validate, then wait; the exit code."""
+        try:
+            targets = [parse_target(text) for text in args.targets]
+            timeout = parse_duration(args.timeout)
+            if timeout <= 0:
+                raise ValueError(f"--timeout {args.timeout!r}: must be positive")
+            if args.namespace == "":
+                raise ValueError("--namespace '': give a namespace name")
+            client = KubeClient.from_config(args.kubeconfig, context=args.context)
+        except (ValueError, OSError) as exc:
+            print(f"kube-nudge: {exc}", file=sys.stderr)
+            return 2
+        try:
+            return asyncio.run(self._wait(client, args, targets, timeout, sys.stdout))
+        except ApiError as exc:
+            print(f"kube-nudge: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+
+    async def _wait(
+        self,
+        client: KubeClient,
+        args: argparse.Namespace,
+        targets: Sequence[Target],
+        timeout: float,
+        out: TextIO,
+    ) -> int:
+        try:
+            key = await read_installation_key(client, args, sys.stderr)
+            if key is None:
+                print("kube-nudge: wait needs the installation key to know the desired "
+                      "config", file=sys.stderr)  # fmt: skip
+                return 2
+            namespace = args.namespace or client.default_namespace
+            deadline = time.monotonic() + timeout
+            shown: dict[str, str] = {}
+            live = out.isatty()
+            while True:
+                rows = await collect(client, namespaces=(namespace,), hmac_key=key,
+                                     compat=args.compat)  # fmt: skip
+                chosen = _selected(rows, targets)
+                self._show(chosen, shown, out, live)
+                missing = [t for t in targets if not t.is_source and not any(
+                    (r.kind, r.name) == (t.kind, t.name) for r in chosen)]  # fmt: skip
+                if chosen and all(_done(r) or _failed(r) for r in chosen) and not missing:
+                    failed = [r for r in chosen if _failed(r)]
+                    for row in failed:
+                        print(f"failed: {_line(row)}", file=sys.stderr)
+                    if not failed:
+                        print(f"all {len(chosen)} workload(s) run the new config", file=out)
+                    return EXIT_FAILED if failed else 0
+                if time.monotonic() >= deadline:
+                    pending = [_line(r) for r in chosen if not _done(r)]
+                    pending += [f"{namespace}/{t.kind}/{t.name}: not found or not opted in"
+                                for t in missing]  # fmt: skip
+                    if not chosen and not missing:
+                        pending.append("no opted-in workload consumes the named sources")
+                    for line in pending:
+                        print(f"timed out: {line}", file=sys.stderr)
+                    return EXIT_TIMEOUT
+                await asyncio.sleep(POLL_SECONDS)
+        finally:
+            await client.aclose()
+
+    @staticmethod
+    def _show(
+        rows: Sequence[WorkloadStatus], shown: dict[str, str], out: TextIO, live: bool
+    ) -> None:
+        """On a terminal: one progress line per workload, redrawn in place. Otherwise
+        (CI logs): a line whenever a workload's state changes."""
+        lines = {f"{r.namespace}/{r.kind}/{r.name}": _progress(r) for r in rows}
+        if live:
+            if shown:
+                out.write(f"\x1b[{len(shown)}F")  # back to the first line drawn last time
+            for line in lines.values():
+                out.write(f"\x1b[2K{line}\n")
+        else:
+            for key, line in lines.items():
+                if shown.get(key) != line:
+                    out.write(line + "\n")
+        out.flush()
+        shown.clear()
+        shown.update(lines)
+
+
+def _progress(row: WorkloadStatus) -> str:
+    total = sum(row.pods.values())
+    new = row.pods.get(row.desired_hash or "", 0) if row.desired_hash else 0
+    width = 20
+    filled = round(width * new / total) if total and row.desired_hash in row.pods else 0
+    if _done(row):
+        filled = width
+    bar = "#" * filled + "-" * (width - filled)
+    return f"[{bar}] {row.namespace}/{row.kind}/{row.name} {row.state}: {row.detail}"
+
+
+WAIT = WaitCommand()

@@ -1,0 +1,100 @@
+"""`kube-nudge wait` in a pipeline: returns only once a config change is out."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from kube_nudge.controller.hmackey import load_or_create_key
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model.rollout import rollout_complete
+from kube_nudge_dev.cluster import LocalCluster
+from tests.integration import manifests
+from tests.integration.controller_support import (
+    HMAC_SECRET,
+    expected_hash,
+    running_controller,
+    template_hash,
+)
+from tests.integration.manifests import ENABLED
+
+pytestmark = pytest.mark.cluster
+DEPLOYMENT = BUILTIN_KINDS[0]
+
+
+async def wait_cli(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kube_nudge", "wait", *args, f"--kubeconfig={kubeconfig}",
+        f"--namespace={namespace}", f"--state-namespace={namespace}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def consumer(key: str) -> dict[str, object]:
+    return manifests.pod_spec(
+        containers=[{
+            "name": "app", "image": "registry.invalid/app:1",
+            "env": [{"name": key,
+                     "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}],
+        }],
+    )  # fmt: skip
+
+
+async def test_wait_returns_once_every_consumer_rolled_out_the_change(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+    for name in ("web", "api"):
+        await kube.create(
+            DEPLOYMENTS.path(namespace),
+            manifests.deployment(name, replicas=2, spec=consumer("LEVEL"), annotations=ENABLED),
+        )
+    # A 2 s debounce: right after the edit, `kubectl rollout status` would say "done".
+    async with running_controller(cluster, namespace, debounce=2.0) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+        code, out, err = await wait_cli(cluster.kubeconfig, namespace, "configmap/app",
+                                        "--timeout=90s")  # fmt: skip
+        assert code == 0, (out, err)
+        assert "all 2 workload(s) run the new config" in out
+        for name in ("web", "api"):
+            obj = await kube.get(DEPLOYMENTS.path(namespace, name))
+            assert template_hash(obj, DEPLOYMENT) == await expected_hash(
+                kube, DEPLOYMENT, obj, running.hmac_key
+            )
+            assert rollout_complete("Deployment", obj) is True
+        # Progress went to the log line by line (not a terminal): each workload appeared.
+        assert f"{namespace}/Deployment/web" in out and f"{namespace}/Deployment/api" in out
+
+
+async def test_wait_fails_for_a_held_consumer_and_times_out_without_a_controller(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await load_or_create_key(kube, namespace, HMAC_SECRET)  # as an installed kube-nudge has
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+    await kube.create(
+        DEPLOYMENTS.path(namespace),
+        manifests.deployment("held", spec=consumer("MISSING"), annotations=ENABLED),
+    )
+    code, _, err = await wait_cli(cluster.kubeconfig, namespace, "deployment/held",
+                                  "--timeout=30s")  # fmt: skip
+    assert code == 1, err
+    reason = "held: missing: configmap/app has no key 'MISSING'"
+    assert f"failed: {namespace}/Deployment/held: FAILED ({reason})" in err
+
+    await kube.create(
+        DEPLOYMENTS.path(namespace),
+        manifests.deployment("idle", spec=consumer("LEVEL"), annotations=ENABLED),
+    )
+    # No controller runs: the workload is never adopted, so the change is never out.
+    code, _, err = await wait_cli(cluster.kubeconfig, namespace, "deployment/idle",
+                                  "--timeout=3s")  # fmt: skip
+    assert code == 3, err
+    assert f"timed out: {namespace}/Deployment/idle: waiting (not-adopted" in err
