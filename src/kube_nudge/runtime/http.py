@@ -2,10 +2,11 @@
 
 uvicorn (h11) serves a starlette router inside the controller's own event loop, as a
 runnable on every replica. Chosen over aiohttp on measurement: on top of the imported
-controller, uvicorn + starlette add about 3 MiB RSS, aiohttp about 11 MiB (README, Design).
+controller, uvicorn + starlette add about 4 MiB RSS, aiohttp about 11 MiB (README, Design).
 Routes are added before ``run``; handlers take a starlette ``Request`` and return a
 ``Response``. A handler that raises answers 500 with a fixed body (the exception is logged,
-never sent: it could carry data).
+never sent: it could carry data). A request head larger than 8 KiB answers 431, and one not
+complete within 10 s answers 408 (uvicorn alone enforces neither, see ``_H11Protocol``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
     "Handler",
@@ -36,7 +39,8 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request], Awaitable[Response]]
 TEXT = "text/plain; charset=utf-8"
-MAX_HEAD_BYTES = 8192  # a request head larger than this is refused
+MAX_HEAD_BYTES = 8192  # a request head larger than this is refused (431, or 400 by h11)
+HEAD_TIMEOUT_SECONDS = 10.0  # a request head must be complete this long after it may start
 KEEP_ALIVE_SECONDS = 5
 SHUTDOWN_GRACE_SECONDS = 5
 
@@ -70,6 +74,77 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
+class _H11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request head (408, then close).
+
+    uvicorn arms its keep-alive timer only after a response, and any byte received cancels it:
+    a client that connects and sends nothing, or half a head, would hold its connection for
+    ever. The deadline starts when the connection opens and after each response; it only
+    closes a connection that has not started a new request since (``self.cycle`` unchanged)
+    and is not answering one. A slow request *body* is the handler's to bound.
+    """
+
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._head_timer = None
+        if not self.transport.is_closing():
+            self._head_timer = self.loop.call_later(
+                HEAD_TIMEOUT_SECONDS, self._head_timed_out, self.cycle
+            )
+
+    def _head_timed_out(self, cycle_when_armed: object) -> None:
+        self._head_timer = None
+        answering = self.cycle is not None and not self.cycle.response_complete
+        if self.cycle is cycle_when_armed and not answering and not self.transport.is_closing():
+            # Outside h11 (which only answers a request it has parsed); the connection ends here.
+            self.transport.write(
+                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            self.transport.close()
+
+
+def _limit_head(app: ASGIApp) -> ASGIApp:
+    # h11's max_incomplete_event_size bounds only a head that is still *incomplete* after a
+    # read: a larger head arriving whole in one read (up to 256 KiB on asyncio) is accepted.
+    # This makes MAX_HEAD_BYTES a real limit, as the hand-written server had it.
+    async def limited(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _head_size(scope) > MAX_HEAD_BYTES:
+            too_large = PlainTextResponse(
+                "request head too large\n",
+                status_code=431,
+                media_type=TEXT,
+                headers={"connection": "close"},
+            )
+            await too_large(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return limited
+
+
+def _head_size(scope: Scope) -> int:
+    # The request line and header lines as sent, give or take optional whitespace.
+    request_line = len(scope["method"]) + len(scope["raw_path"]) + len(scope["query_string"]) + 12
+    return request_line + sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+
+
 class HttpServer:
     """A runnable HTTP(S) server; every replica runs it (``needs_leader`` is False)."""
 
@@ -96,15 +171,16 @@ class HttpServer:
 
     async def run(self) -> None:
         """Serve until cancelled, then close connections within a short grace period."""
-        # uvicorn decides whether to log each request from its logger having handlers, and
-        # ours sit on the root logger: without this every kubelet probe would be logged.
+        # No access log: access_log=False only empties "uvicorn.access" and stops propagation;
+        # uvicorn still logs every request (each kubelet probe) once any handler is attached to
+        # that logger (pytest's caplog does it, so could a logging config). Disabled is certain.
         logging.getLogger("uvicorn.access").disabled = True
-        app = Starlette(routes=list(self._routes))
+        app = _limit_head(Starlette(routes=list(self._routes)))
         config = uvicorn.Config(
             app,
             host=self._host,
             port=self._port,
-            http="h11",
+            http=_H11Protocol,  # uvicorn's "h11", plus a deadline for request heads
             ws="none",
             lifespan="off",
             interface="asgi3",
@@ -140,11 +216,15 @@ class HttpServer:
             await asyncio.shield(serving)
             raise RuntimeError("the HTTP server stopped")
         finally:
+            # uvicorn notices within 0.1 s, closes idle connections at once, gives requests in
+            # flight SHUTDOWN_GRACE_SECONDS, then cancels them (they answer 500 if they can).
             server.should_exit = True
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(serving), SHUTDOWN_GRACE_SECONDS + 1)
-            if not serving.done():
+            if not serving.done():  # only if that bound did not hold
                 serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait({serving}, timeout=1)
             listener.close()
             self.started.clear()
             self._server = None
