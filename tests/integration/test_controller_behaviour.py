@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any
 
@@ -310,6 +311,31 @@ async def test_the_flap_cap_survives_a_restart(
     obj = await kube.get(DEPLOYMENTS.path(namespace, "app"))
     assert template_hash(obj, DEPLOYMENT) == rolled
     assert await events(kube, namespace, "RolloutsCapped")
+
+
+async def test_release_lets_a_capped_workload_roll_its_latest_config(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await make_app(kube, namespace)
+    async with running_controller(cluster, namespace, max_rollouts=1, window=3600.0) as running:
+        await wait_adopted(kube, namespace)
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "a"}})
+        first = template_hash(await wait_rolled(kube, namespace, None), DEPLOYMENT)
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "b"}})
+        flapping = running.metrics.holds.labels(reason="flapping")
+        await eventually(lambda: flapping._value.get() >= 1, timeout=10)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kube_nudge", "release", "deployment/app",
+            f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err
+        assert f"released {namespace}/Deployment/app" in out.decode()
+        rolled = await wait_rolled(kube, namespace, first)
+        assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, rolled, running.hmac_key
+        )
 
 
 ROLLOUTS = Resource("example.kube-nudge.io", "v1", "rollouts", "Rollout")

@@ -59,7 +59,7 @@ def test_good_flags_make_a_config() -> None:
 
 def test_every_command_is_in_the_parser() -> None:
     parser = build_parser()
-    assert [command.name for command in COMMANDS] == ["run", "status", "wait"]
+    assert [command.name for command in COMMANDS] == ["run", "status", "wait", "release"]
     for command in COMMANDS:
-        args = ["configmap/app"] if command.name == "wait" else []
+        args = ["deployment/app"] if command.name in ("wait", "release") else []
         assert parser.parse_args([command.name, *args]).command == command.name

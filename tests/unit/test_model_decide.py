@@ -41,6 +41,7 @@ def workload(
     *,
     key_id: str | None = None,
     adopt: str | None = None,
+    released_at: float = 0.0,
     template_hash: str | None = None,
     baseline: str | None = None,
     rolled_at: tuple[float, ...] = (),
@@ -60,6 +61,8 @@ def workload(
         annotations[KEY_ID] = key_id
     if adopt:
         annotations["kube-nudge.io/adopt"] = adopt
+    if released_at:
+        annotations["kube-nudge.io/released-at"] = format_rolled_at([released_at])
     pod_annotations = {CONFIG_HASH: template_hash} if template_hash else {}
     env = [{"name": key, "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}]
     spec: dict[str, object] = {}
@@ -377,3 +380,16 @@ def test_stale_pods_with_missing_config_are_adopted_and_held_not_rolled() -> Non
     assessment = assess(view, data.get, KEY)
     decision = decide(view, assessment, WorkloadMemory(), T0 + 900, oldest_pod_start=T0)
     assert decision == Adopt(assessment.desired)
+
+
+def test_a_release_lets_a_capped_workload_roll_now() -> None:
+    clock = FakeClock()
+    recorded = (clock.now() - 2, clock.now() - 1, clock.now())
+    held = workload(template_hash="v1-old", rolled_at=recorded)
+    memory = WorkloadMemory(rollouts=set(recorded))
+    assert isinstance(decide_now(held, sources(LEVEL="x"), memory, clock), Hold)
+    clock.advance(0.5)
+    released = workload(template_hash="v1-old", rolled_at=recorded, released_at=clock.now())
+    decision = decide_now(released, sources(LEVEL="x"), memory, clock)
+    assert isinstance(decision, Apply)
+    assert decision.rolled_at == (clock.now(),)  # counting starts afresh from the release

@@ -16,6 +16,7 @@ NAMES = {
     "kube_nudge_queue_depth",
     "kube_nudge_objects_tracked",
     "kube_nudge_leader",
+    "kube_nudge_notifications",
 }
 
 
@@ -64,3 +65,9 @@ def test_reconcile_buckets_span_half_a_millisecond_to_ten_seconds() -> None:
     assert samples[(bucket, (("le", "5.0"),))] == 1
     assert samples[(bucket, (("le", "10.0"),))] == 2
     assert samples[(bucket, (("le", "+Inf"),))] == 2
+
+
+def test_standard_process_metrics_are_exported() -> None:
+    names = {name for name, _ in _samples(Metrics())}
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total",
+            "process_start_time_seconds", "process_open_fds"} <= names  # fmt: skip

@@ -37,6 +37,7 @@ __all__ = [
     "KEY_ID",
     "MAX_ROLLOUTS",
     "PREFIX",
+    "RELEASED_AT",
     "ROLLED_AT",
     "SECRETS",
     "SHARE_ALL",
@@ -86,6 +87,10 @@ ROLLED_AT: Final = PREFIX + "rolled-at"
 #: hashes were made under another key (the key Secret was lost or replaced) is re-baselined,
 #: not rolled: its hash changed, its config did not.
 KEY_ID: Final = PREFIX + "key-id"
+#: Written by an operator (`kube-nudge release`, or kubectl annotate) on the workload's
+#: metadata: Unix seconds from which the flap cap counts rollouts again, releasing a
+#: workload the cap holds.
+RELEASED_AT: Final = PREFIX + "released-at"
 
 # On a ConfigMap or Secret.
 IGNORE: Final = PREFIX + "ignore"

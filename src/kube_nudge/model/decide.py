@@ -166,6 +166,7 @@ def decide(
         return Noop()
     settings = view.settings
     recent = recent_rollouts(memory.rollouts, view.rolled_at, now, settings.rollout_window)
+    recent = [t for t in recent if t > view.released_at]  # an operator released the cap
     if capped and len(recent) >= settings.max_rollouts:
         wait = recent[0] + settings.rollout_window - now
         # No countdown in the message: the Event recorder folds repeats of one message into

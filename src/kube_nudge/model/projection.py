@@ -17,6 +17,7 @@ from kube_nudge.model.annotations import (
     BASELINE_HASH,
     CONFIG_HASH,
     KEY_ID,
+    RELEASED_AT,
     ROLLED_AT,
     SourceSettings,
     WorkloadDefaults,
@@ -108,6 +109,8 @@ class WorkloadView:
     """The key the recorded hashes were made under; None if not recorded (older releases)."""
     pod_selector: str | None = None
     """The label selector of its pods (from ``spec.selector``), if it has one."""
+    released_at: float = 0.0
+    """`kube-nudge.io/released-at`: the flap cap ignores rollouts before it."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -121,10 +124,10 @@ class WorkloadView:
         a watch event of our own write, with nothing to reconcile."""
         return (
             self.namespace, self.uid, self.template_path, self.settings, self.errors,
-            self.consumed, self.has_template,
+            self.consumed, self.has_template, self.released_at,
         ) == (
             other.namespace, other.uid, other.template_path, other.settings, other.errors,
-            other.consumed, other.has_template,
+            other.consumed, other.has_template, other.released_at,
         )  # fmt: skip
 
 
@@ -160,6 +163,7 @@ def project_workload(
         rolled_at=parse_rolled_at(annotations.get(ROLLED_AT)),
         key_id=key if isinstance(key := annotations.get(KEY_ID), str) else None,
         pod_selector=pod_selector(obj),
+        released_at=max(parse_rolled_at(annotations.get(RELEASED_AT)), default=0.0),
     )
 
 

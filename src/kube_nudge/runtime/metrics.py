@@ -12,6 +12,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 
@@ -64,6 +65,9 @@ class Metrics:
             registry=r,
         )
         self.is_leader = Gauge("kube_nudge_leader", "1 while this replica leads.", registry=r)
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
+        # what dashboards and the kubelet-independent memory alerts expect of any exporter.
+        ProcessCollector(registry=r)
         # Known label values start at 0 so rate() and alerts see the series from the start.
         for reason in HOLD_REASONS:
             self.holds.labels(reason=reason)
