@@ -156,8 +156,13 @@ class Controller:
         def on_change(key: Key, old: SourceView | None, new: SourceView | None) -> None:
             self._source_changed(resource, SourceRef(kind, *key), old, new)
 
+        compat = self.options.defaults.compat
+
+        def project(obj: dict[str, Any]) -> SourceView:
+            return project_source(obj, compat=compat)
+
         return Informer(
-            self.client, resource, project_source, on_change, config,
+            self.client, resource, project, on_change, config,
             on_restart=self._restart_counter(resource),
         )  # fmt: skip
 

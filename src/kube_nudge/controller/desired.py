@@ -60,7 +60,11 @@ async def desired_hash(
 
 
 async def source_views(
-    client: KubeClient, view: WorkloadView, cache: dict[SourceRef, JSON | None]
+    client: KubeClient,
+    view: WorkloadView,
+    cache: dict[SourceRef, JSON | None],
+    *,
+    compat: bool = True,
 ) -> dict[SourceRef, SourceView | None]:
     """The projection of every source ``view`` consumes, read from the API (each source
     once per ``cache``); None for a source that doesn't exist."""
@@ -69,5 +73,5 @@ async def source_views(
         if ref not in cache:
             cache[ref] = await read_source(client, ref)
         obj = cache[ref]
-        views[ref] = project_source(obj) if obj is not None else None
+        views[ref] = project_source(obj, compat=compat) if obj is not None else None
     return views

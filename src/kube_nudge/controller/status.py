@@ -110,7 +110,7 @@ async def collect(
                     if view is None or (not view.settings.enabled and not include_opted_out):
                         continue
                     name = str((obj.get("metadata") or {}).get("name") or "")
-                    row = await _status(client, kind, name, view, hmac_key, cache)
+                    row = await _status(client, kind, name, view, hmac_key, cache, compat)
                     row = replace(row, rolled_out=rollout_complete(kind.resource.kind, obj))
                     if row.state == "current" and row.rolled_out is False and row.opted_in:
                         row = replace(row, state="rolling", detail="its rollout is in progress")
@@ -126,8 +126,9 @@ async def _status(
     view: WorkloadView,
     hmac_key: bytes | None,
     cache: dict[SourceRef, JSON | None],
+    compat: bool,
 ) -> WorkloadStatus:
-    views = await source_views(client, view, cache)
+    views = await source_views(client, view, cache, compat=compat)
     assessment = assess(view, views.__getitem__, hmac_key or _UNKEYED)
     desired = assessment.desired if hmac_key is not None else None
     pods, stale = await _pods(client, view, assessment.changed_at)

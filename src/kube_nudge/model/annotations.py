@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
+from kube_nudge.model import compat
+from kube_nudge.model.compat import source_ignored, translate_workload
 from kube_nudge.model.references import SourceKind, SourceRef
 
 __all__ = [
@@ -68,8 +70,8 @@ STRATEGY: Final = PREFIX + "strategy"
 ADOPT: Final = PREFIX + "adopt"
 ADOPT_ROLL_STALE: Final = "roll-stale"
 ADOPT_NEVER_ROLL: Final = "never-roll"
-COMPAT_WAVE: Final = "wave.pusher.com/update-on-config-change"
-COMPAT_RELOADER: Final = "reloader.stakater.com/auto"
+COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
+COMPAT_RELOADER: Final = compat.AUTO
 
 # On the pod template, written by the controller.
 CONFIG_HASH: Final = PREFIX + "config-hash"
@@ -153,6 +155,10 @@ class WorkloadSettings:
     roll_stale_on_adoption: bool = True
     """`kube-nudge.io/adopt`: roll at first sight when the pods started before the config
     they consume last changed (`roll-stale`, the default), or never (`never-roll`)."""
+    only_kinds: frozenset[SourceKind] | None = None
+    """With --compat (Reloader's per-type auto): only sources of these kinds count."""
+    only_named: frozenset[SourceRef] | None = None
+    """With --compat (Reloader's reload lists): only these sources count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,17 +201,21 @@ def parse_workload(
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
     errors: list[str] = []
     enabled = _field(ann, ENABLED, _parse_bool, None, errors)
+    peers = translate_workload(ann) if defaults.compat else None
     if enabled is None:
-        enabled = defaults.compat and (
-            ann.get(COMPAT_WAVE) == "true" or ann.get(COMPAT_RELOADER) == "true"
-        )
+        enabled = peers is not None and peers.enabled
 
     def sources(name: str, kind: SourceKind) -> tuple[SourceRef, ...]:
         return _field(ann, name, lambda n, v: _parse_sources(n, v, kind, namespace), (), errors)
 
-    extra = sorted(
-        set(sources(CONFIGMAPS, SourceKind.CONFIGMAP) + sources(SECRETS, SourceKind.SECRET))
-    )
+    extra = set(sources(CONFIGMAPS, SourceKind.CONFIGMAP) + sources(SECRETS, SourceKind.SECRET))
+    only_named = None
+    if peers is not None:
+        named = _peer_sources(peers.configmaps, SourceKind.CONFIGMAP, namespace, errors)
+        named += _peer_sources(peers.secrets, SourceKind.SECRET, namespace, errors)
+        extra.update(named)
+        only_named = frozenset(named) if peers.named_only else None
+        errors.extend(peers.errors)
     exclude = _field(ann, EXCLUDE, lambda n, v: _parse_exclude(n, v, namespace), _NO_REFS, errors)
     debounce = _field(ann, DEBOUNCE, _parse_debounce, defaults.debounce, errors)
     max_rollouts, window = _field(
@@ -222,22 +232,42 @@ def parse_workload(
     adopt = _field(ann, ADOPT, _parse_adopt, ADOPT_ROLL_STALE, errors)
     settings = WorkloadSettings(
         enabled=enabled,
-        extra=tuple(extra),
+        extra=tuple(sorted(extra)),
         exclude=exclude,
         debounce=debounce,
         max_rollouts=max_rollouts,
         rollout_window=window,
         strategy=strategy,
         roll_stale_on_adoption=adopt == ADOPT_ROLL_STALE,
+        only_kinds=peers.kinds if peers is not None else None,
+        only_named=only_named,
     )
     return settings, errors
 
 
-def parse_source(annotations: Mapping[str, str] | None) -> tuple[SourceSettings, list[str]]:
-    """Settings of a ConfigMap or Secret, and one error message per bad annotation."""
+def _peer_sources(
+    items: tuple[str, ...], kind: SourceKind, namespace: str, errors: list[str]
+) -> list[SourceRef]:
+    refs = []
+    for item in items:
+        ref = _source_ref(kind, item, namespace)
+        if ref is None:
+            errors.append(f"--compat: invalid {kind} name {_show(item)} in a Reloader/Wave list")
+        else:
+            refs.append(ref)
+    return refs
+
+
+def parse_source(
+    annotations: Mapping[str, str] | None, *, compat: bool = False
+) -> tuple[SourceSettings, list[str]]:
+    """Settings of a ConfigMap or Secret, and one error message per bad annotation. With
+    `compat`, Reloader's ignore annotation also ignores it."""
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
     errors: list[str] = []
     ignore = _field(ann, IGNORE, _parse_bool, None, errors)
+    if ignore is None and compat:
+        ignore = source_ignored(ann)
     share_with = _field(ann, SHARE_WITH, _parse_share_with, _NO_NAMESPACES, errors)
     return SourceSettings(ignore=bool(ignore), share_with=share_with), errors
 

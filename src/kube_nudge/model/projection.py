@@ -29,7 +29,7 @@ from kube_nudge.model.annotations import (
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
 from kube_nudge.model.references import Consumption, SourceRef, consume_all, discover, merge
-from kube_nudge.model.visibility import without_excluded
+from kube_nudge.model.visibility import counted
 
 __all__ = [
     "SourceView",
@@ -57,10 +57,10 @@ class SourceView:
 _DATA_FIELDS = ("f:data", "f:binaryData", "f:stringData")
 
 
-def project_source(obj: Mapping[str, Any]) -> SourceView:
+def project_source(obj: Mapping[str, Any], *, compat: bool = False) -> SourceView:
     """Digest a ConfigMap/Secret object; the payload is not referenced afterwards."""
     metadata = obj.get("metadata") or {}
-    settings, errors = parse_source(metadata.get("annotations"))
+    settings, errors = parse_source(metadata.get("annotations"), compat=compat)
     uid = str(metadata.get("uid") or "") if errors else ""
     return SourceView(source_state(obj), settings, tuple(errors), uid, data_changed_at(metadata))
 
@@ -156,7 +156,7 @@ def project_workload(
         template_path=template_path,
         settings=settings,
         errors=tuple(errors),
-        consumed=MappingProxyType(without_excluded(consumed, settings.exclude)),
+        consumed=MappingProxyType(counted(consumed, settings)),
         has_template=pod_spec is not None,
         template_hash=template_annotation(obj, template_path, CONFIG_HASH),
         baseline_hash=baseline if isinstance(baseline, str) else None,

@@ -10,10 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from kube_nudge.model.annotations import SourceSettings, cross_namespace_allowed
+from kube_nudge.model.annotations import (
+    SourceSettings,
+    WorkloadSettings,
+    cross_namespace_allowed,
+)
 from kube_nudge.model.references import Consumption, SourceRef
 
-__all__ = ["SettingsLookup", "Visibility", "visible_sources", "without_excluded"]
+__all__ = ["SettingsLookup", "Visibility", "counted", "visible_sources", "without_excluded"]
 
 SettingsLookup = Callable[[SourceRef], SourceSettings | None]
 """The settings of a source, or None when it does not exist (or is not watched)."""
@@ -32,6 +36,19 @@ def without_excluded(
 ) -> dict[SourceRef, Consumption]:
     """`consumed` minus the sources the workload excludes by annotation."""
     return {ref: use for ref, use in consumed.items() if ref not in exclude}
+
+
+def counted(
+    consumed: Mapping[SourceRef, Consumption], settings: WorkloadSettings
+) -> dict[SourceRef, Consumption]:
+    """The consumed sources the workload's own settings let count: exclusions, and with
+    --compat Reloader's per-type auto and named reload lists."""
+    return {
+        ref: use
+        for ref, use in without_excluded(consumed, settings.exclude).items()
+        if (settings.only_kinds is None or ref.kind in settings.only_kinds)
+        and (settings.only_named is None or ref in settings.only_named)
+    }
 
 
 def visible_sources(

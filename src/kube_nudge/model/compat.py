@@ -1,0 +1,103 @@
+"""``--compat``: Reloader's and Wave's annotations, mapped onto kube-nudge's.
+
+| Peer annotation (on the workload) | Means here |
+|---|---|
+| `reloader.stakater.com/auto: "true"` | opt in |
+| `wave.pusher.com/update-on-config-change: "true"` | opt in |
+| `configmap.reloader.stakater.com/auto: "true"` | opt in; only ConfigMaps count |
+| `secret.reloader.stakater.com/auto: "true"` | opt in; only Secrets count |
+| `configmap.reloader.stakater.com/reload: "a,b"` | opt in; these count (and, without an |
+|                                                 | auto or Wave opt-in, only the named ones) |
+| `secret.reloader.stakater.com/reload: "c"` | the same for Secrets |
+| `wave.pusher.com/extra-configmaps: "ns/a,b"` | `kube-nudge.io/configmaps` |
+| `wave.pusher.com/extra-secrets: "c"` | `kube-nudge.io/secrets` |
+
+On a ConfigMap or Secret, `reloader.stakater.com/ignore: "true"` means `kube-nudge.io/ignore`.
+Reloader annotations with no equivalent (search/match, rollout strategy, ...) are reported
+as errors (a Warning Event on the workload) instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from kube_nudge.model.references import SourceKind
+
+__all__ = ["CompatWorkload", "source_ignored", "translate_workload"]
+
+RELOADER: Final = "reloader.stakater.com/"
+AUTO: Final = RELOADER + "auto"
+CM_AUTO: Final = "configmap.reloader.stakater.com/auto"
+SECRET_AUTO: Final = "secret.reloader.stakater.com/auto"  # noqa: S105  # nosec B105 # a name
+CM_RELOAD: Final = "configmap.reloader.stakater.com/reload"
+SECRET_RELOAD: Final = "secret.reloader.stakater.com/reload"  # noqa: S105  # nosec B105 # a name
+IGNORE: Final = RELOADER + "ignore"
+WAVE_ON: Final = "wave.pusher.com/update-on-config-change"
+WAVE_CONFIGMAPS: Final = "wave.pusher.com/extra-configmaps"
+WAVE_SECRETS: Final = "wave.pusher.com/extra-secrets"
+_RELOADER_PREFIXES: Final = (RELOADER, "configmap.reloader.stakater.com/",
+                             "secret.reloader.stakater.com/")  # fmt: skip
+_MAPPED: Final = frozenset({AUTO, CM_AUTO, SECRET_AUTO, CM_RELOAD, SECRET_RELOAD})
+
+
+@dataclass(frozen=True, slots=True)
+class CompatWorkload:
+    """What a workload's peer annotations ask, in kube-nudge's terms."""
+
+    enabled: bool
+    configmaps: tuple[str, ...]
+    """Extra ConfigMaps, as `kube-nudge.io/configmaps` items."""
+    secrets: tuple[str, ...]
+    kinds: frozenset[SourceKind] | None
+    """Only sources of these kinds count (per-type auto); None: all."""
+    named_only: bool
+    """Only the named sources count (Reloader's reload lists without an auto)."""
+    errors: tuple[str, ...]
+
+
+def _true(annotations: Mapping[str, object], name: str) -> bool:
+    value = annotations.get(name)
+    return isinstance(value, str) and value.strip() == "true"
+
+
+def _items(annotations: Mapping[str, object], name: str) -> tuple[str, ...]:
+    value = annotations.get(name)
+    if not isinstance(value, str):
+        return ()
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def translate_workload(annotations: Mapping[str, object]) -> CompatWorkload:
+    """Map a workload's Reloader/Wave annotations (see the module table)."""
+    auto, cm_auto, secret_auto = (_true(annotations, n) for n in (AUTO, CM_AUTO, SECRET_AUTO))
+    cm_named, secret_named = _items(annotations, CM_RELOAD), _items(annotations, SECRET_RELOAD)
+    wave = _true(annotations, WAVE_ON)
+    kinds: set[SourceKind] | None = None
+    if (cm_auto or secret_auto) and not auto:
+        kinds = {SourceKind.CONFIGMAP} if cm_auto else set()
+        if secret_auto:
+            kinds.add(SourceKind.SECRET)
+    named = bool(cm_named or secret_named)
+    unsupported = sorted(
+        name for name in annotations
+        if name.startswith(_RELOADER_PREFIXES) and name not in _MAPPED
+    )  # fmt: skip
+    errors = tuple(
+        f"{name} has no kube-nudge equivalent and is ignored (see the README's --compat table)"
+        for name in unsupported
+    )
+    return CompatWorkload(
+        enabled=auto or cm_auto or secret_auto or named or wave,
+        configmaps=cm_named + _items(annotations, WAVE_CONFIGMAPS),
+        secrets=secret_named + _items(annotations, WAVE_SECRETS),
+        kinds=frozenset(kinds) if kinds is not None else None,
+        named_only=named and not (auto or cm_auto or secret_auto or wave),
+        errors=errors,
+    )
+
+
+def source_ignored(annotations: Mapping[str, object]) -> bool:
+    """Reloader's `reloader.stakater.com/ignore: "true"` on a ConfigMap or Secret."""
+    return _true(annotations, IGNORE)
