@@ -23,12 +23,13 @@ from kube_nudge.app.status_command import read_installation_key
 from kube_nudge.controller.status import WorkloadStatus, collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import parse_duration
+from kube_nudge.model import SourceKind, parse_duration
 
 __all__ = ["WAIT", "Target", "WaitCommand", "parse_target"]
 
-_SOURCE_KINDS = {"configmap": "configmap", "configmaps": "configmap", "cm": "configmap",
-                 "secret": "secret", "secrets": "secret"}  # fmt: skip
+_SOURCE_KINDS = {
+    alias: kind.value for kind in SourceKind for alias in (kind.value, f"{kind.value}s")
+} | {"cm": SourceKind.CONFIGMAP.value}
 _WORKLOAD_KINDS = {
     alias: kind.resource.kind
     for kind in BUILTIN_KINDS
