@@ -239,12 +239,20 @@ async def test_missing_configmap_holds_then_rolls_when_created(
         assert warning["type"] == "Warning"
         assert "configmap/app not found" in warning["message"]
         assert await replicasets(kube, namespace) == 1
+        states = running.metrics.workloads
+        assert states.labels(state="held-missing")._value.get() == 1
+        assert states.labels(state="current")._value.get() == 0
 
         await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
         rolled = await wait_rolled(kube, namespace, None)
         assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
             kube, DEPLOYMENT, rolled, running.hmac_key
         )
+        await running.controller.settled(timeout=30)
+        assert states.labels(state="held-missing")._value.get() == 0
+        # "applied" right after the write, "current" once a later pass finds nothing to do.
+        moved = [states.labels(state=s)._value.get() for s in ("applied", "current")]
+        assert sorted(moved) == [0, 1]
 
 
 async def test_flapping_secret_is_capped_then_rolled_with_the_latest_value(

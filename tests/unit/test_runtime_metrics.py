@@ -17,6 +17,7 @@ NAMES = {
     "kube_nudge_objects_tracked",
     "kube_nudge_leader",
     "kube_nudge_notifications",
+    "kube_nudge_workloads",
 }
 
 

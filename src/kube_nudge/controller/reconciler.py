@@ -39,6 +39,7 @@ __all__ = ["Outcome", "Reconciler", "WorkloadKey"]
 log = logging.getLogger(__name__)
 
 WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
+_STATES = {"none": "current", "adopted": "current", "rolled": "applied", "failed": "failed"}
 PodStartLookup = Callable[[str, str], Awaitable[float | None]]
 """(namespace, label selector) -> when the longest-running matching pod read its config."""
 
@@ -50,6 +51,7 @@ class Outcome:
 
     action: str  # "none" | "adopted" | "rolled" | "held" | "gone" | "failed"
     requeue_after: float | None = None
+    state: str | None = None  # for holds: held-missing | held-flapping | held-invalid
 
 
 class Reconciler:
@@ -81,7 +83,9 @@ class Reconciler:
         """Called by the workload cache on every change of ``key``'s view; True when the
         change is our own last write coming back."""
         if view is None:
-            self._memory.pop(key, None)
+            gone = self._memory.pop(key, None)
+            if gone is not None:
+                self._count_state(gone, None)
             return False
         memory = self._memory.get(key)
         return memory is not None and memory.observe(view)
@@ -90,9 +94,23 @@ class Reconciler:
         """One level-triggered pass over ``key``."""
         started = time.perf_counter()
         try:
-            return await self._reconcile(key)
+            outcome = await self._reconcile(key)
         finally:
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+        memory = self._memory.get(key)
+        if memory is not None and outcome.action != "gone":
+            self._count_state(memory, _STATES.get(outcome.action, outcome.state))
+        return outcome
+
+    def _count_state(self, memory: WorkloadMemory, state: str | None) -> None:
+        """Move the workload from its last state's count to ``state``'s."""
+        if memory.state == state:
+            return
+        if memory.state is not None:
+            self.metrics.workloads.labels(state=memory.state).dec()
+        if state is not None:
+            self.metrics.workloads.labels(state=state).inc()
+        memory.state = state
 
     async def _reconcile(self, key: WorkloadKey) -> Outcome:
         kind, namespace, name = key
@@ -131,7 +149,7 @@ class Reconciler:
             return self._failed(target, exc)
         if isinstance(decision, Hold):
             self._hold(target, decision)
-            return Outcome("held", decision.retry_after)
+            return Outcome("held", decision.retry_after, f"held-{decision.reason}")
         # The pods now run (or are rolling to) what the sources hold: later Events name
         # the keys that change from here.
         memory.rolled_with = assessment.states

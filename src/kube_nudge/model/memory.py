@@ -41,6 +41,9 @@ class WorkloadMemory:
     echo of our own write is pending, or the strategy records nothing on the workload."""
     strategy: str | None = None
     """The strategy that applied `applied`."""
+    state: str | None = None
+    """Outcome of the last reconcile, for ``kube_nudge_workloads{state}``: current,
+    applied, held-missing, held-flapping, held-invalid or failed."""
     rolled_with: Mapping[SourceRef, SourceState] | None = None
     """Source states when the pods last got (or were found with) their config; None when
     unknown, e.g. after a restart. Lets an Event name the keys that changed."""

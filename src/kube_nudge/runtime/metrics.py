@@ -18,6 +18,9 @@ from prometheus_client import (
 
 HOLD_REASONS = ("missing", "flapping", "invalid")
 ERROR_STAGES = ("reconcile", "write", "event", "watch")
+WORKLOAD_STATES = (
+    "current", "applied", "held-missing", "held-flapping", "held-invalid", "failed",
+)  # fmt: skip
 RECONCILE_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
@@ -64,6 +67,12 @@ class Metrics:
             ["resource"],
             registry=r,
         )
+        self.workloads = Gauge(
+            "kube_nudge_workloads",
+            "Opted-in workloads by the outcome of their last reconcile on this replica.",
+            ["state"],
+            registry=r,
+        )
         self.is_leader = Gauge("kube_nudge_leader", "1 while this replica leads.", registry=r)
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
         # what dashboards and the kubelet-independent memory alerts expect of any exporter.
@@ -73,6 +82,8 @@ class Metrics:
             self.holds.labels(reason=reason)
         for stage in ERROR_STAGES:
             self.errors.labels(stage=stage)
+        for state in WORKLOAD_STATES:
+            self.workloads.labels(state=state)
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition of every metric, and its content type."""
