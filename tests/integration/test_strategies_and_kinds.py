@@ -63,6 +63,8 @@ async def test_notify_announces_the_changed_keys_and_never_writes_the_workload(
         assert changed["type"] == "Normal"
         assert changed["involvedObject"]["kind"] == "Deployment"
         assert "configmap/app keys [LEVEL] changed" in changed["message"]
+        version = (await kube.get(CONFIGMAPS.path(namespace, "app")))["metadata"]["resourceVersion"]
+        assert f"(versions: configmap/app@{version})" in changed["message"]
         assert "debug" not in changed["message"]
     assert controller_writes(cluster, namespace) == []  # from the API server's audit log
     after = await kube.get(DEPLOYMENTS.path(namespace, "app"))

@@ -22,6 +22,7 @@ from kube_nudge.model import (
     decide,
     describe_apply,
     describe_changes,
+    describe_versions,
     project_source,
     project_workload,
 )
@@ -393,3 +394,13 @@ def test_a_release_lets_a_capped_workload_roll_now() -> None:
     decision = decide_now(released, sources(LEVEL="x"), memory, clock)
     assert isinstance(decision, Apply)
     assert decision.rolled_at == (clock.now(),)  # counting starts afresh from the release
+
+
+def test_events_can_name_the_versions_of_the_changed_sources() -> None:
+    view = workload(template_hash="v1-old")
+    obj = {"metadata": {"name": "app", "namespace": NS, "resourceVersion": "4711"},
+           "data": {"LEVEL": "x"}}  # fmt: skip
+    data = {APP: project_source(obj)}
+    assessment = assess(view, data.get, KEY)
+    plan = Apply("v1-new", {APP: ["LEVEL"]}, (T0,), had_baseline=False)
+    assert describe_versions(plan, assessment, NS) == "configmap/app@4711"

@@ -24,6 +24,7 @@ from kube_nudge.model.decide import (
     decide,
     describe_apply,
     describe_changes,
+    describe_versions,
 )
 from kube_nudge.model.digests import Digest, key_digests
 from kube_nudge.model.hashing import (
@@ -91,6 +92,7 @@ __all__ = [
     "decide",
     "describe_apply",
     "describe_changes",
+    "describe_versions",
     "discover",
     "get_pod_spec",
     "get_template",

@@ -9,7 +9,7 @@ out through the workload's strategy and then remembers the outcome.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kube_nudge.model.hashing import (
     ABSENT,
@@ -36,6 +36,7 @@ __all__ = [
     "decide",
     "describe_apply",
     "describe_changes",
+    "describe_versions",
 ]
 
 MAX_RECORDED_ROLLOUTS = 10
@@ -61,6 +62,8 @@ class Assessment:
     """Required sources or keys that don't exist (names only, never values)."""
     changed_at: float | None = None
     """The latest change of the data of any source that counts (Unix seconds), if known."""
+    versions: Mapping[SourceRef, int] = field(default_factory=dict)
+    """resourceVersion of each source that counts and exists."""
 
 
 def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Assessment:
@@ -89,6 +92,11 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
         key_id=key_id(hmac_key),
         missing=tuple(missing),
         changed_at=max(changes, default=None),
+        versions={
+            ref: source.resource_version
+            for ref in visibility.visible
+            if (source := source_of(ref)) is not None and source.resource_version
+        },
     )
 
 
@@ -228,3 +236,13 @@ def describe_apply(plan: Apply, states: Mapping[SourceRef, SourceState], namespa
     if plan.stale_pods:
         return "opted in with pods that started before their config last changed"
     return describe_changes(plan.changes, states, namespace)
+
+
+def describe_versions(plan: Apply, assessment: Assessment, namespace: str) -> str:
+    """`configmap/app@12345, ...`: the versions of the changed sources, for Events."""
+    refs = sorted(plan.changes) if plan.changes is not None else sorted(assessment.visible)
+    return ", ".join(
+        f"{ref.display(namespace)}@{assessment.versions[ref]}"
+        for ref in refs
+        if ref in assessment.versions
+    )

@@ -52,6 +52,9 @@ class SourceView:
     uid: str = ""  # kept only when there are errors to report on the object
     data_changed_at: float | None = None
     """When its data last changed (Unix seconds, from managedFields), if known."""
+    resource_version: int = 0
+    """Named in Events, so a rollout can be traced to the exact object version (an int:
+    a few bytes less per cached source than the string)."""
 
 
 _DATA_FIELDS = ("f:data", "f:binaryData", "f:stringData")
@@ -62,7 +65,11 @@ def project_source(obj: Mapping[str, Any], *, compat: bool = False) -> SourceVie
     metadata = obj.get("metadata") or {}
     settings, errors = parse_source(metadata.get("annotations"), compat=compat)
     uid = str(metadata.get("uid") or "") if errors else ""
-    return SourceView(source_state(obj), settings, tuple(errors), uid, data_changed_at(metadata))
+    version = str(metadata.get("resourceVersion") or "")
+    return SourceView(
+        source_state(obj), settings, tuple(errors), uid, data_changed_at(metadata),
+        int(version) if version.isdigit() else 0,
+    )  # fmt: skip
 
 
 def data_changed_at(metadata: Mapping[str, Any]) -> float | None:

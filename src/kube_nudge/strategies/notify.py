@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from kube_nudge.kube.events import NORMAL
-from kube_nudge.model import Adopt, Apply, Assessment, describe_apply
+from kube_nudge.model import Adopt, Apply, Assessment, describe_apply, describe_versions
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = ["NotifyStrategy"]
@@ -36,6 +36,7 @@ class NotifyStrategy:
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Post ``ConfigChanged`` and count it."""
         what = describe_apply(plan, assessment.states, target.namespace)
+        versions = describe_versions(plan, assessment, target.namespace)
         self._context.metrics.notifications.labels(kind=target.kind.resource.kind).inc()
         log.info(
             "config of %s changed (not restarting, strategy notify): %s", target, what,
@@ -44,5 +45,7 @@ class NotifyStrategy:
         )  # fmt: skip
         self._context.events.post(
             target.ref, NORMAL, "ConfigChanged",
-            f"config changed: {what}; pods not restarted (kube-nudge.io/strategy: notify)",
+            f"config changed: {what}"
+            + (f" (versions: {versions})" if versions else "")
+            + "; pods not restarted (kube-nudge.io/strategy: notify)",
         )  # fmt: skip

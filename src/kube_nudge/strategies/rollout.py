@@ -27,6 +27,7 @@ from kube_nudge.model import (
     TemplatePath,
     annotation_patch,
     describe_apply,
+    describe_versions,
 )
 from kube_nudge.model.annotations import KEY_ID, format_rolled_at
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
@@ -114,7 +115,9 @@ class RolloutStrategy:
             extra=target.log_fields("rolled", config_hash=plan.config_hash,
                                     changes=changes_field(plan)),
         )  # fmt: skip
-        self._context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}")
+        versions = describe_versions(plan, assessment, target.namespace)
+        suffix = f" (versions: {versions})" if versions else ""
+        self._context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}{suffix}")
 
     async def _patch(self, target: Target, patch: dict[str, Any]) -> None:
         await self._context.client.request(
