@@ -205,7 +205,8 @@ def rollout_sequence(changes: int, every: float) -> list[Adopt | Apply | Hold | 
         decision = decide_now(view, sources(LEVEL=str(n)), memory, clock)
         decisions.append(decision)
         if isinstance(decision, Apply):
-            memory.remember_rollout("rollout", decision.config_hash, clock.now(), view)
+            memory.remember_applied("rollout", decision.config_hash)
+            memory.remember_rollout(clock.now(), view)
             view = workload(template_hash=decision.config_hash, rolled_at=decision.rolled_at)
     return decisions
 
@@ -238,7 +239,8 @@ def test_the_held_change_rolls_when_the_window_allows() -> None:
     for n in range(3):
         decision = decide_now(view, sources(LEVEL=str(n)), memory, clock)
         assert isinstance(decision, Apply)
-        memory.remember_rollout("rollout", decision.config_hash, clock.now(), view)
+        memory.remember_applied("rollout", decision.config_hash)
+        memory.remember_rollout(clock.now(), view)
         view = workload(template_hash=decision.config_hash, rolled_at=decision.rolled_at)
         clock.advance(1.0)
     held = decide_now(view, sources(LEVEL="latest"), memory, clock)

@@ -132,20 +132,27 @@ class Reconciler:
         oldest = await self._oldest_pod_start(target, memory)
         decision = self._decide(view, assessment, memory, strategy, oldest)
         action = "none"
+        # What we are about to write is remembered first: the watch echo of a write can be
+        # handled before the write's own response resumes this coroutine, and an echo not
+        # recognised as ours queues a reconcile whose earlier ready time would then cut
+        # the next change's debounce window short.
+        before = (memory.applied, memory.strategy)
         try:
             if isinstance(decision, Adopt):
-                await strategy.adopt(target, decision, assessment)
                 memory.remember_applied(strategy.name, decision.config_hash)
+                await strategy.adopt(target, decision, assessment)
                 memory.rolled_with = assessment.states
                 action = "adopted"
                 # Adopted what runs now; only a hold for missing config can follow.
                 decision = self._decide(view, assessment, memory, strategy)
             if isinstance(decision, Apply):
+                memory.remember_applied(strategy.name, decision.config_hash)
                 await strategy.apply(target, decision, assessment)
                 now = decision.rolled_at[-1]
-                memory.remember_rollout(strategy.name, decision.config_hash, now, view)
+                memory.remember_rollout(now, view)
                 action = "rolled"
         except ApiError as exc:
+            memory.applied, memory.strategy = before
             return self._failed(target, exc)
         if isinstance(decision, Hold):
             self._hold(target, decision)

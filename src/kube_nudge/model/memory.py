@@ -64,11 +64,8 @@ class WorkloadMemory:
         self.applied = config_hash
         self.strategy = strategy
 
-    def remember_rollout(
-        self, strategy: str, config_hash: str, now: float, view: WorkloadView
-    ) -> None:
-        """Record that `strategy` applied `config_hash` at `now`: the flap cap counts it,
-        and keeps only the rollouts still within the workload's window."""
-        self.remember_applied(strategy, config_hash)
+    def remember_rollout(self, now: float, view: WorkloadView) -> None:
+        """Record a rollout at `now` (after `remember_applied`): the flap cap counts it, and
+        keeps only the rollouts still within the workload's window."""
         window = view.settings.rollout_window
         self.rollouts = {*recent_rollouts(self.rollouts, view.rolled_at, now, window), now}
