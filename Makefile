@@ -58,8 +58,10 @@ demo: control-plane
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
-# Benchmarks (bench/): a fresh local cluster per scenario, kube-nudge as a subprocess.
-# Writes bench/results/latest.json and BENCHMARKS.md; BENCH_QUICK=1 is a small smoke run.
+# Benchmarks (bench/): every scenario for kube-nudge and each peer binary given in
+# BENCH_PEERS=reloader=PATH@VERSION+COMMIT,wave=... (built by hand, see BENCHMARKS.md), each
+# on a fresh local cluster. Writes bench/results/latest.json, its plots and BENCHMARKS.md;
+# BENCH_QUICK=1 is a small smoke run.
 .PHONY: bench
 bench: control-plane
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.run

@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bench.peers.given import PeerBinary, parse_peers
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,13 +20,22 @@ class Sizes:
     latency_changes: int = 200
     debounce_changes: int = 20
     fanout_workloads: int = 1000
+    burst_workloads: int = 1000
     memory_secrets: int = 10_000
+    memory_configmaps: int = 5_000
     memory_workloads: int = 1000
-    memory_namespaces: int = 20
+    memory_namespaces: int = 200
     secret_bytes: int = 10 * 1024
+    configmap_bytes: int = 2 * 1024
+    api_workloads: int = 1000
+    api_changes: int = 20
     restarts: int = 3
     restart_pause: float = 5.0
+    flap_interval: float = 0.2
+    flap_seconds: float = 60.0
     steady_after: float = 10.0
+    #: How long a fan-out or burst may take; a tool still rolling then is projected.
+    roll_timeout: float = 300.0
     repeat: int = 3
     memory_repeat: int = 3
 
@@ -29,15 +44,32 @@ QUICK = Sizes(
     latency_changes=20,
     debounce_changes=3,
     fanout_workloads=50,
+    burst_workloads=50,
     memory_secrets=500,
+    memory_configmaps=250,
     memory_workloads=50,
-    memory_namespaces=5,
+    memory_namespaces=10,
+    api_workloads=20,
+    api_changes=5,
     restarts=2,
     restart_pause=2.0,
+    flap_seconds=10.0,
     steady_after=3.0,
+    roll_timeout=60.0,
     repeat=1,
     memory_repeat=1,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """Where a run's results go: the JSON, the page, and the plots beside it."""
+
+    data: Path
+    page: Path
+    plots: Path  # directory
+    prefix: str  # plot file names start with it
+    logs: Path
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,20 +78,43 @@ class BenchConfig:
 
     quick: bool
     sizes: Sizes
-    tools: tuple[str, ...]
+    peers: tuple[PeerBinary, ...]
     scenarios: tuple[str, ...]
     tool_args: tuple[str, ...] = ()
-    output: str = ""  # results name; "" = latest (full) or quick
+    output: str = ""  # BENCH_OUTPUT; "" = latest (full) or quick
+
+    def out(self) -> Output:
+        """The files this run writes (see ``outputs``)."""
+        return outputs(self.output or ("quick" if self.quick else "latest"))
 
 
-SCENARIOS = ("latency", "latency-debounce", "fanout", "memory")
+SCENARIOS = ("latency", "latency-debounce", "fanout", "burst", "memory", "api-cost", "flapping")
+
+
+def outputs(name: str) -> Output:
+    """``latest``: bench/results/latest.json, BENCHMARKS.md, bench/results/latest-*.png.
+    A plain name: bench/results/NAME.json, NAME.md, NAME-*.png. A path (with a ``/``):
+    a directory holding results.json, BENCHMARKS.md, *.png and logs/."""
+    if "/" in name:
+        directory = Path(name).expanduser().resolve()
+        return Output(
+            directory / "results.json", directory / "BENCHMARKS.md", directory, "",
+            directory / "logs",
+        )  # fmt: skip
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"BENCH_OUTPUT must be a plain name or a directory path, got {name!r}")
+    page = ROOT / "BENCHMARKS.md" if name == "latest" else RESULTS / f"{name}.md"
+    return Output(RESULTS / f"{name}.json", page, RESULTS, f"{name}-", RESULTS / "logs")
 
 
 def _int_env(name: str) -> int | None:
     text = os.environ.get(name, "").strip()
     if not text:
         return None
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {text!r}") from None
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value}")
     return value
@@ -70,9 +125,10 @@ def _list_env(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip()) if text else default
 
 
-def from_env() -> BenchConfig:
-    """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_TOOLS, BENCH_SCENARIOS,
-    BENCH_TOOL_ARGS (extra flags for the tool, e.g. ``--write-qps 1000``), BENCH_OUTPUT."""
+def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
+    """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_SCENARIOS, BENCH_PEERS,
+    BENCH_ROLL_TIMEOUT (seconds), BENCH_TOOL_ARGS (extra kube-nudge flags), BENCH_OUTPUT.
+    Raises ValueError with one line naming what is wrong."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     sizes = QUICK if quick else Sizes()
     repeat = _int_env("BENCH_REPEAT")
@@ -81,13 +137,16 @@ def from_env() -> BenchConfig:
     memory_repeat = _int_env("BENCH_MEMORY_REPEAT")
     if memory_repeat is not None:
         sizes = replace(sizes, memory_repeat=memory_repeat)
+    roll_timeout = _int_env("BENCH_ROLL_TIMEOUT")
+    if roll_timeout is not None:
+        sizes = replace(sizes, roll_timeout=float(roll_timeout))
     scenarios = _list_env("BENCH_SCENARIOS", SCENARIOS)
-    unknown = set(scenarios) - set(SCENARIOS)
+    unknown = sorted(set(scenarios) - set(SCENARIOS))
     if unknown:
-        raise ValueError(f"BENCH_SCENARIOS: unknown {sorted(unknown)}; known: {SCENARIOS}")
-    tools = _list_env("BENCH_TOOLS", ("kube-nudge",))
+        raise ValueError(f"BENCH_SCENARIOS: unknown {unknown}; known: {', '.join(SCENARIOS)}")
+    peers = parse_peers(os.environ.get("BENCH_PEERS", ""), known_peers)
     tool_args = tuple(shlex.split(os.environ.get("BENCH_TOOL_ARGS", "")))
     output = os.environ.get("BENCH_OUTPUT", "").strip()
-    if output and not output.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"BENCH_OUTPUT must be a plain name, got {output!r}")
-    return BenchConfig(quick, sizes, tools, scenarios, tool_args, output)
+    if output:
+        outputs(output)  # validate now, not after an hour of running
+    return BenchConfig(quick, sizes, peers, scenarios, tool_args, output)

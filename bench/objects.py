@@ -29,10 +29,14 @@ def configmap(name: str, data: dict[str, str]) -> JSON:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
 
 
+def random_text(size: int) -> str:
+    """``size`` characters of random base64 text."""
+    return base64.b64encode(os.urandom(size * 3 // 4 + 3)).decode()[:size]
+
+
 def random_secret(name: str, size: int) -> JSON:
     """An Opaque Secret whose one key holds ``size`` characters of random base64 text."""
-    raw = os.urandom(size * 3 // 4)
-    text = base64.b64encode(raw).decode()[:size]
+    text = random_text(size)
     return {
         "apiVersion": "v1",
         "kind": "Secret",

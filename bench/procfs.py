@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import platform
 import subprocess
@@ -93,7 +94,7 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
         return None
 
 
-def _git_commit(root: Path) -> str:
+def git_commit(root: Path) -> str:
     """Short HEAD commit, with ``+dirty`` when src/ differs from it."""
     head = _git(root, "rev-parse", "--short", "HEAD")
     if head is None or not head.stdout.strip():
@@ -116,8 +117,40 @@ def machine(root: Path) -> dict[str, object]:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "kube_nudge": __version__,
-        "git_commit": _git_commit(root),
+        "git_commit": git_commit(root),
         "kubernetes": KUBERNETES_VERSION,
         "etcd": ETCD_VERSION,
         "kwok": KWOK_VERSION,
     }
+
+
+class RssSampler:
+    """Samples a process's VmRSS every ``interval`` seconds in the background.
+
+    ``samples`` holds (seconds since ``origin``, MiB); ``async with`` runs it."""
+
+    def __init__(self, pid: int, origin: float, interval: float = 0.1) -> None:
+        self.pid = pid
+        self.origin = origin  # a time.perf_counter() value, e.g. when the process started
+        self.interval = interval
+        self.samples: list[tuple[float, float]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> RssSampler:
+        self._task = asyncio.create_task(self._run(), name=f"rss {self.pid}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                rss = memory_kib(self.pid).get("VmRSS", 0)
+            except OSError:
+                return  # the process is gone
+            self.samples.append((round(time.perf_counter() - self.origin, 3), round(rss / 1024, 1)))
+            await asyncio.sleep(self.interval)

@@ -1,113 +1,175 @@
-"""Turn a results document into ``latest.json`` and the ``BENCHMARKS.md`` page.
+"""Turn a results document into its JSON file and the ``BENCHMARKS.md`` page.
 
-``python -m bench.report [RESULTS.json [OUT.md]]`` regenerates the page from saved results.
+Per scenario one table: a row per figure, a column per tool, each cell the median over
+repetitions with the min-max beside it and the ratio to the best tool in that row.
+
+``python -m bench.report [RESULTS.json [OUT.md]]`` regenerates a page from saved results.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+from bench import plots, targets
+from bench.config import ROOT, Output, outputs
+from bench.method import BUILDING, method, scenario_intro
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One metric shown in the table; ``limit`` makes it a target."""
+    """One figure of a scenario's table."""
 
-    scenario: str
     metric: str
     label: str
-    unit: str
-    limit: float | str | None = None  # a number, or the name of a metric it must equal
-    exact: bool = False  # every run must equal ``limit``; else the median must be below it
+    unit: str = ""
+    better: str | None = None  # "lower" or "higher": the ratio column; None: no ratio
+    projected: str | None = None  # the 0/1 metric saying a run's value was projected
 
 
-ROWS = (
-    Row("latency", "p50_ms", "reaction latency p50", "ms"),
-    Row("latency", "p99_ms", "reaction latency p99", "ms", 100.0),
-    Row("latency", "max_ms", "reaction latency max", "ms"),
-    Row("latency", "p99_from_send_ms", "p99 counted from sending the PATCH instead", "ms"),
-    Row("latency", "patch_p50_ms", "the PATCH's own round trip, p50", "ms"),
-    Row("latency-debounce", "p50_ms", "reaction latency p50, default debounce 2 s", "ms"),
-    Row("latency-debounce", "p99_ms", "reaction latency p99, default debounce 2 s", "ms"),
-    Row("latency-debounce", "max_ms", "reaction latency max, default debounce 2 s", "ms"),
-    Row("fanout", "fanout_s", "all workloads rolled after the change", "s", 10.0),
-    Row("fanout", "fanout_first_ms", "first workload rolled", "ms"),
-    Row("fanout", "fanout_half_s", "half of the workloads rolled", "s"),
-    Row("fanout", "change_writes", "workload writes for the change", "", "workloads", True),
-    Row("fanout", "change_writes_per_s", "write rate during the fan-out", "/s"),
-    Row("fanout", "fanout_tool_cpu_s", "tool CPU time during the fan-out", "s"),
-    Row("fanout", "fanout_machine_busy_pct", "machine CPU busy during the fan-out", "%"),
-    Row("fanout", "wrong_or_missing", "final hash missing or wrong", "", 0.0, True),
-    Row("fanout", "adopt_s", "adoption of all workloads (from process start)", "s"),
-    Row("fanout", "adopt_writes", "workload writes for adoption", "", "workloads", True),
-    Row("fanout", "restart_writes", "writes during the restart storm", "", 0.0, True),
-    Row("fanout", "restart_ready_s", "slowest restart to ready", "s"),
-    Row("memory", "ready_s", "process start to /readyz 200", "s"),
-    Row("memory", "sync_cpu_s", "tool CPU time from start to ready", "s"),
-    Row("memory", "peak_rss_sync_mib", "peak RSS over initial sync (VmHWM)", "MiB", 150.0),
-    Row("memory", "steady_rss_mib", "steady RSS (VmRSS) after ready", "MiB", 150.0),
-    Row("memory", "peak_rss_total_mib", "peak RSS incl. adopting every workload", "MiB"),
-    Row("memory", "adopt_s", "adoption of all workloads (from process start)", "s"),
+_ROLL = (
+    Row("fanout_s", "all workloads rolled, from the change", "s", "lower", "fanout_projected"),
+    Row("fanout_first_ms", "first workload rolled", "ms", "lower"),
+    Row("fanout_half_s", "half of the workloads rolled", "s", "lower"),
+    Row("change_writes", "workload writes for the change"),
+    Row("change_writes_per_s", "write rate", "/s", "higher"),
+    Row("wrong_or_missing", "markers missing or wrong afterwards"),
+    Row("not_rolled", "workloads not rolled (stopped at the limit)"),
+    Row("fanout_tool_cpu_s", "tool CPU time while rolling", "s", "lower"),
+    Row("adopt_s", "set-up: took every workload in (throttle lifted)", "s", "lower"),
+    Row("adopt_writes", "set-up: writes to take them in"),
 )
+ROWS: dict[str, tuple[Row, ...]] = {
+    "latency": (
+        Row("p50_ms", "reaction latency p50", "ms", "lower"),
+        Row("p99_ms", "reaction latency p99", "ms", "lower"),
+        Row("max_ms", "reaction latency max", "ms", "lower"),
+        Row("p99_from_send_ms", "p99 counted from sending the PATCH", "ms", "lower"),
+        Row("patch_p50_ms", "the ConfigMap PATCH's own round trip, p50", "ms"),
+    ),
+    "latency-debounce": (
+        Row("p50_ms", "reaction latency p50, default debounce 2 s", "ms"),
+        Row("p99_ms", "reaction latency p99, default debounce 2 s", "ms"),
+        Row("max_ms", "reaction latency max, default debounce 2 s", "ms"),
+    ),
+    "fanout": _ROLL,
+    "burst": (*_ROLL, Row("send_s", "the benchmark sending every change", "s")),
+    "memory": (
+        Row("ready_s", "process start to ready", "s", "lower"),
+        Row("sync_cpu_s", "CPU time from start to ready", "s", "lower"),
+        Row("peak_rss_sync_mib", "peak RSS over the initial sync (VmHWM at ready)", "MiB", "lower"),
+        Row("steady_rss_mib", "steady RSS (VmRSS), after the wait", "MiB", "lower"),
+        Row("peak_rss_total_mib", "peak RSS by then (VmHWM)", "MiB", "lower"),
+        Row("peak_over_steady", "peak over initial sync / steady", "x"),
+    ),
+    "api-cost": (
+        Row(
+            "requests_per_change",
+            "API requests per change (beyond the control plane's)",
+            "",
+            "lower",
+        ),
+        Row("reads_per_change", "of which reads (GET, LIST)", "", "lower"),
+        Row("writes_per_change", "of which writes (incl. Events)", "", "lower"),
+        Row("restart_writes", "writes during restarts with nothing changed"),
+        Row("restart_markers_changed", "markers changed by those restarts"),
+        Row("restart_requests", "API requests per restart", "", "lower"),
+        Row("restart_ready_s", "slowest restart to ready", "s", "lower"),
+    ),
+    "flapping": (
+        Row("flap_changes", "changes to the Secret"),
+        Row("rollouts", "rollouts (new ReplicaSets)", "", "lower"),
+        Row("rollouts_after_stop", "of which after the last change"),
+        Row("template_writes", "writes to the Deployment", "", "lower"),
+        Row("last_rollout_after_stop_s", "last rollout, after the last change", "s"),
+    ),
+}
+TITLES = {
+    "latency": "Reaction latency",
+    "latency-debounce": "Reaction latency with kube-nudge's default debounce",
+    "fanout": "Fan-out: one ConfigMap, many workloads",
+    "burst": "Burst: many ConfigMaps changed at once",
+    "memory": "Memory at scale",
+    "api-cost": "API cost",
+    "flapping": "Flapping Secret",
+}
 
 
-def _fmt(value: float | None) -> str:
+def fmt(value: float | None, unit: str = "") -> str:
+    """A figure with thousands separators and a unit; n/a for missing."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+        text = f"{int(value):,}"
+    else:
+        digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
+        text = f"{value:,.{digits}f}"
+    return f"{text} {unit}" if unit and unit != "x" else text + ("x" if unit == "x" else "")
 
 
-def _limit(row: Row, runs: list[dict[str, float]]) -> float | None:
-    if isinstance(row.limit, str):
-        values = {run.get(row.limit) for run in runs if row.limit in run}
-        return values.pop() if len(values) == 1 else None
-    return row.limit
-
-
-def verdict(row: Row, summary: dict[str, Any], runs: list[dict[str, float]]) -> tuple[str, str]:
-    """(target text, status text) for a row, honest about spread over runs."""
-    limit = _limit(row, runs)
-    if row.limit is None or limit is None or not summary.get("values"):
-        return "", ""
-    values = summary["values"]
-    if row.exact:
-        missed = [v for v in values if v != limit]
-        return f"= {_fmt(limit)}", "met" if not missed else f"**missed** ({len(missed)} runs)"
-    target = f"< {_fmt(limit)} {row.unit}"
-    if summary["median"] >= limit:
-        return target, "**missed**"
-    if summary["max"] >= limit:
-        return target, f"met (median); worst run {_fmt(summary['max'])} missed"
-    return target, "met"
-
-
-def table(results: dict[str, Any]) -> list[str]:
-    """The markdown results table (one row per tool and metric)."""
-    lines = [
-        "| Tool | Scenario | Metric | Median | Min - max | Target | Status |",
-        "|---|---|---|---:|---:|---|---|",
-    ]
+def _medians(row: Row, scenario: str, results: dict[str, Any]) -> dict[str, float]:
+    found = {}
     for tool, scenarios in results.items():
-        for row in ROWS:
-            scenario = scenarios.get(row.scenario)
-            if scenario is None or row.metric not in scenario["summary"]:
-                continue
-            summary = scenario["summary"][row.metric]
-            target, status = verdict(row, summary, scenario["runs"])
-            unit = f" {row.unit}" if row.unit else ""
-            lines.append(
-                f"| {tool} | {row.scenario} | {row.label} | {_fmt(summary['median'])}{unit} "
-                f"| {_fmt(summary['min'])} - {_fmt(summary['max'])} | {target} | {status} |"
-            )
+        summary = (scenarios.get(scenario) or {}).get("summary") or {}
+        median = (summary.get(row.metric) or {}).get("median")
+        if isinstance(median, int | float) and not math.isnan(median):
+            found[tool] = float(median)
+    return found
+
+
+def cell(row: Row, data: dict[str, Any], best: float | None, repeat: int) -> str:
+    """One table cell: median (min-max), the ratio to the best, a projection mark."""
+    summary = data["summary"].get(row.metric)
+    if summary is None or summary.get("median") is None:
+        return "n/a"
+    median = summary["median"]
+    text = fmt(median, "x" if row.unit == "x" else "")
+    if math.isnan(median):
+        return text
+    projected = row.projected and any(run.get(row.projected) for run in data["runs"])
+    if projected:
+        text = f"≈ {text}"
+    if repeat > 1 and summary["min"] != summary["max"]:
+        text += f" ({fmt(summary['min'])}-{fmt(summary['max'])})"
+    if best is not None and row.better is not None:
+        text += _ratio(median, best, row.better)
+    if projected:
+        rolled = [run.get("fanout_rolled") for run in data["runs"] if run.get(row.projected)]
+        text += f" (projected; {fmt(min(r for r in rolled if r is not None))} rolled by the limit)"
+    return text
+
+
+def _ratio(median: float, best: float, better: str) -> str:
+    """`` · best`` or `` · 2.5x`` (how many times worse than the best); "" if undefined."""
+    if median == best:
+        return " · best"
+    if best == 0 or median == 0:
+        return ""
+    ratio = median / best if better == "lower" else best / median
+    return f" · {ratio:,.1f}x"
+
+
+def table(scenario: str, results: dict[str, Any], repeat: int) -> list[str]:
+    """The markdown table of one scenario: a row per figure, a column per tool that ran it."""
+    tools = [t for t, s in results.items() if scenario in s and "summary" in s[scenario]]
+    if not tools:
+        return []
+    lines = ["| Figure | " + " | ".join(tools) + " |", "|---|" + "---:|" * len(tools)]
+    for row in ROWS[scenario]:
+        medians = _medians(row, scenario, results)
+        if not any(t in medians for t in tools):
+            continue
+        best = None
+        if row.better is not None and medians:
+            best = min(medians.values()) if row.better == "lower" else max(medians.values())
+        cells = [cell(row, results[t][scenario], best, repeat) for t in tools]
+        unit = f" ({row.unit})" if row.unit and row.unit != "x" else ""
+        lines.append(f"| {row.label}{unit} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -120,28 +182,81 @@ def failures(results: dict[str, Any]) -> list[str]:
     return found
 
 
-def markdown(document: dict[str, Any]) -> str:
+def _times(n: int) -> str:
+    return f"{n} repetition" + ("" if n == 1 else "s")
+
+
+def _skipped(scenario: str, results: dict[str, Any]) -> list[str]:
+    """ "Not run for A, B: why." lines, tools grouped by reason."""
+    reasons: dict[str, list[str]] = {}
+    for tool, scenarios in results.items():
+        if "skipped" in scenarios.get(scenario, {}):
+            reasons.setdefault(scenarios[scenario]["skipped"], []).append(tool)
+    return [f"Not run for {', '.join(tools)}: {why}." for why, tools in reasons.items()] + (
+        [""] if reasons else []
+    )
+
+
+def _link(plot: Path, page: Path) -> str:
+    return os.path.relpath(plot, page.parent).replace(os.sep, "/")
+
+
+def _tools(document: dict[str, Any]) -> list[str]:
+    lines = [
+        "| Tool | Version | Commit | Flags beyond its defaults | A rollout shows as |",
+        "|---|---|---|---|---|",
+    ]
+    for label, info in document["tools"].items():
+        flags = " ".join(info["args"]) or "none"
+        note = f" ({info['note']})" if info.get("note") else ""
+        lines.append(f"| {label} | {info['version']} | {info['commit']} | `{flags}`{note} "
+                     f"| {info.get('marker', '')} |")  # fmt: skip
+    return lines
+
+
+def markdown(document: dict[str, Any], out: Output) -> str:
     """The whole BENCHMARKS.md page."""
-    machine, sizes = document["machine"], document["sizes"]
+    machine, sizes, results = document["machine"], document["sizes"], document["results"]
+    repeat = sizes["repeat"]
     lines = [
         "# Benchmarks",
         "",
         "<!-- Generated by `make bench` (bench/report.py); edits are overwritten. -->",
         "",
         f"Run {document['generated']} ({document['mode']} sizes), "
-        f"{document['duration_min']:.1f} min in all. Every scenario ran in a fresh local "
-        "control plane with the tool as a subprocess; each figure is the median over "
-        f"repetitions (latency, fan-out: {sizes['repeat']}; memory: {sizes['memory_repeat']}), "
-        "with the spread over repetitions beside it.",
-        "",
-        *table(document["results"]),
+        f"{document['duration_min']:.1f} min in all, tools "
+        + ", ".join(f"{label} {info['version']}" for label, info in document["tools"].items())
+        + ". Every scenario ran once per tool and repetition, each time on a fresh local "
+        "control plane, with the tool as a subprocess (tools take turns within a repetition). "
+        f"Each cell is the median over {_times(repeat)} (memory: "
+        f"{_times(sizes['memory_repeat'])}) with the min-max beside it, then how many times "
+        "the best tool in that row it is.",
         "",
     ]
-    if document.get("tool_args"):
-        lines += [f"Extra tool flags: `{' '.join(document['tool_args'])}`.", ""]
-    errors = failures(document["results"])
+    if document.get("peers_missing"):
+        missing = ", ".join(document["peers_missing"])
+        lines += [
+            f"**Peers not given** (`BENCH_PEERS`): {missing}; this run has kube-nudge "
+            "alone. See *Building the peers* below.",
+            "",
+        ]
+    errors = failures(results)
     if errors:
         lines += ["**Failed runs:**", "", *[f"- {e}" for e in errors], ""]
+    lines += ["## kube-nudge's targets", "", *targets.table(document), ""]
+    for number, scenario in enumerate(
+        (s for s in ROWS if any(s in r for r in results.values())), start=1
+    ):
+        lines += [f"## {number}. {TITLES[scenario]}", "", scenario_intro(scenario, sizes), ""]
+        lines += [*table(scenario, results, repeat), ""]
+        lines += _skipped(scenario, results)
+        for name, title in plots.FOR_SCENARIO.get(scenario, ()):
+            plot = out.plots / f"{out.prefix}{name}.png"
+            if name in document.get("plots", []):
+                lines += [f"![{title}]({_link(plot, out.page)})", ""]
+    lines += ["## Tools", "", *_tools(document), ""]
+    if document.get("note"):
+        lines += [f"Note: {document['note']}", ""]
     lines += [
         "## Machine",
         "",
@@ -165,42 +280,22 @@ def markdown(document: dict[str, Any]) -> str:
         document["command"],
         "```",
         "",
-        "`BENCH_QUICK=1 make bench` is a small smoke run (results in bench/results/quick.*); "
-        "`BENCH_REPEAT=N` sets the repetitions, `BENCH_MEMORY_REPEAT=N` those of the memory "
-        "scenario alone, `BENCH_SCENARIOS=latency,fanout` picks scenarios, "
-        "`BENCH_TOOL_ARGS='--workers 64'` adds tool flags, and `BENCH_OUTPUT=name` writes "
-        "bench/results/name.* instead of latest.json and this page.",
+        "`BENCH_PEERS=reloader=PATH@VERSION+COMMIT,wave=PATH@VERSION+COMMIT` adds the peers "
+        "(without it kube-nudge runs alone); `BENCH_QUICK=1` is a small smoke run (results "
+        "in bench/results/quick.*); `BENCH_REPEAT=N` sets the repetitions, "
+        "`BENCH_MEMORY_REPEAT=N` those of the memory scenario alone, "
+        "`BENCH_SCENARIOS=latency,fanout` picks scenarios, `BENCH_TOOLS=kube-nudge,wave` "
+        "picks tools, `BENCH_NOTE='...'` adds a note under *Tools* (e.g. how a peer was "
+        "built), `BENCH_ROLL_TIMEOUT=S` sets how long a fan-out or burst may take before "
+        "the rest is projected, `BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, and "
+        "`BENCH_OUTPUT=name` writes bench/results/name.* (`BENCH_OUTPUT=/some/dir`: that "
+        "directory) instead of latest.json, its plots and this page.",
         "",
-        *_method(sizes),
+        *BUILDING,
+        "",
+        *method(sizes),
     ]
     return "\n".join(lines) + "\n"
-
-
-def _method(sizes: dict[str, Any]) -> list[str]:
-    return [
-        "## What is measured",
-        "",
-        f"- **latency**: 1 ConfigMap, 1 opted-in Deployment (0 replicas) reading one key via "
-        f"`configMapKeyRef`; `--debounce 0 --max-rollouts 1000/1m`. After adoption, "
-        f"{sizes['latency_changes']} sequential changes of that key. Latency = from the PATCH "
-        "response to the arrival, on a watch opened beforehand, of the Deployment event whose "
-        "pod-template `kube-nudge.io/config-hash` changed.",
-        f"- **latency-debounce**: the same with the default debounce (2 s), "
-        f"{sizes['debounce_changes']} changes.",
-        f"- **fanout**: 1 ConfigMap consumed by {sizes['fanout_workloads']:,} opted-in "
-        "Deployments, `--debounce 0`. After all are adopted, one change; time from the PATCH "
-        "response until every template carries a new hash (one collection watch). Writes are "
-        "counted from the apiserver audit log (user agent `kube-nudge/`, Events are not "
-        "audited); final hashes are checked against the hash recomputed from the API. Then "
-        f"the restart storm: {sizes['restarts']} x (SIGTERM, start, ready, "
-        f"{sizes['restart_pause']:g} s), counting every write by kube-nudge.",
-        f"- **memory**: {sizes['memory_secrets']:,} Secrets of "
-        f"{sizes['secret_bytes'] // 1024} KiB random data and {sizes['memory_workloads']:,} "
-        f"opted-in Deployments (each reads one Secret) over {sizes['memory_namespaces']} "
-        "namespaces. Process start to `/readyz` 200; VmHWM of the process when it turns "
-        f"ready; VmRSS {sizes['steady_after']:g} s later.",
-        "",
-    ]
 
 
 def _clean(value: Any) -> Any:
@@ -214,19 +309,50 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write(document: dict[str, Any], json_path: Path, md_path: Path) -> None:
-    """Save the results and the page."""
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(_clean(document), indent=2) + "\n")
-    md_path.write_text(markdown(document))
+def _unclean(value: Any) -> Any:
+    """null → NaN in summaries read back, so figures compare as numbers."""
+    if value is None:
+        return math.nan
+    if isinstance(value, dict):
+        return {k: _unclean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unclean(v) for v in value]
+    return value
+
+
+def write(document: dict[str, Any], out: Output) -> None:
+    """Save the results, draw the plots, write the page."""
+    out.data.parent.mkdir(parents=True, exist_ok=True)
+    out.data.write_text(json.dumps(_clean(document), indent=2) + "\n")  # first: it is the data
+    out.plots.mkdir(parents=True, exist_ok=True)
+    document["plots"] = plots.draw(document["results"], out.plots, out.prefix)
+    out.data.write_text(json.dumps(_clean(document), indent=2) + "\n")
+    out.page.write_text(markdown(document, out))
 
 
 def main(argv: list[str]) -> int:
-    """Regenerate a page from saved results."""
-    source = Path(argv[0]) if argv else RESULTS / "latest.json"
-    target = Path(argv[1]) if len(argv) > 1 else ROOT / "BENCHMARKS.md"
-    target.write_text(markdown(json.loads(source.read_text())))
-    print(f"wrote {target}")
+    """Regenerate a page (and its plots) from saved results: ``[RESULTS.json [OUT.md]]``."""
+    source = Path(argv[0]) if argv else ROOT / "bench" / "results" / "latest.json"
+    document = json.loads(source.read_text())
+    if "tools" not in document:
+        print(f"{source} is from before peers were compared; `make bench` rewrites it",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    for scenarios in document["results"].values():
+        for data in scenarios.values():
+            if "summary" in data:
+                data["summary"] = _unclean(data["summary"])
+    out = outputs("latest")
+    if argv:
+        in_dir = source.name == "results.json"  # BENCH_OUTPUT=/some/dir
+        page = source.parent / "BENCHMARKS.md" if in_dir else source.with_suffix(".md")
+        prefix = "" if in_dir else f"{source.stem}-"
+        out = Output(source, Path(argv[1]) if len(argv) > 1 else page, source.parent, prefix,
+                     out.logs)  # fmt: skip
+    out.plots.mkdir(parents=True, exist_ok=True)
+    document["plots"] = plots.draw(document["results"], out.plots, out.prefix)
+    out.page.write_text(markdown(document, out))
+    print(f"wrote {out.page}")
     return 0
 
 

@@ -1,83 +1,120 @@
-"""``make bench``: run every scenario for every tool, write results and BENCHMARKS.md."""
+"""``make bench``: every scenario for kube-nudge and each peer given, then results and the page.
+
+Per scenario and repetition the tools take turns, each on a fresh local cluster.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
 import os
+import re
 import shlex
 import sys
 import time
 import traceback
-from dataclasses import asdict, replace
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from bench import report
-from bench.config import BenchConfig, from_env
+from bench.config import ROOT, BenchConfig, Output, from_env
+from bench.lineup import Entry, lineup
 from bench.objects import bench_client
+from bench.peers import PEERS
 from bench.procfs import machine
 from bench.progress import say
-from bench.scenarios import Context, Metrics, Scenario, fanout, latency, memory
+from bench.scenarios import (
+    Context,
+    Metrics,
+    Scenario,
+    api_cost,
+    burst,
+    fanout,
+    flapping,
+    latency,
+    memory,
+)
 from bench.stats import spread
-from bench.tools import Tool, ToolSettings, make_tool
+from bench.tools import Tool, ToolSettings
 from kube_nudge_dev.cluster import LocalCluster
 
 SCENARIOS: dict[str, Scenario] = {
     "latency": latency.run_fast,
     "latency-debounce": latency.run_debounced,
     "fanout": fanout.run,
+    "burst": burst.run,
     "memory": memory.run,
+    "api-cost": api_cost.run,
+    "flapping": flapping.run,
 }
-LOGS = report.RESULTS / "logs"
+Run = tuple[Metrics, dict[str, Any]]
 
 
-def run_once(config: BenchConfig, tool: str, scenario: str, label: str) -> Metrics:
-    """One repetition of one scenario in a fresh cluster."""
+def run_once(config: BenchConfig, entry: Entry, scenario: str, label: str) -> Run:
+    """One repetition of one scenario for one tool, in a fresh cluster."""
     with LocalCluster() as cluster:
         say(f"  cluster up in {cluster.startup_seconds:.1f} s")
-        return asyncio.run(_in_cluster(config, cluster, tool, scenario, label))
+        return asyncio.run(_in_cluster(config, cluster, entry, scenario, label))
 
 
 async def _in_cluster(
-    config: BenchConfig, cluster: LocalCluster, tool: str, scenario: str, label: str
-) -> Metrics:
+    config: BenchConfig, cluster: LocalCluster, entry: Entry, scenario: str, label: str
+) -> Run:
     kube = bench_client(cluster.kubeconfig)
     made: list[Tool] = []
+    logs = config.out().logs
 
     def factory(settings: ToolSettings) -> Tool:
-        settings = replace(settings, extra_args=settings.extra_args + config.tool_args)
-        made.append(make_tool(tool, LOGS, f"{label}-{len(made)}", settings))
+        log_path = logs / f"{_slug(entry.label)}-{label}-{len(made)}.log"
+        log_path.unlink(missing_ok=True)
+        made.append(entry.tool(log_path, settings))
         return made[-1]
 
     ctx = Context(cluster, kube, config.sizes, factory)
     try:
-        return await SCENARIOS[scenario](ctx)
+        metrics = await SCENARIOS[scenario](ctx)
+        return metrics, ctx.series
     finally:
         for instance in made:
             await asyncio.to_thread(instance.stop)
         await kube.aclose()
 
 
-def run_scenario(config: BenchConfig, tool: str, scenario: str) -> dict[str, Any]:
-    """Every repetition of a scenario, with the spread of each metric."""
-    sizes = config.sizes
-    repeat = sizes.memory_repeat if scenario == "memory" else sizes.repeat
-    runs: list[Metrics] = []
-    errors: list[str] = []
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def run_scenario(config: BenchConfig, entries: list[Entry], scenario: str) -> dict[str, Any]:
+    """Every repetition of a scenario for every tool, tools taking turns; with spreads."""
+    repeat = config.sizes.memory_repeat if scenario == "memory" else config.sizes.repeat
+    found: dict[str, Any] = {}
+    for entry in entries:
+        reason = entry.why_not(scenario)
+        empty: dict[str, Any] = {"runs": [], "series": [], "errors": []}
+        found[entry.label] = {"skipped": reason} if reason else empty
     for rep in range(1, repeat + 1):
-        say(f"{tool} / {scenario}: run {rep}/{repeat}")
-        started = time.monotonic()
-        try:
-            runs.append(run_once(config, tool, scenario, f"{scenario}-{rep}"))
-        except Exception as exc:
-            traceback.print_exc()
-            errors.append(f"run {rep}: {type(exc).__name__}: {exc}")
-            say(f"  FAILED: {errors[-1]}")
-        say(f"  run took {time.monotonic() - started:.0f} s")
-    metrics = sorted({name for run in runs for name in run})
-    summary = {name: spread([run[name] for run in runs if name in run]) for name in metrics}
-    return {"runs": runs, "summary": summary, "errors": errors}
+        for entry in entries:
+            data = found[entry.label]
+            if "skipped" in data:
+                continue
+            say(f"{entry.label} / {scenario}: run {rep}/{repeat}")
+            started = time.monotonic()
+            try:
+                metrics, series = run_once(config, entry, scenario, f"{scenario}-{rep}")
+                data["runs"].append(metrics)
+                data["series"].append(series)
+            except Exception as exc:
+                traceback.print_exc()
+                data["errors"].append(f"run {rep}: {type(exc).__name__}: {exc}")
+                say(f"  FAILED: {data['errors'][-1]}")
+            say(f"  run took {time.monotonic() - started:.0f} s")
+    for data in found.values():
+        if "runs" in data:
+            names = sorted({name for run in data["runs"] for name in run})
+            data["summary"] = {
+                name: spread([run[name] for run in data["runs"] if name in run]) for name in names
+            }
+    return found
 
 
 def command() -> str:
@@ -88,25 +125,27 @@ def command() -> str:
     return f"{env} make bench".strip()
 
 
-def outputs(config: BenchConfig) -> tuple[Path, Path]:
-    """Where results go: latest.json + BENCHMARKS.md for a full run, else results/NAME.*"""
-    name = config.output or ("quick" if config.quick else "latest")
-    if name == "latest":
-        return report.RESULTS / "latest.json", report.ROOT / "BENCHMARKS.md"
-    return report.RESULTS / f"{name}.json", report.RESULTS / f"{name}.md"
-
-
 def main() -> int:
-    """Run, save, report; exit 1 if any run failed."""
-    config = from_env()
+    """Run, save, report; exit 1 if any run failed, 2 on bad settings."""
+    try:
+        config = from_env(tuple(PEERS))
+        entries = lineup(config)
+    except ValueError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    out: Output = config.out()
     started = time.monotonic()
-    facts = machine(report.ROOT)
-    say(f"{'quick' if config.quick else 'full'} run: tools {', '.join(config.tools)}; "
-        f"scenarios {', '.join(config.scenarios)}; sizes {asdict(config.sizes)}")  # fmt: skip
-    results: dict[str, dict[str, Any]] = {}
-    for tool in config.tools:
-        for scenario in config.scenarios:
-            results.setdefault(tool, {})[scenario] = run_scenario(config, tool, scenario)
+    facts = machine(ROOT)
+    missing = [name for name in PEERS if name not in {p.name for p in config.peers}]
+    say(f"{'quick' if config.quick else 'full'} run: tools {', '.join(e.label for e in entries)};"
+        f" scenarios {', '.join(config.scenarios)}; sizes {asdict(config.sizes)}")  # fmt: skip
+    if missing:
+        say(f"peers not given (BENCH_PEERS): {', '.join(missing)}; running without them")
+    results: dict[str, dict[str, Any]] = {e.label: {} for e in entries}
+    for scenario in config.scenarios:
+        for label, data in run_scenario(config, entries, scenario).items():
+            results[label][scenario] = data
+    tools = {e.label: e.describe() for e in entries}
     document = {
         "generated": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if config.quick else "full",
@@ -115,16 +154,19 @@ def main() -> int:
         "tool_args": list(config.tool_args),
         "machine": facts,
         "sizes": asdict(config.sizes),
+        "tools": tools,
+        "peers_missing": missing,
+        "note": os.environ.get("BENCH_NOTE", "").strip(),
         "results": results,
     }
-    end_commit = machine(report.ROOT)["git_commit"]
+    end_commit = machine(ROOT)["git_commit"]
     if end_commit != facts["git_commit"]:
         say(f"WARNING: the checkout changed during the run: {facts['git_commit']} -> {end_commit}")
         facts["git_commit_end"] = end_commit
-    data, page = outputs(config)
-    report.write(document, data, page)
-    print("\n".join(report.table(results)), flush=True)
-    say(f"wrote {data} and {page}")
+    report.write(document, out)
+    for scenario in config.scenarios:
+        print("\n".join(report.table(scenario, results, config.sizes.repeat)), flush=True)
+    say(f"wrote {out.data}, {out.page} and plots in {out.plots}")
     failed = report.failures(results)
     for failure in failed:
         say(f"FAILED {failure}")

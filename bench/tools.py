@@ -1,4 +1,4 @@
-"""The tools under test, behind one small interface so peers (Reloader, Wave) can be added.
+"""The tools under test, behind one small interface; a peer (bench/peers/) is one subclass.
 
 A tool runs as a subprocess against a kubeconfig. The scenarios only ask it to start, become
 ready, stop, and to say how it marks workloads: which annotations opt one in, what on the
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import signal
 import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -46,9 +46,12 @@ class ToolError(RuntimeError):
 class ToolSettings:
     """Scenario knobs; a tool maps what it supports onto its own flags."""
 
-    debounce: str | None = None  # None: the tool's default
+    debounce: str | None = None  # None: the tool's default (peers have no debounce)
     max_rollouts: str | None = None
-    extra_args: tuple[str, ...] = ()  # appended verbatim (BENCH_TOOL_ARGS)
+    extra_args: tuple[str, ...] = ()  # appended verbatim (a variant's flags, BENCH_TOOL_ARGS)
+    #: Lift the tool's own write throttle (set-up phases only, e.g. adopting 1,000 workloads
+    #: before the measured change); each tool maps it onto its documented flags.
+    unthrottled: bool = False
 
 
 class Tool(ABC):
@@ -57,6 +60,10 @@ class Tool(ABC):
     name: str
     #: User-agent prefix of the tool's API requests, to attribute audit-log writes.
     writer_agent: str
+    #: What the tool marks when it rolls a workload, for the page ("pod-template annotation X").
+    marker_text: str
+    #: Whether it records something on a workload when it first sees it (False: Reloader).
+    adopts: bool = True
 
     @property
     @abstractmethod
@@ -104,10 +111,18 @@ class SubprocessTool(Tool):
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self.started_at = 0.0
+        self.log_offset = 0  # where the running instance's output starts in the log
 
     @abstractmethod
     def argv(self, kubeconfig: Path) -> list[str]:
         """The command line."""
+
+    def env(self, kubeconfig: Path) -> dict[str, str]:
+        """The child's environment (default: ours)."""
+        return dict(os.environ)
+
+    def check_can_start(self) -> None:
+        """Raise ToolError if the tool cannot start now (e.g. its fixed port is taken)."""
 
     @property
     def pid(self) -> int | None:
@@ -118,14 +133,17 @@ class SubprocessTool(Tool):
         """Spawn the child; its output goes to ``log_path``."""
         if self._process is not None:
             raise ToolError(f"{self.name} is already running")
+        self.check_can_start()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self._log.write(f"\n===== start {time.strftime('%H:%M:%S')} =====\n".encode())
         self._log.flush()
         self.started_at = time.perf_counter()
+        self.log_offset = self._log.tell()
         self._process = subprocess.Popen(
-            self.argv(kubeconfig), stdout=self._log, stderr=subprocess.STDOUT
-        )
+            self.argv(kubeconfig), env=self.env(kubeconfig), stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
 
     def stop(self) -> int | None:
         """SIGTERM, wait, SIGKILL if needed; return the exit code."""
@@ -148,6 +166,15 @@ class SubprocessTool(Tool):
         """The exit code if the child has died."""
         return self._process.poll() if self._process is not None else None
 
+    def log_since_start(self) -> str:
+        """What the running instance has logged so far."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self.log_offset)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
+
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the log, for error messages."""
         try:
@@ -162,6 +189,7 @@ class KubeNudge(SubprocessTool):
 
     name = "kube-nudge"
     writer_agent = "kube-nudge/"
+    marker_text = f"pod-template annotation `{CONFIG_HASH}`"
     state_namespace = "kube-nudge"
     hmac_secret = "kube-nudge-hmac-key"  # noqa: S105 - a Secret name, not a secret
 
@@ -231,20 +259,3 @@ async def ensure_namespace(kube: KubeClient, name: str) -> None:
     except ApiError as exc:
         if not exc.conflict:
             raise
-
-
-ToolFactory = Callable[[Path, ToolSettings], Tool]
-
-#: Tools by name; a peer registers a factory here.
-TOOLS: dict[str, ToolFactory] = {"kube-nudge": KubeNudge}
-
-
-def make_tool(name: str, log_dir: Path, label: str, settings: ToolSettings) -> Tool:
-    """Build the tool ``name`` logging to ``log_dir/<name>-<label>.log``."""
-    try:
-        factory = TOOLS[name]
-    except KeyError:
-        raise ValueError(f"unknown tool {name!r}; known: {sorted(TOOLS)}") from None
-    log_path = log_dir / f"{name}-{label}.log"
-    log_path.unlink(missing_ok=True)
-    return factory(log_path, settings)

@@ -8,11 +8,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol
 
-from bench.tools import Tool
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 
 Key = tuple[str, str]
+REVISION = "deployment.kubernetes.io/revision"
+
+
+class Marks(Protocol):
+    """How a tool marks workloads (every ``Tool`` is one)."""
+
+    def marker(self, workload: JSON) -> str | None:
+        """What the tool writes on the pod template to roll it (None: not yet)."""
+
+    def adopted(self, workload: JSON) -> bool:
+        """True once the tool has taken the workload into account."""
 
 
 @dataclass(slots=True)
@@ -22,6 +33,8 @@ class Seen:
     marker: str | None
     adopted: bool
     settled: bool  # the workload controller has observed the latest generation
+    generation: int
+    revision: int  # deployment.kubernetes.io/revision: how many rollouts it has had
     marker_at: float  # perf_counter() when the marker last changed (0.0: never set)
     adopted_at: float  # perf_counter() when first seen adopted (0.0: not yet)
 
@@ -29,12 +42,14 @@ class Seen:
 class WorkloadWatcher:
     """List, then watch ``path`` (kept open across changes); ``async with`` runs it."""
 
-    def __init__(self, kube: KubeClient, path: str, tool: Tool) -> None:
+    def __init__(self, kube: KubeClient, path: str, tool: Marks) -> None:
         self.kube = kube
         self.path = path
         self.tool = tool
         self.seen: dict[Key, Seen] = {}
         self.events = 0
+        #: (perf_counter(), workload, new revision) each time a rollout arrived on the watch
+        self.rollouts: list[tuple[float, Key, int]] = []
         self._tick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._resource_version = ""
@@ -114,7 +129,10 @@ class WorkloadWatcher:
             if kind == "DELETED":
                 self.seen.pop(key, None)
             else:
-                self.seen[key] = self._update(self.seen.get(key), obj, now)
+                old = self.seen.get(key)
+                self.seen[key] = seen = self._update(old, obj, now)
+                if old is not None and seen.revision > old.revision:
+                    self.rollouts.append((now, key, seen.revision))
             self._tick.set()
 
     def _update(self, old: Seen | None, obj: JSON, now: float) -> Seen:
@@ -124,10 +142,13 @@ class WorkloadWatcher:
         adopted_at = old.adopted_at if old is not None and old.adopted else 0.0
         metadata = obj.get("metadata") or {}
         observed = (obj.get("status") or {}).get("observedGeneration", 0)
+        revision = str((metadata.get("annotations") or {}).get(REVISION, "0"))
         return Seen(
             marker=marker,
             adopted=adopted,
             settled=observed >= metadata.get("generation", 0),
+            generation=int(metadata.get("generation", 0)),
+            revision=int(revision) if revision.isdigit() else 0,
             marker_at=now if changed else (old.marker_at if old is not None else 0.0),
             adopted_at=(adopted_at or now) if adopted else 0.0,
         )

@@ -1,11 +1,13 @@
-"""Prove that each peer really rolls a Deployment when the ConfigMap it consumes changes.
+"""Prove that each given peer binary really rolls a Deployment when its ConfigMap changes.
 
-Per peer: a fresh local control plane, a namespace with a ConfigMap and an opted-in Deployment
-that reads it through ``envFrom``, the peer as a subprocess (its log in ``--log-dir``), one
-change to the ConfigMap, and a watch on the Deployment until its pod template changes.
-``--control`` runs kube-nudge through the same steps, to show the harness itself works.
+Per peer: a fresh local control plane, a ConfigMap and an opted-in Deployment reading it
+through ``envFrom``, the peer as a subprocess through the same ``Tool`` the benchmark uses
+(its log in ``--log-dir``), one change to the ConfigMap, and a watch on the Deployment until
+the peer's marker changes; then what changed on the template, and the writes the audit log
+attributes to the peer's user agent. ``--control`` runs kube-nudge through the same steps.
 
-    PYTHONPATH=. .venv/bin/python -m bench.peers.check [reloader] [wave] [--control]
+    BENCH_PEERS=reloader=/path@v1.4.21+655a2b3,wave=/path@v0.11.0+b4e8d70 \\
+        PYTHONPATH=. .venv/bin/python -m bench.peers.check [--control] [NAME=PATH@V+C ...]
 """
 
 from __future__ import annotations
@@ -13,66 +15,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
+import os
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
-import httpx2 as httpx
-
-from bench.peers.build import PEERS, ensure_peer, latest_release, peer_launch
-from kube_nudge.kube.client import JSON, ApiError, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES
-from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
-from kube_nudge_dev.build import BuildError, cache_root
-from kube_nudge_dev.cluster import LocalCluster, free_port
-from kube_nudge_dev.waiting import wait_for_object
+from bench.audit import AuditLog
+from bench.objects import bench_client
+from bench.peers import PEERS
+from bench.peers.given import PeerBinary, parse_peers
+from bench.tools import KubeNudge, Tool, ToolError, ToolSettings, ensure_namespace
+from bench.watcher import WorkloadWatcher
+from kube_nudge.kube.client import JSON
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from kube_nudge_dev.cluster import LocalCluster
 
 NAMESPACE = "peer-check"
 CONFIGMAP = "app-config"
 DEPLOYMENT = "app"
-READY_TIMEOUT = 60.0
+READY_TIMEOUT = 120.0
 RELOAD_TIMEOUT = 60.0
-STOP_TIMEOUT = 15.0
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One controller to exercise and how to tell what it did."""
-
-    name: str
-    version: str
-    argv: list[str]
-    env: dict[str, str] | None
-    probe_url: str | None
-    opt_in: Mapping[str, str]
-    marker: str
-    adopted: Callable[[JSON], bool] | None  # None: nothing shows adoption; settle instead
-    settle: float = 2.0
-    namespaces: tuple[str, ...] = field(default=())
 
 
 @dataclass(slots=True)
 class Outcome:
-    """What happened to one target."""
+    """What happened to one tool."""
 
     name: str
     version: str
-    status: str  # ok, failed, unavailable
+    status: str = "failed"  # ok, failed
     detail: str = ""
     ready_seconds: float | None = None
     reload_seconds: float | None = None
     wrote: list[str] = field(default_factory=list)
+    writes: dict[str, int] = field(default_factory=dict)
     log: Path | None = None
-
-
-def _template_annotations(obj: JSON) -> dict[str, str]:
-    template = obj.get("spec", {}).get("template", {})
-    return dict((template.get("metadata") or {}).get("annotations") or {})
 
 
 def _env(template: JSON) -> dict[str, str]:
@@ -94,7 +73,7 @@ def template_diff(before: JSON, after: JSON) -> list[str]:
     lines = []
     old, new = _env(before), _env(after)
     for side, template in ((old, before), (new, after)):
-        annotations = _template_annotations({"spec": {"template": template}})
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
         side.update((f"annotation {key}", value) for key, value in annotations.items())
     for key in sorted(set(old) | set(new)):
         if old.get(key) != new.get(key):
@@ -102,193 +81,83 @@ def template_diff(before: JSON, after: JSON) -> list[str]:
     return lines or ["the pod template changed outside its annotations and env"]
 
 
-def _deployment(opt_in: Mapping[str, str]) -> JSON:
+def _deployment(opt_in: dict[str, str]) -> JSON:
     labels = {"app": DEPLOYMENT}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": DEPLOYMENT, "annotations": dict(opt_in)},
+        "metadata": {"name": DEPLOYMENT, "annotations": opt_in},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [{
-                        "name": "app",
-                        "image": "registry.invalid/app:1",
-                        "envFrom": [{"configMapRef": {"name": CONFIGMAP}}],
-                    }],
-                },
+                "spec": {"containers": [{
+                    "name": "app",
+                    "image": "registry.invalid/app:1",
+                    "envFrom": [{"configMapRef": {"name": CONFIGMAP}}],
+                }]},
             },
         },
     }  # fmt: skip
 
 
-async def _ensure_namespace(kube: KubeClient, name: str) -> None:
+async def exercise(tool: Tool, cluster: LocalCluster, outcome: Outcome) -> None:
+    """Run ``tool`` in ``cluster``, change the ConfigMap once, wait for its marker to change."""
+    kube = bench_client(cluster.kubeconfig)
+    audit = AuditLog(cluster.audit_log)
+    key = (NAMESPACE, DEPLOYMENT)
     try:
-        await kube.create(NAMESPACES.path(), {"metadata": {"name": name}})
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-
-
-class _Exited(RuntimeError):
-    pass
-
-
-async def _while_alive(process: subprocess.Popen[bytes], work: Awaitable[T]) -> T:
-    """Await ``work``, failing at once if ``process`` exits meanwhile."""
-    task = asyncio.ensure_future(work)
-    while not task.done():
-        if process.poll() is not None:
-            task.cancel()
-            raise _Exited(f"exited with code {process.returncode}")
-        await asyncio.wait({task}, timeout=0.05)
-    return task.result()
-
-
-async def _probe(url: str) -> None:
-    async with httpx.AsyncClient(timeout=2.0) as http:
-        while True:
-            try:
-                await http.get(url)
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.05)
-
-
-def _spawn(target: Target, log_path: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("wb") as log:
-        return subprocess.Popen(target.argv, env=target.env, stdout=log, stderr=subprocess.STDOUT)
-
-
-async def exercise(target: Target, kubeconfig: Path, log_path: Path) -> Outcome:
-    """Run ``target`` in a cluster, change the ConfigMap once, wait for the rollout."""
-    outcome = Outcome(target.name, target.version, "failed", log=log_path)
-    kube = KubeClient.from_config(kubeconfig)
-    deployments = DEPLOYMENTS.path(NAMESPACE)
-    process: subprocess.Popen[bytes] | None = None
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        for namespace in (NAMESPACE, *target.namespaces):
-            await _ensure_namespace(kube, namespace)
+        await ensure_namespace(kube, NAMESPACE)
         await kube.create(CONFIGMAPS.path(NAMESPACE), {
             "metadata": {"name": CONFIGMAP}, "data": {"GREETING": "hello"}})  # fmt: skip
-        await kube.create(deployments, _deployment(target.opt_in))
-        started = time.perf_counter()
-        process = _spawn(target, log_path)
-        try:
-            if target.probe_url:
-                await _while_alive(
-                    process, asyncio.wait_for(_probe(target.probe_url), READY_TIMEOUT)
-                )
-            if target.adopted is not None:
-                adoption = wait_for_object(
-                    kube, deployments, DEPLOYMENT, target.adopted, timeout=READY_TIMEOUT
-                )
-                await _while_alive(process, adoption)
-            else:
-                await _while_alive(process, asyncio.sleep(target.settle))
-            outcome.ready_seconds = time.perf_counter() - started
+        await kube.create(DEPLOYMENTS.path(NAMESPACE), _deployment(tool.opt_in()))
+        await tool.prepare(kube)
+        async with WorkloadWatcher(kube, DEPLOYMENTS.path(NAMESPACE), tool) as watch:
+            mark = audit.mark()
+            tool.start(cluster.kubeconfig)
+            outcome.ready_seconds = await tool.wait_ready(READY_TIMEOUT)
+            await watch.until(lambda: watch.seen[key].adopted, READY_TIMEOUT, "adoption")
+            await asyncio.sleep(1.0)  # let an adoption rollout's echo pass
             before = (await kube.get(DEPLOYMENTS.path(NAMESPACE, DEPLOYMENT)))["spec"]["template"]
+            marker = watch.seen[key].marker
+            await kube.merge_patch(CONFIGMAPS.path(NAMESPACE, CONFIGMAP),
+                                   {"data": {"GREETING": "bye"}})  # fmt: skip
             changed_at = time.perf_counter()
-            await kube.merge_patch(
-                CONFIGMAPS.path(NAMESPACE, CONFIGMAP), {"data": {"GREETING": "bye"}}
-            )
-            rollout = wait_for_object(
-                kube,
-                deployments,
-                DEPLOYMENT,
-                lambda obj: obj["spec"]["template"] != before,
-                timeout=RELOAD_TIMEOUT,
-            )
-            after = await _while_alive(process, rollout)
-            outcome.reload_seconds = time.perf_counter() - changed_at
-            outcome.wrote = template_diff(before, after["spec"]["template"])
-            outcome.status = "ok"
-        except TimeoutError:
-            stage = "became ready" if outcome.ready_seconds is None else "rolled the Deployment"
-            outcome.detail = f"never {stage}"
-        except _Exited as exc:
-            outcome.detail = str(exc)
+            await watch.until(lambda: watch.seen[key].marker != marker, RELOAD_TIMEOUT,
+                              "the marker to change")  # fmt: skip
+            outcome.reload_seconds = watch.seen[key].marker_at - changed_at
+            after = (await kube.get(DEPLOYMENTS.path(NAMESPACE, DEPLOYMENT)))["spec"]["template"]
+            outcome.wrote = template_diff(before, after)
+            await asyncio.sleep(1.0)
+            outcome.writes = audit.writes(tool.writer_agent, mark).by_resource
+            outcome.status = "ok" if outcome.writes.get("deployments") else "failed"
+            if outcome.status != "ok":
+                outcome.detail = f"no Deployment write attributed to agent {tool.writer_agent!r}"
+    except (TimeoutError, ToolError) as exc:
+        stage = "became ready" if outcome.ready_seconds is None else "rolled the Deployment"
+        outcome.detail = f"never {stage}: {exc}"
     finally:
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        await asyncio.to_thread(tool.stop)
         await kube.aclose()
-    return outcome
 
 
-def _peer_target(name: str, kubeconfig: Path) -> Target:
-    spec = PEERS[name]
-    launch = peer_launch(name, kubeconfig, None)
+def run_one(name: str, binary: PeerBinary | None, log_dir: Path) -> Outcome:
+    """Exercise one tool (a peer binary, or kube-nudge) in its own fresh cluster."""
+    log = log_dir / f"{name}.log"
+    log.unlink(missing_ok=True)
+    tool: Tool
+    if binary is None:
+        from kube_nudge import __version__
 
-    def adopted(obj: JSON) -> bool:
-        return spec.marker in _template_annotations(obj)
-
-    return Target(
-        name=name,
-        version=spec.version or "?",
-        argv=launch.argv,
-        env=launch.env,
-        probe_url=launch.probe_url,
-        opt_in=spec.opt_in,
-        marker=spec.marker,
-        adopted=adopted if spec.adopts else None,
-    )
-
-
-def _control_target(kubeconfig: Path) -> Target:
-    from kube_nudge import __version__
-
-    port = free_port()
-    exe = Path(sys.executable).with_name("kube-nudge")
-
-    def adopted(obj: JSON) -> bool:
-        annotations = obj.get("metadata", {}).get("annotations") or {}
-        return BASELINE_HASH in annotations or CONFIG_HASH in _template_annotations(obj)
-
-    return Target(
-        name="kube-nudge",
-        version=__version__,
-        argv=[str(exe), "run", "--kubeconfig", str(kubeconfig),
-              "--metrics-addr", f"127.0.0.1:{port}", "--state-namespace", "kube-nudge"],
-        env=None,
-        probe_url=f"http://127.0.0.1:{port}/readyz",
-        opt_in={"kube-nudge.io/enabled": "true"},
-        marker=CONFIG_HASH,
-        adopted=adopted,
-        namespaces=("kube-nudge",),
-    )  # fmt: skip
-
-
-def run_one(name: str, log_dir: Path) -> Outcome:
-    """Build (if needed) and exercise one target in its own fresh cluster."""
-    if name != "kube-nudge":
-        try:
-            ensure_peer(name)
-        except BuildError as exc:
-            detail = str(exc)
-            if PEERS[name].version is None:
-                try:  # say whether it could be pinned now, or why not
-                    latest = latest_release(PEERS[name].module)
-                    detail += f"; the latest release on the proxy is {latest}"
-                except BuildError as why:
-                    detail += f"; and it cannot be: {why}"
-            return Outcome(name, PEERS[name].version or "unpinned", "unavailable", detail)
-    make: Callable[[Path], Target] = (
-        _control_target if name == "kube-nudge" else (lambda kc: _peer_target(name, kc))
-    )
+        tool, version = KubeNudge(log, ToolSettings()), __version__
+    else:
+        tool, version = PEERS[name](log, ToolSettings(), binary), binary.version
+    outcome = Outcome(name, version, log=log)
     with LocalCluster() as cluster:
-        target = make(cluster.kubeconfig)
-        print(f"{name}: cluster up in {cluster.startup_seconds:.1f} s")
-        print(f"{name}: running {' '.join(target.argv)}", flush=True)
-        return asyncio.run(exercise(target, cluster.kubeconfig, log_dir / f"{name}.log"))
+        print(f"{name}: cluster up in {cluster.startup_seconds:.1f} s", flush=True)
+        asyncio.run(exercise(tool, cluster, outcome))
+    return outcome
 
 
 def _report(outcome: Outcome) -> None:
@@ -298,31 +167,40 @@ def _report(outcome: Outcome) -> None:
     print(f"== {outcome.name} {outcome.version}: {outcome.status.upper()}")
     if outcome.detail:
         print(f"   {outcome.detail}")
-    if outcome.status != "unavailable":
-        ready, reload = secs(outcome.ready_seconds), secs(outcome.reload_seconds)
-        print(f"   ready after {ready}; first reload {reload} after the ConfigMap change")
+    print(f"   ready after {secs(outcome.ready_seconds)}; rolled "
+          f"{secs(outcome.reload_seconds)} after the ConfigMap change")  # fmt: skip
     for line in outcome.wrote:
         print(f"   wrote {line}")
-    if outcome.log is not None:
-        print(f"   log: {outcome.log}")
+    if outcome.writes:
+        print(f"   writes by its user agent (audit log): {outcome.writes}")
+    print(f"   log: {outcome.log}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exercise the named peers (default: all); exit 1 unless every one reloaded."""
-    parser = argparse.ArgumentParser(prog="python -m bench.peers.check", description=__doc__)
-    parser.add_argument("peers", nargs="*", help=f"default: all of {sorted(PEERS)}")
+    """Exercise every given peer; exit 1 unless each one rolled, 2 on a bad entry."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.peers.check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("peers", nargs="*", help="NAME=PATH@VERSION+COMMIT (default: BENCH_PEERS)")
     parser.add_argument("--control", action="store_true", help="also run kube-nudge")
-    parser.add_argument("--log-dir", type=Path, default=cache_root() / "peer-check-logs")
+    parser.add_argument("--log-dir", type=Path,
+                        default=Path(tempfile.gettempdir()) / "kube-nudge-peer-check")  # fmt: skip
     args = parser.parse_args(argv)
-    names: list[str] = list(args.peers or sorted(PEERS))
-    unknown = [name for name in names if name not in PEERS]
-    if unknown:
-        parser.error(f"unknown peers {unknown}; known: {sorted(PEERS)}")
-    if args.control:
-        names.insert(0, "kube-nudge")
+    try:
+        text = ",".join(args.peers) if args.peers else os.environ.get("BENCH_PEERS", "")
+        peers = parse_peers(text, tuple(PEERS))
+    except ValueError as exc:
+        print(f"check: {exc}", file=sys.stderr)
+        return 2
+    if not peers and not args.control:
+        parser.error("no peers given: pass NAME=PATH@VERSION+COMMIT or set BENCH_PEERS")
+    todo: list[tuple[str, PeerBinary | None]] = [("kube-nudge", None)] if args.control else []
+    todo += [(peer.name, peer) for peer in peers]
     outcomes = []
-    for name in names:
-        outcome = run_one(name, args.log_dir)
+    for name, binary in todo:
+        outcome = run_one(name, binary, args.log_dir)
         _report(outcome)
         outcomes.append(outcome)
     return 0 if all(outcome.status == "ok" for outcome in outcomes) else 1

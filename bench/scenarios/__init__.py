@@ -1,9 +1,13 @@
-"""Benchmark scenarios: each runs once in a fresh cluster and returns flat metrics."""
+"""Benchmark scenarios: each runs once in a fresh cluster and returns flat metrics.
+
+Raw samples a plot needs (latencies, rollout times, RSS over time) go to ``Context.series``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.audit import AuditLog
 from bench.config import Sizes
@@ -25,6 +29,7 @@ class Context:
     make_tool: Callable[[ToolSettings], Tool]
     audit: AuditLog = field(init=False)
     started: list[Tool] = field(default_factory=list)
+    series: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.audit = AuditLog(self.cluster.audit_log)

@@ -1,5 +1,8 @@
 """Reaction latency: one ConfigMap, one opted-in Deployment, sequential changes.
 
+kube-nudge runs with ``--debounce 0`` (its window is a deliberate delay; the peers have
+none) and, in ``latency-debounce``, with its default window beside it.
+
 t0 is when the PATCH of the ConfigMap returned; t1 is when a watch on the Deployment,
 open across all changes, delivered the event whose pod-template marker changed.
 """
@@ -64,6 +67,7 @@ async def measure(ctx: Context, settings: ToolSettings, changes: int) -> Metrics
             round_trips.append(t0 - sent)
             if change % max(changes // 4, 1) == 0:
                 say(f"  {change}/{changes} changes, last {latencies[-1] * 1000:.1f} ms")
+    ctx.series["latency_s"] = latencies
     summary = latency_summary(latencies)
     say(f"  p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms, max {summary['max_ms']} ms")
     return {

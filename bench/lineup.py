@@ -1,0 +1,91 @@
+"""Which tools a run compares: kube-nudge, each peer given, and a peer's knob-raised variant."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from bench.config import BenchConfig
+from bench.peers import PEERS
+from bench.peers.given import PeerBinary
+from bench.procfs import git_commit
+from bench.tools import KubeNudge, Tool, ToolSettings
+
+NO_DEBOUNCE = "no debounce window (reacts to each change at once)"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One column of the results: a tool, its version, and the flags it runs with."""
+
+    label: str
+    kind: str
+    version: str
+    commit: str
+    args: tuple[str, ...]
+    make: Callable[[Path, ToolSettings], Tool]
+    marker: str  # what a rollout by it shows as
+    only: frozenset[str] | None = None  # the scenarios it runs in (None: every one)
+    skip: dict[str, str] = field(default_factory=dict)  # scenario -> why it does not run
+    note: str = ""
+
+    def tool(self, log_path: Path, settings: ToolSettings) -> Tool:
+        """A tool instance with the scenario's settings and this entry's flags."""
+        return self.make(log_path, replace(settings, extra_args=settings.extra_args + self.args))
+
+    def why_not(self, scenario: str) -> str | None:
+        """Why this entry does not run ``scenario`` (None: it does)."""
+        if scenario in self.skip:
+            return self.skip[scenario]
+        if self.only is not None and scenario not in self.only:
+            return "this variant runs only where the default throttle dominates"
+        return None
+
+    def describe(self) -> dict[str, object]:
+        """What the page and the JSON say about it."""
+        return {
+            "kind": self.kind, "version": self.version, "commit": self.commit,
+            "args": list(self.args), "note": self.note, "marker": self.marker,
+        }  # fmt: skip
+
+
+def _peer(binary: PeerBinary) -> Callable[[Path, ToolSettings], Tool]:
+    cls = PEERS[binary.name]
+    return lambda log_path, settings: cls(log_path, settings, binary)
+
+
+def lineup(config: BenchConfig) -> list[Entry]:
+    """kube-nudge first, then the peers in the order given; ``BENCH_TOOLS`` filters labels."""
+    from kube_nudge import __version__
+
+    entries = [
+        Entry(
+            "kube-nudge",
+            "kube-nudge",
+            __version__,
+            git_commit(Path(__file__).parent.parent),
+            config.tool_args,
+            KubeNudge,
+            KubeNudge.marker_text,
+        )
+    ]
+    for binary in config.peers:
+        make, marker = _peer(binary), PEERS[binary.name].marker_text
+        skip = {"latency-debounce": NO_DEBOUNCE}
+        entries.append(Entry(binary.name, binary.name, binary.version, binary.commit, (), make,
+                             marker, skip=skip))  # fmt: skip
+        for variant in PEERS[binary.name].variants:
+            entries.append(Entry(
+                variant.label, binary.name, binary.version, binary.commit, variant.args, make,
+                marker, only=variant.scenarios, skip=skip, note=variant.note,
+            ))  # fmt: skip
+    wanted = [t.strip() for t in os.environ.get("BENCH_TOOLS", "").split(",") if t.strip()]
+    if wanted:
+        unknown = sorted(set(wanted) - {e.label for e in entries})
+        if unknown:
+            raise ValueError(f"BENCH_TOOLS: unknown {unknown}; this run has "
+                             f"{', '.join(e.label for e in entries)}")  # fmt: skip
+        entries = [e for e in entries if e.label in wanted]
+    return entries

@@ -1,0 +1,121 @@
+"""The words of BENCHMARKS.md: what each scenario measures, and how the peers are built."""
+
+from __future__ import annotations
+
+from typing import Any
+
+BUILDING = [
+    "## Building the peers",
+    "",
+    "Reloader and Wave are built by hand for each session that needs them, outside this "
+    "repository: neither their code, nor a binary, nor a script that builds them is ever "
+    "committed here. Take each project's source at the commit to compare (a clone of "
+    "github.com/stakater/Reloader and github.com/wave-k8s/wave, or a snapshot of it), note "
+    "the commit and the release it is at or after (`git describe --tags`), and build its "
+    "main package with the machine's Go and `GOTOOLCHAIN=local`, dependencies coming from "
+    "the Go module proxy: for Reloader the package at the repository root, for Wave "
+    "`./cmd/manager`. Pass the version the way each project's own build does, so the binary "
+    "reports it: Reloader's Dockerfile sets `-X github.com/stakater/Reloader/pkg/common.Version` "
+    "and `...Commit`, Wave's Makefile sets `-X main.VERSION` (`wave --version` prints it). "
+    "If the module proxy refuses one of their pinned dependency versions, replace that "
+    "module with the nearest version it serves (`go mod edit -replace`) in the build "
+    "directory and say so beside the figures (`BENCH_NOTE`). Then hand the binaries to the "
+    "benchmark as "
+    "`BENCH_PEERS=reloader=/path/to/reloader@VERSION+COMMIT,wave=/path/to/wave@VERSION+COMMIT` "
+    "(the version and short commit are printed in the tables; the benchmark cannot read them "
+    "from Reloader, whose every command needs a cluster). "
+    "`PYTHONPATH=. .venv/bin/python -m bench.peers.check` with the same `BENCH_PEERS` "
+    "proves each binary rolls a Deployment on a local cluster before a long run.",
+]
+
+
+def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
+    """One paragraph: what the scenario does and what its figures mean."""
+    return {
+        "latency": (
+            f"1 ConfigMap, 1 opted-in Deployment (0 replicas) reading one key through "
+            f"`configMapKeyRef`; after the tool took it in, {sizes['latency_changes']} "
+            "sequential changes of that key. Latency: from the PATCH response to the arrival, "
+            "on a watch opened beforehand, of the Deployment event carrying the tool's new "
+            "marker. kube-nudge runs with `--debounce 0 --max-rollouts 1000/1m` (its window "
+            "is a deliberate delay; the peers have none); the peers at their defaults."
+        ),
+        "latency-debounce": (
+            f"The same with kube-nudge's default debounce (2 s), {sizes['debounce_changes']} "
+            "changes: the window it waits on purpose to coalesce edits."
+        ),
+        "fanout": (
+            f"1 ConfigMap consumed by {sizes['fanout_workloads']:,} opted-in Deployments. Set-up: "
+            "the tool takes them in with its write throttle lifted, then the measured instance "
+            "starts at its defaults (kube-nudge: `--debounce 0`). One change; time from the "
+            "PATCH response until every template carries a new marker (one collection watch); "
+            f"a tool still rolling after {sizes['roll_timeout']:g} s is stopped there and "
+            "its finish projected (≈) from the rate of its second half."
+        ),
+        "burst": (
+            f"{sizes['burst_workloads']:,} ConfigMaps, each consumed by one opted-in "
+            "Deployment, all changed at once (50 concurrent PATCHes); time from the first "
+            "PATCH sent until every template carries a new marker. Set-up and limit as in the "
+            "fan-out."
+        ),
+        "memory": (
+            f"{sizes['memory_secrets']:,} Secrets of {sizes['secret_bytes'] // 1024} KiB and "
+            f"{sizes['memory_configmaps']:,} ConfigMaps of {sizes['configmap_bytes'] // 1024} "
+            f"KiB of random data over {sizes['memory_namespaces']} namespaces, "
+            f"{sizes['memory_workloads']:,} opted-in Deployments each reading one Secret and "
+            "one ConfigMap; the tool at its defaults. Ready: each tool's own signal (see *What "
+            "is measured*). Peak RSS: VmHWM the moment it is ready; steady: VmRSS "
+            f"{sizes['steady_after']:g} s later; RSS sampled every 100 ms for the plot."
+        ),
+        "api-cost": (
+            f"{sizes['api_workloads']:,} ConfigMap/Deployment pairs; "
+            f"{sizes['api_changes']} ConfigMaps change one at a time, each waited for. "
+            "Requests from the API server's own `apiserver_request_total` (Leases, WATCH and "
+            "non-resource URLs left out), read before and after; a control window with no tool "
+            "running, where the benchmark changes as many ConfigMaps and writes each template "
+            "once itself, is subtracted, and that one ideal write added back. Then "
+            f"{sizes['restarts']} restarts with nothing changed ({sizes['restart_pause']:g} s "
+            "each after ready): writes from the audit log, requests per restart."
+        ),
+        "flapping": (
+            f"One Secret rewritten every {sizes['flap_interval'] * 1000:g} ms for "
+            f"{sizes['flap_seconds']:g} s, one opted-in Deployment reading it; every tool at "
+            "its defaults (kube-nudge: debounce 2 s, `--max-rollouts 3/5m`). Rollouts: "
+            "increments of the Deployment's `deployment.kubernetes.io/revision` (one per new "
+            "ReplicaSet) until no rollout came for 5 s after the last write (at most 60 s)."
+        ),
+    }[scenario]
+
+
+def method(sizes: dict[str, Any]) -> list[str]:
+    """The general notes at the end of the page."""
+    return [
+        "## What is measured",
+        "",
+        "- **Clusters**: each tool gets its own fresh control plane in every scenario and "
+        "repetition. The tools write to the same objects (adoption annotations, hashes on "
+        "templates, new ReplicaSets, Events), so a cluster handed from one tool to the next "
+        "would give the second a different start; a fresh one costs ~4 s. Within a "
+        "repetition the tools take turns, so drift of the machine hits them alike.",
+        "- **Ready** is each tool's own signal that its caches are filled: kube-nudge's "
+        '`/readyz`; for Wave, every controller having logged "Starting workers" '
+        "(controller-runtime does so once their caches synced); Reloader has no such signal "
+        "(its `/metrics` answers before its informers list anything), so: its "
+        '`reloader_events_received_total{event_type="add"}` counts every ConfigMap and '
+        "Secret in the cluster.",
+        "- **Markers**: what each tool changes on the pod template to roll a workload (see "
+        "*Tools*). Wrong or missing: kube-nudge's hash is checked against the hash recomputed "
+        "from the API; the peers' markers can only be checked for being present and changed.",
+        "- **Writes** are counted from the API server's audit log by the tool's user agent "
+        "(workload writes; Events and Leases are not audited). **Requests** come from "
+        "`apiserver_request_total`.",
+        "- **Throttles**: the peers run at their defaults. Wave's global token bucket (1 "
+        "update/s after a burst of 100) dominates fan-out, burst and latency, so a second "
+        "Wave column raises it (`--update-rate=10000 --update-burst=10000`, its chart's "
+        "documented knob). Reloader's client has client-go's default rate limit (5 requests/s, "
+        "burst 10) and no flag to change it. Set-up phases (taking 1,000 workloads in) run "
+        "with the throttle lifted so that they don't take 15 minutes per run.",
+        f"- **Projection** (≈): a fan-out or burst still rolling after {sizes['roll_timeout']:g}"
+        " s is stopped; its finish is the limit plus the workloads left divided by the rate "
+        "of the second half of the window.",
+    ]

@@ -1,0 +1,163 @@
+"""kube-nudge's targets (issue 14), checked against a run's figures, honest about misses."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+KUBE_NUDGE = "kube-nudge"
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """Medians and runs of one results document."""
+
+    results: dict[str, Any]
+    tools: dict[str, Any]
+
+    def median(self, tool: str, scenario: str, metric: str) -> float | None:
+        """The median of ``metric``, or None if not measured."""
+        summary = ((self.results.get(tool) or {}).get(scenario) or {}).get("summary") or {}
+        value = (summary.get(metric) or {}).get("median")
+        return None if value is None or math.isnan(value) else float(value)
+
+    def runs(self, tool: str, scenario: str) -> list[dict[str, float]]:
+        """Every run's metrics."""
+        return list(((self.results.get(tool) or {}).get(scenario) or {}).get("runs") or [])
+
+    def peers(self, *, defaults_only: bool = False) -> list[str]:
+        """Peer columns (with ``defaults_only``: not the knob-raised variants)."""
+        return [
+            label
+            for label, info in self.tools.items()
+            if info["kind"] != KUBE_NUDGE and not (defaults_only and info["args"])
+        ]
+
+    def best_peer(self, scenario: str, metric: str, *, defaults_only: bool = False,
+                  lowest: bool = True) -> tuple[str, float] | None:  # fmt: skip
+        """(peer, median) of the best peer for ``metric``, or None without peer figures."""
+        found = [
+            (peer, value)
+            for peer in self.peers(defaults_only=defaults_only)
+            if (value := self.median(peer, scenario, metric)) is not None
+        ]
+        if not found:
+            return None
+        return (min if lowest else max)(found, key=lambda item: item[1])
+
+
+Verdict = tuple[str, str, str]  # kube-nudge's figure, the comparison, status
+Check = Callable[[Figures], Verdict]
+
+
+def _n(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{text} {unit}".strip()
+
+
+def _status(ok: bool | None) -> str:
+    return "n/a" if ok is None else "met" if ok else "**missed**"
+
+
+def _latency(f: Figures) -> Verdict:
+    p99 = f.median(KUBE_NUDGE, "latency", "p99_ms")
+    best = f.best_peer("latency", "p99_ms")
+    compare = f"best peer {best[0]} {_n(best[1], 'ms')}" if best else "no peer figures"
+    ok = None if p99 is None else p99 <= 25.0 and (best is None or p99 <= best[1])
+    return _n(p99, "ms"), compare, _status(ok)
+
+
+def _faster(scenario: str) -> Check:
+    def check(f: Figures) -> Verdict:
+        mine = f.median(KUBE_NUDGE, scenario, "fanout_s")
+        best = f.best_peer(scenario, "fanout_s", defaults_only=True)
+        if mine is None or best is None:
+            return _n(mine, "s"), "no peer figures", "n/a"
+        ratio = best[1] / mine if mine else math.inf
+        return (_n(mine, "s"), f"best peer at its defaults: {best[0]} {_n(best[1], 's')} "
+                f"({ratio:,.1f}x kube-nudge's time)", _status(ratio >= 10.0))  # fmt: skip
+
+    return check
+
+
+def _minimal(f: Figures) -> Verdict:
+    return "", "no minimal-client row in this benchmark yet", "not measured"
+
+
+def _steady(f: Figures) -> Verdict:
+    mine = f.median(KUBE_NUDGE, "memory", "steady_rss_mib")
+    best = f.best_peer("memory", "steady_rss_mib")
+    if mine is None or best is None:
+        return _n(mine, "MiB"), "no peer figures", "n/a"
+    return (_n(mine, "MiB"), f"best peer {best[0]} {_n(best[1], 'MiB')} (1/4: "
+            f"{_n(best[1] / 4, 'MiB')})", _status(mine <= best[1] / 4))  # fmt: skip
+
+
+def _peak(f: Figures) -> Verdict:
+    ratios = [
+        run["peak_rss_sync_mib"] / run["steady_rss_mib"]
+        for run in f.runs(KUBE_NUDGE, "memory")
+        if run.get("steady_rss_mib")
+    ]
+    if not ratios:
+        return "n/a", "", "n/a"
+    worst = max(ratios)
+    return f"worst run {worst:.2f}x", "peak over the initial sync / steady", _status(worst <= 1.5)
+
+
+def _every_run(scenario: str, metric: str, want: Callable[[dict[str, float]], float]) -> Check:
+    def check(f: Figures) -> Verdict:
+        runs = [run for run in f.runs(KUBE_NUDGE, scenario) if metric in run]
+        if not runs:
+            return "n/a", "", "n/a"
+        misses = [run for run in runs if run[metric] != want(run)]
+        values = ", ".join(_n(run[metric]) for run in runs)
+        return (
+            values,
+            f"want {_n(want(runs[0]))} in every run",
+            ("met" if not misses else f"**missed** in {len(misses)} of {len(runs)} runs"),
+        )
+
+    return check
+
+
+def _fewest_rollouts(f: Figures) -> Verdict:
+    mine = f.median(KUBE_NUDGE, "flapping", "rollouts")
+    best = f.best_peer("flapping", "rollouts")
+    if mine is None or best is None:
+        return _n(mine), "no peer figures", "n/a"
+    return _n(mine), f"fewest of the peers: {best[0]} {_n(best[1])}", _status(mine <= best[1])
+
+
+TARGETS: tuple[tuple[str, Check], ...] = (
+    ("Latency p99 <= 25 ms and no worse than the best peer", _latency),
+    ("Fan-out at least 10x faster than the best peer at its defaults", _faster("fanout")),
+    ("Burst at least 10x faster than the best peer at its defaults", _faster("burst")),
+    ("Fan-out and burst within 1.5x of a minimal client's time", _minimal),
+    ("Steady RSS at scale <= 1/4 of the best peer's", _steady),
+    ("Peak RSS <= 1.5x steady", _peak),
+    ("Zero writes on restart", _every_run("api-cost", "restart_writes", lambda run: 0.0)),
+    (
+        "Exactly one write per affected workload (fan-out)",
+        _every_run("fanout", "change_writes", lambda run: run["workloads"]),
+    ),
+    (
+        "Exactly one write per affected workload (burst)",
+        _every_run("burst", "change_writes", lambda run: run["workloads"]),
+    ),
+    ("The fewest rollouts under a flapping Secret", _fewest_rollouts),
+)
+
+
+def table(document: dict[str, Any]) -> list[str]:
+    """The targets table: kube-nudge's figure, what it is compared with, met or missed."""
+    figures = Figures(document["results"], document["tools"])
+    lines = ["| Target | kube-nudge | Compared with | Status |", "|---|---|---|---|"]
+    for text, check in TARGETS:
+        mine, compare, status = check(figures)
+        lines.append(f"| {text} | {mine} | {compare} | {status} |")
+    return lines
