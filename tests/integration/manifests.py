@@ -18,6 +18,15 @@ def pod_spec(**extra: Any) -> JSON:
     return spec
 
 
+def env_consumer(key: str = "LEVEL", configmap: str = "app") -> JSON:
+    """A pod spec reading one key of a ConfigMap into an env var (never refreshed in place)."""
+    ref = {"configMapKeyRef": {"name": configmap, "key": key}}
+    return pod_spec(containers=[{
+        "name": "app", "image": "registry.invalid/app:1",
+        "env": [{"name": key, "valueFrom": ref}],
+    }])  # fmt: skip
+
+
 def _template(name: str, spec: JSON | None, annotations: dict[str, str] | None) -> JSON:
     metadata: JSON = {"labels": {"app": name}}
     if annotations:

@@ -7,7 +7,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,23 +33,13 @@ async def status(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, st
     return proc.returncode, out.decode(), err.decode()
 
 
-def env_consumer() -> dict[str, Any]:
-    return manifests.pod_spec(
-        containers=[{
-            "name": "app", "image": "registry.invalid/app:1",
-            "env": [{"name": "LEVEL",
-                     "valueFrom": {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}}],
-        }],
-    )  # fmt: skip
-
-
 async def test_status_finds_stale_pods_and_clears_once_rolled(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     await kube.create(
         DEPLOYMENTS.path(namespace),
-        manifests.deployment("legacy", spec=env_consumer(), annotations={}),
+        manifests.deployment("legacy", spec=manifests.env_consumer(), annotations={}),
     )
     pods = await wait_for_objects(
         kube, PODS.path(namespace),

@@ -4,7 +4,6 @@ and custom workload kinds whose Kind comes from API discovery."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
 
@@ -31,16 +30,6 @@ DEPLOYMENT = BUILTIN_KINDS[0]
 NOTIFY = {**ENABLED, "kube-nudge.io/strategy": "notify"}
 
 
-def consuming_app() -> dict[str, Any]:
-    return manifests.pod_spec(
-        containers=[{
-            "name": "app", "image": "registry.invalid/app:1",
-            "env": [{"name": "LEVEL",
-                     "valueFrom": {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}}],
-        }],
-    )  # fmt: skip
-
-
 async def test_notify_announces_the_changed_keys_and_never_writes_the_workload(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
@@ -49,7 +38,7 @@ async def test_notify_announces_the_changed_keys_and_never_writes_the_workload(
     )
     await kube.create(
         DEPLOYMENTS.path(namespace),
-        manifests.deployment("app", spec=consuming_app(), annotations=NOTIFY),
+        manifests.deployment("app", spec=manifests.env_consumer(), annotations=NOTIFY),
     )
     before = await kube.get(DEPLOYMENTS.path(namespace, "app"))
     async with running_controller(cluster, namespace) as running:
@@ -99,7 +88,7 @@ async def test_a_custom_kind_comes_from_discovery_and_lands_in_events(
     await kube.create(CANARIES.path(namespace), {
         "apiVersion": CANARIES.api_version, "kind": "CanaryRelease",
         "metadata": {"name": "c", "annotations": ENABLED},
-        "spec": {"template": {"spec": consuming_app()}},
+        "spec": {"template": {"spec": manifests.env_consumer()}},
     })  # fmt: skip
     async with running_controller(cluster, namespace, kinds=kinds) as running:
         await wait_for_object(

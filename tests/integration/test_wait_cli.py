@@ -38,16 +38,6 @@ async def wait_cli(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, s
     return proc.returncode, out.decode(), err.decode()
 
 
-def consumer(key: str) -> dict[str, object]:
-    return manifests.pod_spec(
-        containers=[{
-            "name": "app", "image": "registry.invalid/app:1",
-            "env": [{"name": key,
-                     "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}],
-        }],
-    )  # fmt: skip
-
-
 async def test_wait_returns_once_every_consumer_rolled_out_the_change(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
@@ -55,7 +45,9 @@ async def test_wait_returns_once_every_consumer_rolled_out_the_change(
     for name in ("web", "api"):
         await kube.create(
             DEPLOYMENTS.path(namespace),
-            manifests.deployment(name, replicas=2, spec=consumer("LEVEL"), annotations=ENABLED),
+            manifests.deployment(
+                name, replicas=2, spec=manifests.env_consumer("LEVEL"), annotations=ENABLED
+            ),
         )
     # A 2 s debounce: right after the edit, `kubectl rollout status` would say "done".
     async with running_controller(cluster, namespace, debounce=2.0) as running:
@@ -81,7 +73,7 @@ async def test_wait_fails_for_a_held_consumer_and_times_out_without_a_controller
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     await kube.create(
         DEPLOYMENTS.path(namespace),
-        manifests.deployment("held", spec=consumer("MISSING"), annotations=ENABLED),
+        manifests.deployment("held", spec=manifests.env_consumer("MISSING"), annotations=ENABLED),
     )
     code, _, err = await wait_cli(cluster.kubeconfig, namespace, "deployment/held",
                                   "--timeout=30s")  # fmt: skip
@@ -91,7 +83,7 @@ async def test_wait_fails_for_a_held_consumer_and_times_out_without_a_controller
 
     await kube.create(
         DEPLOYMENTS.path(namespace),
-        manifests.deployment("idle", spec=consumer("LEVEL"), annotations=ENABLED),
+        manifests.deployment("idle", spec=manifests.env_consumer("LEVEL"), annotations=ENABLED),
     )
     # No controller runs: the workload is never adopted, so the change is never out.
     code, _, err = await wait_cli(cluster.kubeconfig, namespace, "deployment/idle",

@@ -14,6 +14,7 @@ import asyncio
 import sys
 import time
 
+from kube_nudge.app.flags import add_cluster_flags
 from kube_nudge.app.wait_command import Target, parse_target
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
@@ -35,8 +36,7 @@ class ReleaseCommand:
         parser.description = __doc__.split("\n\n")[1].replace("\n", " ")
         add = parser.add_argument
         add("workloads", nargs="+", metavar="KIND/NAME", help="e.g. deployment/web")
-        add("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-        add("--context", help="kubeconfig context (default: current)")
+        add_cluster_flags(parser)
         add("--namespace", "-n", help="namespace (default: the context's)")
 
     def execute(self, args: argparse.Namespace) -> int:

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import shutil
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TextIO
 
-from kube_nudge.controller.hmackey import KEY_FIELD, read_key_file
+from kube_nudge.app.flags import add_cluster_flags, add_key_flags, read_installation_key
 from kube_nudge.controller.status import SCHEMA, WorkloadStatus, collect
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.resources import SECRETS
 
-__all__ = ["STATUS", "StatusCommand", "read_installation_key", "render_table"]
+__all__ = ["STATUS", "StatusCommand", "render_table"]
 
 _COLOURS = {"current": "32", "rolling": "33", "not-adopted": "33"}  # others: red
 _MIN_WIDTH = 80
@@ -41,8 +37,7 @@ class StatusCommand:
             "its pods run, and why. Exit code 1 when drift is found."
         )
         add = parser.add_argument
-        add("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-        add("--context", help="kubeconfig context (default: current)")
+        add_cluster_flags(parser)
         scope = parser.add_mutually_exclusive_group()
         scope.add_argument("--namespace", "-n", action="append", default=[],
                            dest="namespaces", help="namespace (repeatable; default: the "
@@ -52,11 +47,7 @@ class StatusCommand:
         add("--output", "-o", choices=["table", "json"], default="table", help="output format")
         add("--all", action="store_true", dest="include_opted_out",
             help="also list workloads that did not opt in but run stale pods")  # fmt: skip
-        add("--compat", action="store_true", help="count Wave/Reloader opt-ins as opted in")
-        add("--state-namespace", default="kube-nudge",
-            help="namespace of kube-nudge's key Secret (default kube-nudge)")  # fmt: skip
-        add("--hmac-secret", default="kube-nudge-hmac-key", help="name of the key Secret")
-        add("--hmac-key-file", help="read the hash key from this file instead")
+        add_key_flags(parser)
 
     def execute(self, args: argparse.Namespace) -> int:
         """Validate, collect, print; the exit code."""
@@ -103,27 +94,6 @@ class StatusCommand:
             return rows, key is not None
         finally:
             await client.aclose()
-
-
-async def read_installation_key(
-    client: KubeClient, args: argparse.Namespace, err: TextIO
-) -> bytes | None:
-    """The installation key, or None (said once on stderr): without it the report still
-    shows pods and staleness, only not the desired hash."""
-    if args.hmac_key_file:
-        return read_key_file(Path(args.hmac_key_file))
-    where = f"{args.state_namespace}/{args.hmac_secret}"
-    try:
-        secret = await client.get(SECRETS.path(args.state_namespace, args.hmac_secret))
-        return base64.b64decode((secret.get("data") or {})[KEY_FIELD])
-    except (ApiError, KeyError, ValueError) as exc:
-        reason = f"{exc.status} {exc.reason}" if isinstance(exc, ApiError) else "unreadable"
-        print(
-            f"kube-nudge: desired hashes not shown: cannot read Secret {where} ({reason}); "
-            "use --state-namespace or --hmac-key-file",
-            file=err,
-        )
-        return None
 
 
 def render_table(rows: Sequence[WorkloadStatus], *, width: int = 80, colour: bool = False) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from kube_nudge.app.status_command import read_installation_key
+from kube_nudge.app.flags import add_cluster_flags, add_key_flags, read_installation_key
 from kube_nudge.controller.status import WorkloadStatus, collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
@@ -114,15 +114,10 @@ class WaitCommand:
         add = parser.add_argument
         add("targets", nargs="+", metavar="KIND/NAME",
             help="configmap/NAME, secret/NAME, or a workload such as deployment/NAME")  # fmt: skip
-        add("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-        add("--context", help="kubeconfig context (default: current)")
+        add_cluster_flags(parser)
         add("--namespace", "-n", help="namespace (default: the context's)")
         add("--timeout", default="10m", help="give up after this long (default 10m)")
-        add("--compat", action="store_true", help="count Wave/Reloader opt-ins as opted in")
-        add("--state-namespace", default="kube-nudge",
-            help="namespace of kube-nudge's key Secret (default kube-nudge)")  # fmt: skip
-        add("--hmac-secret", default="kube-nudge-hmac-key", help="name of the key Secret")
-        add("--hmac-key-file", help="read the hash key from this file instead")
+        add_key_flags(parser)
 
     def execute(self, args: argparse.Namespace) -> int:
         """Validate, then wait; the exit code."""
