@@ -143,7 +143,10 @@ class Reconciler:
                 await strategy.adopt(target, decision, assessment)
                 memory.rolled_with = assessment.states
                 action = "adopted"
-                # Adopted what runs now; only a hold for missing config can follow.
+                # Adopted what runs now; only a hold for missing config can follow. Decide
+                # on the view as cached now: if the write's echo came in before its
+                # response, it has taken the adopted hash out of memory and into the view.
+                view = self.workload(key) or view
                 decision = self._decide(view, assessment, memory, strategy)
             if isinstance(decision, Apply):
                 memory.remember_applied(strategy.name, decision.config_hash)

@@ -1,0 +1,100 @@
+"""The reconciler's read → decide → act → remember loop, with the watch echo of its own
+write arriving at the worst moment: before the write's response."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
+from kube_nudge.kube.events import EventRecorder, ObjectRef
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import Adopt, Apply, Assessment, SourceRef, SourceView, WorkloadView
+from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.base import Target
+from tests.unit.fakes import FakeClock
+from tests.unit.test_model_decide import KEY, NS, sources, workload
+
+DEPLOYMENT = BUILTIN_KINDS[0]
+KEY_OF_APP: WorkloadKey = (DEPLOYMENT, NS, "app")
+
+
+class RecordedEvents:
+    """Stands in for the API-posting recorder: keeps (reason, message) pairs."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[str, str]] = []
+
+    async def record(self, obj: ObjectRef, event_type: str, reason: str, message: str) -> bool:
+        self.posted.append((reason, message))
+        return True
+
+
+class EchoFirstStrategy:
+    """A strategy whose write's watch echo reaches the cache before its response does."""
+
+    name = "rollout"
+    capped = True
+
+    def __init__(self, cluster: dict[WorkloadKey, WorkloadView]) -> None:
+        self.cluster = cluster
+        self.reconciler: Reconciler | None = None
+        self.writes: list[str] = []
+
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+        self.writes.append(f"adopt {plan.config_hash}")
+        self._echo(workload(baseline=plan.config_hash))
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        self.writes.append(f"apply {plan.config_hash}")
+        self._echo(workload(template_hash=plan.config_hash))
+
+    def _echo(self, view: WorkloadView) -> None:
+        self.cluster[KEY_OF_APP] = view
+        assert self.reconciler is not None
+        assert self.reconciler.observed(KEY_OF_APP, view)  # recognised as our own write
+
+
+def reconciler_over(
+    data: dict[SourceRef, SourceView],
+) -> tuple[Reconciler, EchoFirstStrategy, RecordedEvents]:
+    cluster = {KEY_OF_APP: workload()}
+    strategy = EchoFirstStrategy(cluster)
+    recorder = RecordedEvents()
+    events = BackgroundEvents(_as_recorder(recorder), on_failure=lambda: None)
+    reconciler = Reconciler(
+        hmac_key=KEY,
+        workload=cluster.get,
+        source=data.get,
+        strategies={"rollout": strategy},
+        events=events,
+        metrics=Metrics(),
+        clock=FakeClock(),
+    )
+    strategy.reconciler = reconciler
+    return reconciler, strategy, recorder
+
+
+def _as_recorder(fake: Any) -> EventRecorder:
+    return fake  # type: ignore[no-any-return]  # duck-typed: only `record` is called
+
+
+async def test_missing_config_at_first_sight_adopts_once_then_holds_despite_an_early_echo() -> None:
+    reconciler, strategy, recorder = reconciler_over({})
+    outcome = await reconciler.reconcile(KEY_OF_APP)
+    await reconciler.events.flush()
+    assert outcome.state == "held-missing"
+    assert len(strategy.writes) == 1 and strategy.writes[0].startswith("adopt ")
+    assert recorder.posted[-1] == ("ConfigMissing", "not rolling: configmap/app not found")
+    # Level-triggered: the next pass over the unchanged cluster only holds again.
+    again = await reconciler.reconcile(KEY_OF_APP)
+    assert again.state == "held-missing"
+    assert len(strategy.writes) == 1
+
+
+async def test_present_config_at_first_sight_adopts_once_despite_an_early_echo() -> None:
+    reconciler, strategy, _ = reconciler_over(sources(LEVEL="info"))
+    outcome = await reconciler.reconcile(KEY_OF_APP)
+    assert outcome.action == "adopted"
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "none"
+    assert len(strategy.writes) == 1
