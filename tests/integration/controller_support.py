@@ -19,7 +19,7 @@ from kube_nudge.controller.hmackey import load_or_create_key
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.resources import CORE_EVENTS, CRDS, Resource
-from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import (
     CONFIG_HASH,
     template_annotation,
@@ -54,6 +54,7 @@ async def running_controller(
     max_rollouts: int = 100,
     window: float = 60.0,
     kinds: tuple[WorkloadKind, ...] = BUILTIN_KINDS,
+    pending_kinds: tuple[WorkloadSpec, ...] = (),
     compat: bool = False,
     also_watch: tuple[str, ...] = (),
     kubeconfig: Path | None = None,
@@ -68,6 +69,7 @@ async def running_controller(
         ControllerOptions(),
         namespaces=(namespace, *also_watch),
         kinds=kinds,
+        pending_kinds=pending_kinds,
         defaults=product_defaults(
             debounce=debounce, max_rollouts=max_rollouts, rollout_window=window, compat=compat
         ),

@@ -4,13 +4,16 @@ and custom workload kinds whose Kind comes from API discovery."""
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from kube_nudge.app.run import resolve_workloads
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, DEPLOYMENTS, Resource
-from kube_nudge.kube.workloads import BUILTIN_KINDS, parse_workload_flag
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, parse_workload_flag
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object
@@ -75,9 +78,10 @@ async def test_a_custom_kind_comes_from_discovery_and_lands_in_events(
         parse_workload_flag("example.kube-nudge.io/v1/canaries=spec.template"),
         parse_workload_flag("not-installed.example.com/v1/widgets=spec.template"),
     )
-    with caplog.at_level(logging.ERROR, logger="kube_nudge"):
-        kinds = await resolve_workloads(kube, flags)
-    # The missing CRD is logged and skipped; the others are all there.
+    with caplog.at_level(logging.WARNING, logger="kube_nudge"):
+        kinds, pending = await resolve_workloads(kube, flags)
+    # The missing CRD is logged and left for retries; the others are all there.
+    assert pending == flags[1:]
     assert "not-installed.example.com/v1" in caplog.text
     assert "is the CRD installed?" in caplog.text
     *builtin, canary = kinds
@@ -107,3 +111,57 @@ async def test_a_custom_kind_comes_from_discovery_and_lands_in_events(
         CORE_EVENTS.path(namespace), fieldSelector="involvedObject.kind=CanaryRelease"
     )
     assert [e["reason"] for e in by_kind["items"]] == ["Adopted"]
+
+
+def rolled_as(kind: WorkloadKind) -> Callable[[dict[str, Any]], bool]:
+    return lambda obj: template_hash(obj, kind) is not None
+
+
+async def test_a_kind_installed_after_start_is_watched_while_the_others_keep_working(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    group = f"late-{uuid.uuid4().hex[:8]}.example.com"  # a CRD no earlier run installed
+    gadgets = Resource(group, "v1", "gadgets", "Gadget")
+    spec = parse_workload_flag(f"{group}/v1/gadgets=spec.template")
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+    await kube.create(
+        DEPLOYMENTS.path(namespace),
+        manifests.deployment("app", spec=manifests.env_consumer(), annotations=ENABLED),
+    )
+    async with running_controller(cluster, namespace, pending_kinds=(spec,)) as running:
+        # Ready and serving the built-in kinds while the CRD is missing.
+        assert running.controller.ready
+        available = running.metrics.kind_available
+        assert available.labels(resource=str(gadgets))._value.get() == 0
+        assert available.labels(resource="deployments.apps")._value.get() == 1
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "app",
+            lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=30,
+        )  # fmt: skip
+
+        await install_crd(kube, gadgets, "gadget")
+        await kube.create(gadgets.path(namespace), {
+            "apiVersion": gadgets.api_version, "kind": "Gadget",
+            "metadata": {"name": "g", "annotations": ENABLED},
+            "spec": {"template": {"spec": manifests.env_consumer()}},
+        })  # fmt: skip
+        await wait_for_object(
+            kube, gadgets.path(namespace), "g",
+            lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=90,
+        )  # fmt: skip
+        assert available.labels(resource=str(gadgets))._value.get() == 1
+        assert running.controller.pending_kinds.pending == ()
+
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+        gadget_kind = WorkloadKind(gadgets, ("spec", "template"))
+        for kind, name in ((DEPLOYMENT, "app"), (gadget_kind, "g")):
+            await wait_for_object(
+                kube, kind.resource.path(namespace), name, rolled_as(kind), timeout=30
+            )
+        await running.controller.settled(timeout=30)
+    [adopted] = (
+        await kube.get(
+            CORE_EVENTS.path(namespace), fieldSelector="involvedObject.name=g,reason=Adopted"
+        )
+    )["items"]
+    assert adopted["involvedObject"]["kind"] == "Gadget"

@@ -58,16 +58,17 @@ def default_state_namespace() -> str:
 
 async def resolve_workloads(
     client: KubeClient, specs: tuple[WorkloadSpec, ...]
-) -> tuple[WorkloadKind, ...]:
-    """Built-in kinds plus every ``--workload`` the API serves. One that it doesn't serve
-    is logged and left out; it never stops the others."""
-    custom = []
+) -> tuple[tuple[WorkloadKind, ...], tuple[WorkloadSpec, ...]]:
+    """Built-in kinds plus every ``--workload`` the API serves, and those it doesn't serve
+    yet: each of these is logged and retried while running; it never stops the others."""
+    custom, pending = [], []
     for spec in specs:
         try:
             custom.append(await resolve(client, spec))
         except ValueError as exc:
-            log.error("not watching: %s", exc)
-    return registry(custom)
+            log.warning("not watching yet, retrying until served: %s", exc)
+            pending.append(spec)
+    return registry(custom), tuple(pending)
 
 
 async def serve(config: RunConfig) -> None:
@@ -89,8 +90,8 @@ async def serve(config: RunConfig) -> None:
             hmac_key = await _state_key(client, config)
         options = config.controller
         if config.custom_workloads:
-            kinds = await resolve_workloads(client, config.custom_workloads)
-            options = dataclasses.replace(options, kinds=kinds)
+            kinds, pending = await resolve_workloads(client, config.custom_workloads)
+            options = dataclasses.replace(options, kinds=kinds, pending_kinds=pending)
         controller = Controller(
             client, options, hmac_key=hmac_key, metrics=metrics,
             recorder=EventRecorder(client, instance=identity),

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube_nudge.controller.pending_kinds import PendingKinds
 from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
 from kube_nudge.kube import resources
 from kube_nudge.kube.client import KubeClient
@@ -24,7 +25,7 @@ from kube_nudge.kube.events import WARNING, EventRecorder, ObjectRef
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
 from kube_nudge.kube.pods import oldest_container_start
 from kube_nudge.kube.resources import Resource
-from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec, resolve
 from kube_nudge.model import (
     SourceKind,
     SourceRef,
@@ -60,6 +61,8 @@ class ControllerOptions:
 
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
     kinds: tuple[WorkloadKind, ...] = BUILTIN_KINDS
+    # --workload kinds the API server did not serve at start: retried, watched once served.
+    pending_kinds: tuple[WorkloadSpec, ...] = ()
     defaults: WorkloadDefaults = field(default_factory=product_defaults)
     workers: int = 64
     source_selector: str | None = None
@@ -120,14 +123,36 @@ class Controller:
         self._workloads: dict[WorkloadKind, list[Informer[WorkloadView]]] = {
             kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
         }
+        for kind in options.kinds:
+            metrics.kind_available.labels(resource=str(kind.resource)).set(1)
         self.synced = asyncio.Event()
         self.cache = Cache(self)
         self.workers = Workers(self)
+        self.pending_kinds = PendingKinds(
+            options.pending_kinds,
+            resolve=lambda spec: resolve(client, spec),
+            watch=self.watch_kind,
+            metrics=metrics,
+        )
 
     @property
     def runnables(self) -> Sequence[Runnable]:
-        """What the manager runs: the caches everywhere, the workers on the leader."""
+        """What the manager runs: the caches everywhere (and, if some ``--workload`` isn't
+        served yet, its retry), the workers on the leader."""
+        if self.options.pending_kinds:
+            return (self.cache, self.pending_kinds, self.workers)
         return (self.cache, self.workers)
+
+    def watch_kind(self, kind: WorkloadKind) -> None:
+        """Start watching a workload kind that became available after start. Its workloads
+        are queued as its informers list them; readiness does not wait for them."""
+        if any(str(known.resource) == str(kind.resource) for known in self._workloads):
+            log.warning("%s is already watched", kind)
+            return
+        scopes: tuple[str | None, ...] = self.options.namespaces or (None,)
+        informers = [self._workload_informer(kind, ns) for ns in scopes]
+        self._workloads[kind] = informers
+        self.cache.start(informers)
 
     # -- informers and handlers -------------------------------------------------------------
 
@@ -303,16 +328,23 @@ class Cache:
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
         self._tasks: list[asyncio.Task[None]] = []
+        self._running = False
 
     @property
     def healthy(self) -> bool:
         """False if an informer task died."""
         return not any(task.done() for task in self._tasks)
 
+    def start(self, informers: Sequence[Informer[Any]]) -> None:
+        """Run informers added after start (``run`` starts those present by then)."""
+        if self._running:
+            self._tasks += [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
+
     async def run(self) -> None:
         """Start informers, wait for the initial lists, then serve until cancelled."""
         controller = self._controller
         informers = controller.informers()
+        self._running = True
         self._tasks = [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
         try:
             await asyncio.gather(*(informer.synced.wait() for informer in informers))
@@ -322,8 +354,10 @@ class Cache:
                 len(controller.workload_keys()),
                 len(controller.index),
             )
+            # An informer added later by ``start`` that dies shows in ``healthy`` (liveness).
             await asyncio.gather(*self._tasks)
         finally:
+            self._running = False
             for task in self._tasks:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -73,6 +73,13 @@ class Metrics:
             ["state"],
             registry=r,
         )
+        self.kind_available = Gauge(
+            "kube_nudge_workload_kind_available",
+            "1 while a workload kind is watched, 0 while the API server does not serve it "
+            "(a --workload whose CRD is not installed yet; retried).",
+            ["resource"],
+            registry=r,
+        )
         self.is_leader = Gauge("kube_nudge_leader", "1 while this replica leads.", registry=r)
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
         # what dashboards and the kubelet-independent memory alerts expect of any exporter.
