@@ -18,6 +18,7 @@ from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_fo
 from tests.integration import manifests
 from tests.integration.controller_support import eventually, running_controller
 from tests.integration.manifests import ENABLED
+from tests.unit.test_app_status import status_validator
 
 pytestmark = pytest.mark.cluster
 
@@ -60,13 +61,14 @@ async def test_status_finds_stale_pods_and_clears_once_rolled(
     code, out, err = await status(cluster.kubeconfig, namespace, "--all", "-o", "json")
     assert code == 1, err
     document = json.loads(out)
+    status_validator().validate(document)
     assert document["schema"] == "kube-nudge.io/status/v1" and document["drift"] is True
     [row] = document["workloads"]
     assert (row["name"], row["kind"], row["optedIn"], row["state"]) == (
         "legacy", "Deployment", False, "stale"
     )  # fmt: skip
     assert row["stalePods"] == 1 and row["pods"] == {"-": 1}
-    assert "certainly stale: env from configmap/app" in row["detail"]
+    assert "certainly stale (env or subPath): configmap/app" in row["detail"]
     assert row["sources"] == ["configmap/app [LEVEL]"]
     assert "debug" not in out and "info" not in out  # names and hashes, never values
 
@@ -90,6 +92,7 @@ async def test_status_finds_stale_pods_and_clears_once_rolled(
     await wait_for_objects(kube, PODS.path(namespace), lambda found: len(found) == 1, timeout=60)
     code, out, err = await status(cluster.kubeconfig, namespace, "--all", "-o", "json")
     assert code == 0, (out, err)
+    status_validator().validate(json.loads(out))
     [row] = json.loads(out)["workloads"]
     assert (row["optedIn"], row["state"], row["strategy"]) == (True, "current", "rollout")
     assert row["desiredHash"] == row["appliedHash"] and row["pods"] == {row["appliedHash"]: 1}

@@ -3,8 +3,13 @@ tests/integration/test_status_cli.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+
 from kube_nudge.app.status_command import render_table
-from kube_nudge.controller.status import WorkloadStatus
+from kube_nudge.controller.status import WorkloadStatus, status_document
 
 
 def row(name: str, state: str, detail: str, pods: dict[str, int], **more: object) -> WorkloadStatus:
@@ -38,3 +43,30 @@ def test_colour_marks_the_state_only_on_request() -> None:
 
 def test_no_workloads_says_how_to_opt_in() -> None:
     assert "kube-nudge.io/enabled" in render_table([])
+
+
+SCHEMA_FILE = Path(__file__).parents[2] / "docs" / "schemas" / "status-v1.json"
+
+
+def status_validator() -> Draft202012Validator:
+    schema = json.loads(SCHEMA_FILE.read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def test_the_json_document_matches_its_documented_schema() -> None:
+    rows = [
+        row("web", "current", "pods run the config in the cluster", {"v1-ab12": 3},
+            sources=("configmap/app [LEVEL]", "secret/other/db [*]"), rolled_out=True),
+        row("legacy", "stale", "1 pod(s) started before …", {"-": 1}, stale_pods=1),
+    ]  # fmt: skip
+    document = status_document(rows, desired_known=True)
+    validator = status_validator()
+    validator.validate(document)
+    assert document["drift"] is True
+    # The schema is strict enough to catch a shape change.
+    document["workloads"][0]["value"] = "leaked"
+    assert not validator.is_valid(document)
+    document["workloads"][0].pop("value")
+    document["workloads"][0]["state"] = "unknown"
+    assert not validator.is_valid(document)

@@ -71,6 +71,33 @@ def test_configmap_volume_without_items_consumes_all_keys() -> None:
     assert discover(spec, NS) == {cm("app"): use(via=("volume cfg",))}
 
 
+def test_a_subpath_mount_marks_its_volume_never_refreshed() -> None:
+    spec = {
+        "volumes": [
+            {"name": "cfg", "configMap": {"name": "app"}},
+            {"name": "live", "configMap": {"name": "flags"}},
+            {"name": "expr", "secret": {"secretName": "tls"}},
+        ],
+        "containers": [container(volumeMounts=[
+            {"name": "cfg", "mountPath": "/etc/app.yaml", "subPath": "app.yaml"},
+            {"name": "live", "mountPath": "/etc/flags"},
+        ])],
+        "initContainers": [container("init", volumeMounts=[
+            {"name": "expr", "mountPath": "/tls", "subPathExpr": "$(POD_NAME)"},
+        ])],
+    }  # fmt: skip
+    found = discover(spec, NS)
+    assert found[cm("app")] == use(via=("volume cfg (subPath)",))
+    assert found[secret("tls")].via == ("volume expr (subPath)",)
+    assert [ref.name for ref, u in found.items() if u.never_refreshed] == ["app", "tls"]
+    assert not found[cm("flags")].never_refreshed  # a whole-volume mount refreshes
+
+
+def test_env_consumers_are_never_refreshed() -> None:
+    spec = {"containers": [container(envFrom=[{"configMapRef": {"name": "app"}}])]}
+    assert discover(spec, NS)[cm("app")].never_refreshed
+
+
 def test_configmap_volume_with_items_consumes_and_requires_listed_keys() -> None:
     items = [{"key": "a.yaml", "path": "a"}, {"key": "b.yaml", "path": "b"}]
     spec = {"volumes": [{"name": "cfg", "configMap": {"name": "app", "items": items}}]}

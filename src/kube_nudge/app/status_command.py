@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from kube_nudge.app.flags import add_cluster_flags, add_key_flags, read_installation_key
-from kube_nudge.controller.status import SCHEMA, WorkloadStatus, collect
+from kube_nudge.controller.status import WorkloadStatus, collect, status_document
 from kube_nudge.kube.client import ApiError, KubeClient
 
 __all__ = ["STATUS", "StatusCommand", "render_table"]
@@ -65,13 +65,7 @@ class StatusCommand:
             print(f"kube-nudge: {exc}", file=sys.stderr)
             return 1
         if args.output == "json":
-            document = {
-                "schema": SCHEMA,
-                "drift": any(row.drift for row in rows),
-                "desiredKnown": key_known,
-                "workloads": [row.as_json() for row in rows],
-            }
-            print(json.dumps(document, indent=2))
+            print(json.dumps(status_document(rows, desired_known=key_known), indent=2))
         else:
             colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
             width = max(shutil.get_terminal_size((_MIN_WIDTH, 24)).columns, _MIN_WIDTH)

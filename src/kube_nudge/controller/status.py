@@ -4,8 +4,8 @@ Read straight from the API (no controller needs to run): every workload of the b
 kinds in scope, what it consumes, the hash it should run (with the installation key), the
 hash recorded on it, and its pods counted by the hash on their own template annotation.
 With ``include_opted_out``, workloads that never opted in are audited too: pods that
-started before the data they consume last changed run stale config (env consumers
-certainly so: env vars never refresh).
+started before the data they consume last changed run stale config (env and `subPath`
+consumers certainly so: those never refresh in a running pod).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.rollout import rollout_complete
 
-__all__ = ["DRIFT_STATES", "SCHEMA", "WorkloadStatus", "collect"]
+__all__ = ["DRIFT_STATES", "SCHEMA", "WorkloadStatus", "collect", "status_document"]
 
 SCHEMA = "kube-nudge.io/status/v1"
 NO_HASH = "-"  # pods (or templates) that carry no config hash
@@ -70,7 +70,7 @@ class WorkloadStatus:
         return self.state in DRIFT_STATES
 
     def as_json(self) -> dict[str, Any]:
-        """The row as the JSON document's ``workloads[]`` entry (see README)."""
+        """The row as the JSON document's ``workloads[]`` entry (docs/schemas/status-v1.json)."""
         return {
             "namespace": self.namespace,
             "kind": self.kind,
@@ -86,6 +86,17 @@ class WorkloadStatus:
             "sources": list(self.sources),
             "rolledOut": self.rolled_out,
         }
+
+
+def status_document(rows: Iterable[WorkloadStatus], *, desired_known: bool) -> dict[str, Any]:
+    """The ``-o json`` document; its JSON Schema is docs/schemas/status-v1.json."""
+    rows = list(rows)
+    return {
+        "schema": SCHEMA,
+        "drift": any(row.drift for row in rows),
+        "desiredKnown": desired_known,
+        "workloads": [row.as_json() for row in rows],
+    }
 
 
 async def collect(
@@ -140,7 +151,7 @@ async def _status(
     certainly = [
         ref.display(view.namespace)
         for ref, use in assessment.visible.items()
-        if any(via.startswith("env") for via in use.via)
+        if use.never_refreshed
     ]
     state, detail = _state(view, desired, assessment.missing, pods, stale, certainly)
     return WorkloadStatus(
@@ -165,13 +176,13 @@ def _state(
     missing: tuple[str, ...],
     pods: Mapping[str, int],
     stale: int,
-    env_consumed: list[str],
+    never_refreshed: list[str],
 ) -> tuple[str, str]:
     if not view.settings.enabled:
         if stale:
             why = f"{stale} pod(s) started before their config last changed"
-            if env_consumed:
-                why += f"; certainly stale: env from {', '.join(sorted(env_consumed))}"
+            if never_refreshed:
+                why += f"; certainly stale (env or subPath): {', '.join(sorted(never_refreshed))}"
             return "stale", why
         return "current", "pods started after their config last changed"
     if missing:

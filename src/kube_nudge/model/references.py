@@ -24,6 +24,7 @@ __all__ = [
 
 _UNNAMED = "<unnamed>"
 _CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
+SUBPATH_SUFFIX = " (subPath)"
 
 
 class SourceKind(StrEnum):
@@ -62,7 +63,14 @@ class Consumption:
     required_keys: frozenset[str]
     """Keys that a non-optional key reference or volume `items` entry needs to exist."""
     via: tuple[str, ...]
-    """Sorted, unique human-readable forms of the references, e.g. `volume cfg`."""
+    """Sorted, unique human-readable forms of the references, e.g. `volume cfg`, `env app`,
+    `volume cfg (subPath)` for a volume some container mounts with `subPath`."""
+
+    @property
+    def never_refreshed(self) -> bool:
+        """True when a running pod never sees a change through some reference (env vars,
+        `envFrom`, `subPath` mounts): only a restart brings it the new data."""
+        return any(v.startswith("env") or v.endswith(SUBPATH_SUFFIX) for v in self.via)
 
 
 def discover(pod_spec: Mapping[str, Any], namespace: str) -> dict[SourceRef, Consumption]:
@@ -115,15 +123,30 @@ _Found = tuple[SourceKind, str, Consumption]
 
 
 def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
+    subpath_volumes = _subpath_volumes(spec)
     for volume in _dicts(spec.get("volumes")):
-        yield from _volume_references(volume)
+        yield from _volume_references(volume, subpath_volumes)
     for field in _CONTAINER_FIELDS:
         for container in _dicts(spec.get(field)):
             yield from _container_references(container)
 
 
-def _volume_references(volume: Mapping[str, Any]) -> Iterator[_Found]:
-    via = f"volume {_label(volume.get('name'))}"
+def _subpath_volumes(spec: Mapping[str, Any]) -> set[str]:
+    """Names of volumes that some container mounts with `subPath` or `subPathExpr`: the
+    kubelet never updates such a mount."""
+    return {
+        name
+        for field in _CONTAINER_FIELDS
+        for container in _dicts(spec.get(field))
+        for mount in _dicts(container.get("volumeMounts"))
+        if (mount.get("subPath") or mount.get("subPathExpr"))
+        and (name := _name(mount.get("name"))) is not None
+    }
+
+
+def _volume_references(volume: Mapping[str, Any], subpath_volumes: set[str]) -> Iterator[_Found]:
+    label = _label(volume.get("name"))
+    via = f"volume {label}" + (SUBPATH_SUFFIX if label in subpath_volumes else "")
     sources: list[tuple[SourceKind, object, str]] = [
         (SourceKind.CONFIGMAP, volume.get("configMap"), "name"),
         (SourceKind.SECRET, volume.get("secret"), "secretName"),
