@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_nudge.model import SourceKind, SourceRef, WorkloadDefaults, parse_source, parse_workload
-from kube_nudge.model.projection import project_workload
+from kube_nudge.model import (
+    SourceKind,
+    SourceRef,
+    WorkloadDefaults,
+    assess,
+    parse_source,
+    parse_workload,
+)
+from kube_nudge.model.projection import project_source, project_workload
 
 NS = "shop"
 COMPAT = WorkloadDefaults(compat=True)
@@ -78,11 +85,12 @@ def test_our_enabled_annotation_wins() -> None:
 
 def test_unmappable_reloader_annotations_are_reported_not_ignored() -> None:
     settings, errors = parse_workload(
-        {"reloader.stakater.com/auto": "true", "reloader.stakater.com/search": "true"}, NS, COMPAT
-    )
+        {"reloader.stakater.com/auto": "true", "reloader.stakater.com/rollout-strategy": "restart"},
+        NS, COMPAT,
+    )  # fmt: skip
     assert settings.enabled
     assert errors == [
-        "reloader.stakater.com/search has no kube-nudge equivalent and is ignored "
+        "reloader.stakater.com/rollout-strategy has no kube-nudge equivalent and is ignored "
         "(see the README's --compat table)"
     ]
     _, bad = parse_workload({"configmap.reloader.stakater.com/reload": "Bad_Name"}, NS, COMPAT)
@@ -95,3 +103,40 @@ def test_reloader_ignore_on_a_source() -> None:
     assert parse_source(ignored)[0].ignore is False
     ours = {**ignored, "kube-nudge.io/ignore": "false"}
     assert parse_source(ours, compat=True)[0].ignore is False
+
+
+def visible_with(annotations: dict[str, str], matched: set[str]) -> set[str]:
+    """Names of the sources that count for a workload with `annotations` when the sources
+    in `matched` carry Reloader's match annotation."""
+    obj: dict[str, Any] = {
+        "metadata": {"namespace": NS, "annotations": annotations},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "envFrom": [
+            {"configMapRef": {"name": "app"}}, {"secretRef": {"name": "db"}},
+        ]}]}}},
+    }  # fmt: skip
+    view = project_workload(obj, ("spec", "template"), COMPAT)
+    assert view is not None
+    sources = {
+        ref: project_source(
+            {"metadata": {"name": ref.name, "namespace": NS, "annotations": (
+                {"reloader.stakater.com/match": "true"} if ref.name in matched else {})},
+             "data": {"K": "v"}},
+            compat=True,
+        )
+        for ref in (cm("app"), secret("db"))
+    }  # fmt: skip
+    return {ref.name for ref in assess(view, sources.get, b"k" * 32).visible}
+
+
+def test_search_counts_only_matched_sources() -> None:
+    search = {"reloader.stakater.com/search": "true"}
+    settings, errors = parse_workload(search, NS, COMPAT)
+    assert (settings.enabled, settings.only_matched, errors) == (True, True, [])
+    assert visible_with(search, {"app"}) == {"app"}
+    assert visible_with(search, set()) == set()
+    # Another opt-in is broader: every consumed source counts, matched or not.
+    assert visible_with({**search, "reloader.stakater.com/auto": "true"}, {"app"}) == {
+        "app", "db"
+    }  # fmt: skip
+    # The match annotation means nothing without --compat.
+    assert parse_source({"reloader.stakater.com/match": "true"})[0].matched is False

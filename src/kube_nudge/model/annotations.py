@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from kube_nudge.model import compat
-from kube_nudge.model.compat import source_ignored, translate_workload
+from kube_nudge.model.compat import source_ignored, source_matched, translate_workload
 from kube_nudge.model.references import SourceKind, SourceRef
 
 __all__ = [
@@ -159,6 +159,8 @@ class WorkloadSettings:
     """With --compat (Reloader's per-type auto): only sources of these kinds count."""
     only_named: frozenset[SourceRef] | None = None
     """With --compat (Reloader's reload lists): only these sources count."""
+    only_matched: bool = False
+    """With --compat (Reloader's search): only sources with Reloader's `match` count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +187,8 @@ class SourceSettings:
     ignore: bool
     share_with: frozenset[str]
     """Namespaces whose workloads may name this source; `*` means all."""
+    matched: bool = False
+    """With --compat: Reloader's `match` annotation (counts for `search` workloads)."""
 
 
 def parse_workload(
@@ -241,6 +245,7 @@ def parse_workload(
         roll_stale_on_adoption=adopt == ADOPT_ROLL_STALE,
         only_kinds=peers.kinds if peers is not None else None,
         only_named=only_named,
+        only_matched=peers is not None and peers.matched_only,
     )
     return settings, errors
 
@@ -262,14 +267,15 @@ def parse_source(
     annotations: Mapping[str, str] | None, *, compat: bool = False
 ) -> tuple[SourceSettings, list[str]]:
     """Settings of a ConfigMap or Secret, and one error message per bad annotation. With
-    `compat`, Reloader's ignore annotation also ignores it."""
+    `compat`, Reloader's ignore annotation also ignores it, and its match annotation is read."""
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
     errors: list[str] = []
     ignore = _field(ann, IGNORE, _parse_bool, None, errors)
     if ignore is None and compat:
         ignore = source_ignored(ann)
     share_with = _field(ann, SHARE_WITH, _parse_share_with, _NO_NAMESPACES, errors)
-    return SourceSettings(ignore=bool(ignore), share_with=share_with), errors
+    matched = compat and source_matched(ann)
+    return SourceSettings(ignore=bool(ignore), share_with=share_with, matched=matched), errors
 
 
 def cross_namespace_allowed(

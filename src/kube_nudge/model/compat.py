@@ -11,9 +11,12 @@
 | `secret.reloader.stakater.com/reload: "c"` | the same for Secrets |
 | `wave.pusher.com/extra-configmaps: "ns/a,b"` | `kube-nudge.io/configmaps` |
 | `wave.pusher.com/extra-secrets: "c"` | `kube-nudge.io/secrets` |
+| `reloader.stakater.com/search: "true"` | opt in; without another opt-in, only sources |
+|                                         | annotated `reloader.stakater.com/match: "true"` count |
 
-On a ConfigMap or Secret, `reloader.stakater.com/ignore: "true"` means `kube-nudge.io/ignore`.
-Reloader annotations with no equivalent (search/match, rollout strategy, ...) are reported
+On a ConfigMap or Secret, `reloader.stakater.com/ignore: "true"` means `kube-nudge.io/ignore`,
+and `reloader.stakater.com/match: "true"` makes it count for `search` workloads.
+Reloader annotations with no equivalent (rollout strategy, pause period, ...) are reported
 as errors (a Warning Event on the workload) instead of being silently ignored.
 """
 
@@ -25,7 +28,7 @@ from typing import Final
 
 from kube_nudge.model.references import SourceKind
 
-__all__ = ["CompatWorkload", "source_ignored", "translate_workload"]
+__all__ = ["CompatWorkload", "source_ignored", "source_matched", "translate_workload"]
 
 RELOADER: Final = "reloader.stakater.com/"
 AUTO: Final = RELOADER + "auto"
@@ -34,12 +37,14 @@ SECRET_AUTO: Final = "secret.reloader.stakater.com/auto"  # noqa: S105  # nosec 
 CM_RELOAD: Final = "configmap.reloader.stakater.com/reload"
 SECRET_RELOAD: Final = "secret.reloader.stakater.com/reload"  # noqa: S105  # nosec B105 # a name
 IGNORE: Final = RELOADER + "ignore"
+SEARCH: Final = RELOADER + "search"
+MATCH: Final = RELOADER + "match"
 WAVE_ON: Final = "wave.pusher.com/update-on-config-change"
 WAVE_CONFIGMAPS: Final = "wave.pusher.com/extra-configmaps"
 WAVE_SECRETS: Final = "wave.pusher.com/extra-secrets"
 _RELOADER_PREFIXES: Final = (RELOADER, "configmap.reloader.stakater.com/",
                              "secret.reloader.stakater.com/")  # fmt: skip
-_MAPPED: Final = frozenset({AUTO, CM_AUTO, SECRET_AUTO, CM_RELOAD, SECRET_RELOAD})
+_MAPPED: Final = frozenset({AUTO, CM_AUTO, SECRET_AUTO, CM_RELOAD, SECRET_RELOAD, SEARCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,8 @@ class CompatWorkload:
     """Only sources of these kinds count (per-type auto); None: all."""
     named_only: bool
     """Only the named sources count (Reloader's reload lists without an auto)."""
+    matched_only: bool
+    """Only sources annotated `reloader.stakater.com/match` count (search, nothing else)."""
     errors: tuple[str, ...]
 
 
@@ -74,6 +81,7 @@ def translate_workload(annotations: Mapping[str, object]) -> CompatWorkload:
     auto, cm_auto, secret_auto = (_true(annotations, n) for n in (AUTO, CM_AUTO, SECRET_AUTO))
     cm_named, secret_named = _items(annotations, CM_RELOAD), _items(annotations, SECRET_RELOAD)
     wave = _true(annotations, WAVE_ON)
+    search = _true(annotations, SEARCH)
     kinds: set[SourceKind] | None = None
     if (cm_auto or secret_auto) and not auto:
         kinds = {SourceKind.CONFIGMAP} if cm_auto else set()
@@ -88,12 +96,14 @@ def translate_workload(annotations: Mapping[str, object]) -> CompatWorkload:
         f"{name} has no kube-nudge equivalent and is ignored (see the README's --compat table)"
         for name in unsupported
     )
+    broader = auto or cm_auto or secret_auto or wave
     return CompatWorkload(
-        enabled=auto or cm_auto or secret_auto or named or wave,
+        enabled=broader or named or search,
         configmaps=cm_named + _items(annotations, WAVE_CONFIGMAPS),
         secrets=secret_named + _items(annotations, WAVE_SECRETS),
         kinds=frozenset(kinds) if kinds is not None else None,
-        named_only=named and not (auto or cm_auto or secret_auto or wave),
+        named_only=named and not broader,
+        matched_only=search and not (broader or named),
         errors=errors,
     )
 
@@ -101,3 +111,8 @@ def translate_workload(annotations: Mapping[str, object]) -> CompatWorkload:
 def source_ignored(annotations: Mapping[str, object]) -> bool:
     """Reloader's `reloader.stakater.com/ignore: "true"` on a ConfigMap or Secret."""
     return _true(annotations, IGNORE)
+
+
+def source_matched(annotations: Mapping[str, object]) -> bool:
+    """Reloader's `reloader.stakater.com/match: "true"` on a ConfigMap or Secret."""
+    return _true(annotations, MATCH)

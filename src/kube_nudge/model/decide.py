@@ -73,6 +73,7 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
         view.namespace,
         view.settings.exclude,
         lambda ref: s.settings if (s := source_of(ref)) is not None else None,
+        only_matched=view.settings.only_matched,
     )
     states: dict[SourceRef, SourceState] = {}
     for ref in visibility.visible:

@@ -56,10 +56,13 @@ def visible_sources(
     namespace: str,
     exclude: Collection[SourceRef],
     settings_of: SettingsLookup,
+    *,
+    only_matched: bool = False,
 ) -> Visibility:
     """Apply exclusions, ignored sources and cross-namespace grants for a workload in
-    `namespace`. A source of another namespace that doesn't exist is refused exactly like
-    one that isn't shared, so a refusal never reveals whether it exists."""
+    `namespace` (and with `only_matched`, Reloader's search/match under --compat). A source
+    of another namespace that doesn't exist is refused exactly like one that isn't shared,
+    so a refusal never reveals whether it exists."""
     visible: dict[SourceRef, Consumption] = {}
     refused: list[SourceRef] = []
     for ref, use in without_excluded(consumed, exclude).items():
@@ -68,6 +71,8 @@ def visible_sources(
             settings is None or not cross_namespace_allowed(namespace, ref.namespace, settings)
         ):
             refused.append(ref)
+        elif only_matched and (settings is None or not settings.matched):
+            continue  # search: only sources annotated with Reloader's match count
         elif settings is None or not settings.ignore:
             visible[ref] = use
     return Visibility(visible, tuple(sorted(refused)))
