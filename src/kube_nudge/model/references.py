@@ -8,7 +8,8 @@ every key, and a volume or container without a name still counts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import copy
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -20,6 +21,7 @@ __all__ = [
     "consume_all",
     "discover",
     "merge",
+    "rename_references",
 ]
 
 _UNNAMED = "<unnamed>"
@@ -122,13 +124,85 @@ def _use(keys: frozenset[str] | None, optional: bool, via: str) -> Consumption:
 _Found = tuple[SourceKind, str, Consumption]
 
 
-def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
-    subpath_volumes = _subpath_volumes(spec)
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    """One place in a pod spec that names a ConfigMap or Secret."""
+
+    kind: SourceKind
+    holder: Mapping[str, Any]
+    """The object holding the name (a volume's `configMap`, a `secretKeyRef`, ...)."""
+    name_field: str  # "name", or "secretName" in a secret volume
+    form: str  # "volume" | "env" | "envFrom"
+    label: str  # the volume's or container's name
+
+
+def _slots(spec: Mapping[str, Any]) -> Iterator[_Slot]:
+    """Every reference form, in one traversal shared by discovery and renaming."""
     for volume in _dicts(spec.get("volumes")):
-        yield from _volume_references(volume, subpath_volumes)
+        label = _label(volume.get("name"))
+        candidates: list[tuple[SourceKind, object, str]] = [
+            (SourceKind.CONFIGMAP, volume.get("configMap"), "name"),
+            (SourceKind.SECRET, volume.get("secret"), "secretName"),
+        ]
+        projected = _dict(volume.get("projected"))
+        if projected is not None:
+            for source in _dicts(projected.get("sources")):
+                candidates.append((SourceKind.CONFIGMAP, source.get("configMap"), "name"))
+                candidates.append((SourceKind.SECRET, source.get("secret"), "name"))
+        for kind, raw, name_field in candidates:
+            if (holder := _dict(raw)) is not None:
+                yield _Slot(kind, holder, name_field, "volume", label)
     for field in _CONTAINER_FIELDS:
         for container in _dicts(spec.get(field)):
-            yield from _container_references(container)
+            label = _label(container.get("name"))
+            for env in _dicts(container.get("env")):
+                value_from = _dict(env.get("valueFrom"))
+                if value_from is None:
+                    continue
+                for kind, ref_field in _KEY_REFS:
+                    if (holder := _dict(value_from.get(ref_field))) is not None:
+                        yield _Slot(kind, holder, "name", "env", label)
+            for env_from in _dicts(container.get("envFrom")):
+                for kind, ref_field in _WHOLE_REFS:
+                    if (holder := _dict(env_from.get(ref_field))) is not None:
+                        yield _Slot(kind, holder, "name", "envFrom", label)
+
+
+_KEY_REFS = ((SourceKind.CONFIGMAP, "configMapKeyRef"), (SourceKind.SECRET, "secretKeyRef"))
+_WHOLE_REFS = ((SourceKind.CONFIGMAP, "configMapRef"), (SourceKind.SECRET, "secretRef"))
+
+
+def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
+    subpath_volumes = _subpath_volumes(spec)
+    for slot in _slots(spec):
+        name = _name(slot.holder.get(slot.name_field))
+        if name is None:
+            continue
+        holder, optional = slot.holder, _optional(slot.holder)
+        if slot.form == "volume":
+            via = f"volume {slot.label}"
+            if slot.label in subpath_volumes:
+                via += SUBPATH_SUFFIX
+            yield slot.kind, name, _use(_item_keys(holder.get("items")), optional, via)
+        elif slot.form == "env":
+            if (key := _name(holder.get("key"))) is not None:
+                yield slot.kind, name, _use(frozenset((key,)), optional, f"env {slot.label}")
+        else:
+            yield slot.kind, name, _use(None, optional, f"envFrom {slot.label}")
+
+
+def rename_references(
+    pod_spec: Mapping[str, Any], rename: Callable[[SourceKind, str], str | None]
+) -> dict[str, Any]:
+    """A deep copy of `pod_spec` in which every ConfigMap/Secret reference, in every form
+    `discover` knows, names `rename(kind, name)` instead (None: left as it is)."""
+    renamed: dict[str, Any] = copy.deepcopy(dict(pod_spec))
+    for slot in _slots(renamed):
+        name = _name(slot.holder.get(slot.name_field))
+        new = rename(slot.kind, name) if name is not None else None
+        if new is not None and isinstance(slot.holder, dict):
+            slot.holder[slot.name_field] = new
+    return renamed
 
 
 def _subpath_volumes(spec: Mapping[str, Any]) -> set[str]:
@@ -142,56 +216,6 @@ def _subpath_volumes(spec: Mapping[str, Any]) -> set[str]:
         if (mount.get("subPath") or mount.get("subPathExpr"))
         and (name := _name(mount.get("name"))) is not None
     }
-
-
-def _volume_references(volume: Mapping[str, Any], subpath_volumes: set[str]) -> Iterator[_Found]:
-    label = _label(volume.get("name"))
-    via = f"volume {label}" + (SUBPATH_SUFFIX if label in subpath_volumes else "")
-    sources: list[tuple[SourceKind, object, str]] = [
-        (SourceKind.CONFIGMAP, volume.get("configMap"), "name"),
-        (SourceKind.SECRET, volume.get("secret"), "secretName"),
-    ]
-    projected = _dict(volume.get("projected"))
-    if projected is not None:
-        for source in _dicts(projected.get("sources")):
-            sources.append((SourceKind.CONFIGMAP, source.get("configMap"), "name"))
-            sources.append((SourceKind.SECRET, source.get("secret"), "name"))
-    for kind, raw, name_field in sources:
-        ref = _dict(raw)
-        if ref is None:
-            continue
-        name = _name(ref.get(name_field))
-        if name is not None:
-            yield kind, name, _use(_item_keys(ref.get("items")), _optional(ref), via)
-
-
-def _container_references(container: Mapping[str, Any]) -> Iterator[_Found]:
-    label = _label(container.get("name"))
-    for env in _dicts(container.get("env")):
-        value_from = _dict(env.get("valueFrom"))
-        if value_from is None:
-            continue
-        for kind, field in (
-            (SourceKind.CONFIGMAP, "configMapKeyRef"),
-            (SourceKind.SECRET, "secretKeyRef"),
-        ):
-            ref = _dict(value_from.get(field))
-            if ref is None:
-                continue
-            name, key = _name(ref.get("name")), _name(ref.get("key"))
-            if name is not None and key is not None:
-                yield kind, name, _use(frozenset((key,)), _optional(ref), f"env {label}")
-    for env_from in _dicts(container.get("envFrom")):
-        for kind, field in (
-            (SourceKind.CONFIGMAP, "configMapRef"),
-            (SourceKind.SECRET, "secretRef"),
-        ):
-            ref = _dict(env_from.get(field))
-            if ref is None:
-                continue
-            name = _name(ref.get("name"))
-            if name is not None:
-                yield kind, name, _use(None, _optional(ref), f"envFrom {label}")
 
 
 def _item_keys(items: object) -> frozenset[str] | None:
