@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is valid YAML
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 _RETRYABLE = {429, 500, 502, 503, 504}
 
 
@@ -143,6 +144,7 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         limiter: AsyncLimiter | None = None,
+        accept: str = "application/json",
     ) -> JSON:
         """One API call with retries on 429/5xx (honouring Retry-After); returns parsed JSON.
 
@@ -150,7 +152,7 @@ class KubeClient:
         if limiter is None and method != "GET":
             limiter = self._write_limiter
         content = None if body is None else orjson.dumps(body)
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content is not None:
             headers["Content-Type"] = content_type
         attempt = 0
@@ -209,15 +211,23 @@ class KubeClient:
         return await self.request("PATCH", path, params=params, body=body, content_type=APPLY_PATCH)
 
     async def list_pages(
-        self, path: str, params: Mapping[str, str | int] | None = None, *, limit: int = 500
+        self,
+        path: str,
+        params: Mapping[str, str | int] | None = None,
+        *,
+        limit: int = 500,
+        metadata_only: bool = False,
     ) -> AsyncIterator[tuple[list[JSON], str]]:
-        """Yield (items, list resourceVersion) page by page, so big lists never sit in memory."""
+        """Yield (items, list resourceVersion) page by page, so big lists never sit in memory.
+        With ``metadata_only`` the server sends each item's metadata alone (never a
+        Secret's data): PartialObjectMetadataList."""
+        accept = METADATA_LIST if metadata_only else "application/json"
         continue_token = ""  # nosec B105 # a list continue token, not a credential
         while True:
             query: dict[str, str | int] = {**(params or {}), "limit": limit}
             if continue_token:
                 query["continue"] = continue_token
-            page = await self.request("GET", path, params=query)
+            page = await self.request("GET", path, params=query, accept=accept)
             metadata = page.get("metadata") or {}
             yield page.get("items") or [], str(metadata.get("resourceVersion", ""))
             continue_token = metadata.get("continue") or ""
