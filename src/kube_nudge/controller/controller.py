@@ -35,6 +35,7 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
+from kube_nudge.model.annotations import SNAPSHOT_LABEL
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.index import ReverseIndex
@@ -48,6 +49,9 @@ log = logging.getLogger(__name__)
 
 #: Secrets no pod template can consume as config: skipped server-side, never listed.
 SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
+
+
+NOT_A_SNAPSHOT = f"!{SNAPSHOT_LABEL}"
 
 
 def product_defaults(**changes: Any) -> WorkloadDefaults:
@@ -94,7 +98,7 @@ class Controller:
         )
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
-        strategies = build_strategies(StrategyContext(client, self.events, metrics))
+        strategies = build_strategies(StrategyContext(client, self.events, metrics, hmac_key))
         self.reconciler = Reconciler(
             hmac_key=hmac_key,
             workload=self.workload,
@@ -170,9 +174,11 @@ class Controller:
     def _source_informer(
         self, resource: Resource, kind: SourceKind, namespace: str | None, fields: str | None
     ) -> Informer[SourceView]:
+        # Snapshot copies are never sources: left out server-side, they cost no memory.
+        selector = ",".join(filter(None, (self.options.source_selector, NOT_A_SNAPSHOT)))
         config = InformerConfig(
             namespace=namespace,
-            label_selector=self.options.source_selector,
+            label_selector=selector,
             field_selector=fields,
             page_size=self.options.page_size,
             inactivity_timeout=self.options.watch_inactivity,

@@ -32,7 +32,7 @@ from kube_nudge.model import (
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.strategies.base import Strategy, Target
+from kube_nudge.strategies.base import Maintaining, NotYet, Refused, Strategy, Target
 
 __all__ = ["Outcome", "Reconciler", "WorkloadKey"]
 
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
 _STATES = {"none": "current", "adopted": "current", "rolled": "applied", "failed": "failed"}
+MAINTAIN_AFTER_APPLY = 1.0
+"""Seconds after a rollout before a maintaining strategy (snapshot) looks at its objects."""
 PodStartLookup = Callable[[str, str], Awaitable[float | None]]
 """(namespace, label selector) -> when the longest-running matching pod read its config."""
 
@@ -157,13 +159,28 @@ class Reconciler:
         except ApiError as exc:
             memory.applied, memory.strategy = before
             return self._failed(target, exc)
+        except Refused as refusal:
+            memory.applied, memory.strategy = before
+            decision = refusal.hold
+        except NotYet as exc:
+            memory.applied, memory.strategy = before
+            log.debug("%s: not yet (%s); trying again shortly", target, exc)
+            return Outcome("failed")
         if isinstance(decision, Hold):
             self._hold(target, decision)
             return Outcome("held", decision.retry_after, f"held-{decision.reason}")
         # The pods now run (or are rolling to) what the sources hold: later Events name
         # the keys that change from here.
         memory.rolled_with = assessment.states
-        return Outcome(action)
+        if not isinstance(strategy, Maintaining):
+            return Outcome(action)
+        if action == "rolled":
+            # The cache doesn't show the new template yet: look again once it does.
+            return Outcome(action, MAINTAIN_AFTER_APPLY)
+        try:
+            return Outcome(action, await strategy.maintain(target, assessment))
+        except ApiError as exc:
+            return self._failed(target, exc)
 
     def _decide(
         self,

@@ -19,6 +19,7 @@ from kube_nudge.model import TemplatePath, parse_path
 
 __all__ = [
     "BUILTIN_KINDS",
+    "Revisions",
     "WorkloadKind",
     "WorkloadSpec",
     "parse_workload_flag",
@@ -38,21 +39,50 @@ _FLAG_HELP = (
 
 
 @dataclass(frozen=True, slots=True)
+class Revisions:
+    """The objects a workload's own controller keeps one per template version (owned by
+    the workload, pruned by its history limit), and where their template lives."""
+
+    resource: Resource
+    template_path: TemplatePath
+    by_pod_selector: bool = True
+    """Whether they carry the workload's pod labels (list by its selector, not all)."""
+    follows_template: bool = True
+    """Whether a new one appears as soon as the template changes (not a CronJob's Jobs)."""
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadKind:
     """A workload resource and where its pod template lives."""
 
     resource: Resource
     template_path: TemplatePath
+    revisions: Revisions | None = None
+    """None for custom kinds: their revisions (if any) are unknown."""
 
     def __str__(self) -> str:
         return str(self.resource)
 
 
 BUILTIN_KINDS: tuple[WorkloadKind, ...] = (
-    WorkloadKind(resources.DEPLOYMENTS, SPEC_TEMPLATE),
-    WorkloadKind(resources.STATEFULSETS, SPEC_TEMPLATE),
-    WorkloadKind(resources.DAEMONSETS, SPEC_TEMPLATE),
-    WorkloadKind(resources.CRONJOBS, CRONJOB_TEMPLATE),
+    WorkloadKind(
+        resources.DEPLOYMENTS, SPEC_TEMPLATE, Revisions(resources.REPLICASETS, SPEC_TEMPLATE)
+    ),
+    WorkloadKind(
+        resources.STATEFULSETS,
+        SPEC_TEMPLATE,
+        Revisions(resources.CONTROLLERREVISIONS, ("data", "spec", "template")),
+    ),
+    WorkloadKind(
+        resources.DAEMONSETS,
+        SPEC_TEMPLATE,
+        Revisions(resources.CONTROLLERREVISIONS, ("data", "spec", "template")),
+    ),
+    WorkloadKind(
+        resources.CRONJOBS,
+        CRONJOB_TEMPLATE,
+        Revisions(resources.JOBS, SPEC_TEMPLATE, by_pod_selector=False, follows_template=False),
+    ),
 )
 
 

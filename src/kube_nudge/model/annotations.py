@@ -41,11 +41,16 @@ __all__ = [
     "PREFIX",
     "RELEASED_AT",
     "ROLLED_AT",
+    "ROLLED_TO",
     "SECRETS",
     "SHARE_ALL",
     "SHARE_WITH",
+    "SNAPSHOTS",
+    "SNAPSHOT_LABEL",
+    "SNAPSHOT_OF",
     "STRATEGIES",
     "STRATEGY",
+    "STRATEGY_SNAPSHOT",
     "SourceSettings",
     "WorkloadDefaults",
     "WorkloadSettings",
@@ -75,6 +80,10 @@ COMPAT_RELOADER: Final = compat.AUTO
 
 # On the pod template, written by the controller.
 CONFIG_HASH: Final = PREFIX + "config-hash"
+#: Strategy `snapshot`: which immutable copy stands for which source in this template,
+#: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
+#: brings back the copies of its time (see `model.snapshots`).
+SNAPSHOTS: Final = PREFIX + "snapshots"
 
 # On the workload's own metadata, written by the controller.
 #: The hash of the config the pods already run, recorded when kube-nudge adopts a workload.
@@ -93,6 +102,16 @@ KEY_ID: Final = PREFIX + "key-id"
 #: metadata: Unix seconds from which the flap cap counts rollouts again, releasing a
 #: workload the cap holds.
 RELEASED_AT: Final = PREFIX + "released-at"
+#: Strategy `snapshot`: the config hash kube-nudge last rolled the workload to. A template
+#: whose own hash differs while this one still equals the desired hash was reverted on
+#: purpose (`kubectl rollout undo`): kube-nudge leaves it until the config changes again.
+ROLLED_TO: Final = PREFIX + "rolled-to"
+
+# On the copies the `snapshot` strategy makes.
+#: Label, "true": informers leave copies out; `kubectl get cm -l kube-nudge.io/snapshot`.
+SNAPSHOT_LABEL: Final = PREFIX + "snapshot"
+#: Annotation: the source a copy copies, e.g. `configmap/app`.
+SNAPSHOT_OF: Final = PREFIX + "snapshot-of"
 
 # On a ConfigMap or Secret.
 IGNORE: Final = PREFIX + "ignore"
@@ -107,6 +126,7 @@ DEFAULT_ROLLOUT_WINDOW: Final = 300.0
 MIN_ROLLOUT_WINDOW: Final = 1.0
 MAX_ROLLOUT_WINDOW: Final = 86400.0
 STRATEGY_ROLLOUT: Final = "rollout"
+STRATEGY_SNAPSHOT: Final = "snapshot"
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
 #: Strategy names the model accepts when no registry is given (the app passes the
 #: registry's names through `WorkloadDefaults.strategies`).

@@ -119,7 +119,7 @@ class Adopt:
 class Hold:
     """Not now. `reason` is the metric label, `event_reason` the Event's reason."""
 
-    reason: str  # "missing" | "flapping" | "invalid"
+    reason: str  # "missing" | "flapping" | "invalid" | "rolled-back" | "refused"
     event_reason: str
     message: str
     retry_after: float | None = None
@@ -139,6 +139,9 @@ class Apply:
     """The workload carries an adoption baseline that this apply supersedes."""
     stale_pods: bool = False
     """First sight of a workload whose pods started before their config last changed."""
+    uncopied: tuple[SourceRef, ...] = ()
+    """Strategy `snapshot`: sources the template names directly again (a re-applied
+    manifest), to point back at their copies."""
 
 
 Decision = Noop | Adopt | Hold | Apply
@@ -171,7 +174,17 @@ def decide(
         return Adopt(assessment.desired, new_key=True)
     if assessment.missing:
         return Hold("missing", "ConfigMissing", "not rolling: " + "; ".join(assessment.missing))
-    if assessment.desired == applied:
+    if view.rolled_back and memory.applied is None and assessment.desired == view.rolled_to:
+        # Someone reverted the template to an earlier snapshot (kubectl rollout undo): a
+        # deliberate choice, surfaced and left alone until the config changes again.
+        return Hold(
+            "rolled-back", "ConfigRolledBack",
+            f"the pod template runs an earlier config snapshot ({view.template_hash}), not "
+            f"the latest ({view.rolled_to}): reverted on purpose (kubectl rollout undo?), "
+            "so kube-nudge leaves it until the config changes again",
+        )  # fmt: skip
+    uncopied = _uncopied(view, assessment)
+    if assessment.desired == applied and not uncopied:
         return Noop()
     settings = view.settings
     recent = recent_rollouts(memory.rollouts, view.rolled_at, now, settings.rollout_window)
@@ -196,7 +209,20 @@ def decide(
         changes=changes,
         rolled_at=(*recent[max(len(recent) - keep, 0) :], now),
         had_baseline=bool(view.baseline_hash),
+        uncopied=uncopied if assessment.desired == applied else (),
     )
+
+
+def _uncopied(view: WorkloadView, assessment: Assessment) -> tuple[SourceRef, ...]:
+    """Strategy `snapshot`, once it has rolled: the sources that the template names
+    directly although they could be copied (present, counted, in its own namespace)."""
+    if view.rolled_to is None:
+        return ()
+    return tuple(
+        ref for ref in sorted(view.direct_sources)
+        if ref in assessment.visible and ref.namespace == view.namespace
+        and assessment.states.get(ref, ABSENT).present
+    )  # fmt: skip
 
 
 def _stale_at_first_sight(
@@ -236,6 +262,9 @@ def describe_apply(plan: Apply, states: Mapping[SourceRef, SourceState], namespa
     """Human wording of why `plan` applies (sources and keys, never values)."""
     if plan.stale_pods:
         return "opted in with pods that started before their config last changed"
+    if plan.uncopied:
+        names = ", ".join(ref.display(namespace) for ref in plan.uncopied)
+        return f"the template names {names} directly again (a re-applied manifest?)"
     return describe_changes(plan.changes, states, namespace)
 
 

@@ -19,6 +19,9 @@ from kube_nudge.model.annotations import (
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
+    ROLLED_TO,
+    SNAPSHOTS,
+    STRATEGY_SNAPSHOT,
     SourceSettings,
     WorkloadDefaults,
     WorkloadSettings,
@@ -28,7 +31,15 @@ from kube_nudge.model.annotations import (
 )
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
-from kube_nudge.model.references import Consumption, SourceRef, consume_all, discover, merge
+from kube_nudge.model.references import (
+    Consumption,
+    SourceKind,
+    SourceRef,
+    consume_all,
+    discover,
+    merge,
+)
+from kube_nudge.model.snapshots import parse_snapshots, restore_sources
 from kube_nudge.model.visibility import counted
 
 __all__ = [
@@ -118,13 +129,26 @@ class WorkloadView:
     """The label selector of its pods (from ``spec.selector``), if it has one."""
     released_at: float = 0.0
     """`kube-nudge.io/released-at`: the flap cap ignores rollouts before it."""
+    rolled_to: str | None = None
+    """Strategy `snapshot`: the hash kube-nudge last rolled it to (`kube-nudge.io/rolled-to`)."""
+    snapshot_copies: frozenset[tuple[SourceKind, str]] = frozenset()
+    """(kind, name) of the snapshot copies its template references instead of sources."""
+    direct_sources: frozenset[SourceRef] = frozenset()
+    """Strategy `snapshot`: sources its template names directly, not through a copy."""
 
     @property
     def applied_hash(self) -> str | None:
-        """The hash of the config the pods run: an adopted baseline, else the template's.
-        (A baseline is recorded only when the template has no usable hash: at first sight,
-        or after a key change; the next rollout removes it.)"""
-        return self.baseline_hash or self.template_hash
+        """The hash of the config kube-nudge last brought the pods to: an adopted baseline,
+        else (strategy `snapshot`) the hash it last rolled to, else the template's. (A
+        baseline is recorded only when the template has no usable hash: at first sight, or
+        after a key change; the next rollout removes it. A snapshot template can differ from
+        `rolled_to` after an undo, which is not kube-nudge's to reverse.)"""
+        return self.baseline_hash or self.rolled_to or self.template_hash
+
+    @property
+    def rolled_back(self) -> bool:
+        """Strategy `snapshot`: the template was reverted to an earlier snapshot."""
+        return self.rolled_to is not None and self.template_hash not in (None, self.rolled_to)
 
     def same_but_records(self, other: WorkloadView) -> bool:
         """True if nothing but what kube-nudge records (hashes, rollout times) differs:
@@ -155,7 +179,14 @@ def project_workload(
         return None
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
+    # A snapshot template names copies: what it consumes are the sources they stand for.
+    copies = parse_snapshots(template_annotation(obj, template_path, SNAPSHOTS))
+    direct: frozenset[SourceRef] = frozenset()
+    if settings.strategy == STRATEGY_SNAPSHOT:
+        direct = frozenset(ref for ref in consumed if (ref.kind, ref.name) not in copies)
+    consumed = restore_sources(consumed, copies) if copies else consumed
     consumed = merge(consumed, consume_all(settings.extra, "annotation"))
+    rolled_to = annotations.get(ROLLED_TO) if settings.strategy == STRATEGY_SNAPSHOT else None
     baseline = annotations.get(BASELINE_HASH)
     return WorkloadView(
         namespace=namespace,
@@ -171,6 +202,9 @@ def project_workload(
         key_id=key if isinstance(key := annotations.get(KEY_ID), str) else None,
         pod_selector=pod_selector(obj),
         released_at=max(parse_rolled_at(annotations.get(RELEASED_AT)), default=0.0),
+        rolled_to=rolled_to if isinstance(rolled_to, str) else None,
+        snapshot_copies=frozenset(copies),
+        direct_sources=direct,
     )
 
 

@@ -9,17 +9,25 @@ becomes optional members here, with defaults, so existing strategies keep workin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.workloads import WorkloadKind
-from kube_nudge.model import Adopt, Apply, Assessment, WorkloadView
+from kube_nudge.model import Adopt, Apply, Assessment, Hold, WorkloadView
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 
-__all__ = ["Strategy", "StrategyContext", "Target", "changes_field"]
+__all__ = [
+    "Maintaining",
+    "NotYet",
+    "Refused",
+    "Strategy",
+    "StrategyContext",
+    "Target",
+    "changes_field",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +70,27 @@ def changes_field(plan: Apply) -> dict[str, list[str]] | None:
 
 @dataclass(frozen=True, slots=True)
 class StrategyContext:
-    """What every strategy may use: the API client, Events and metrics."""
+    """What every strategy may use: the API client, Events, metrics, and the installation
+    key (never logged; snapshot names are keyed with it)."""
 
     client: KubeClient
     events: BackgroundEvents
     metrics: Metrics
+    hmac_key: bytes = field(default=b"", repr=False)
+
+
+class Refused(Exception):
+    """A strategy will not carry out a plan as things stand: the reconciler holds the
+    workload with ``hold`` (a Warning Event and a log line), remembering nothing."""
+
+    def __init__(self, hold: Hold) -> None:
+        super().__init__(hold.message)
+        self.hold = hold
+
+
+class NotYet(Exception):
+    """What the strategy just read is newer than the caches the plan was made from: the
+    reconciler tries again shortly (backoff), without an Event."""
 
 
 class Strategy(Protocol):
@@ -90,4 +114,14 @@ class Strategy(Protocol):
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Bring ``target``'s pods to ``plan.config_hash`` (or announce the change)."""
+        ...
+
+
+@runtime_checkable
+class Maintaining(Protocol):
+    """Optional: a strategy with objects of its own to keep in order (the snapshot copies'
+    owners) is called on every reconcile that applied or found nothing to do."""
+
+    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
+        """Keep ``target``'s own objects in order; seconds until it wants another look."""
         ...

@@ -12,6 +12,7 @@ from kube_nudge.model.annotations import DEFAULT_STRATEGY
 from kube_nudge.strategies.base import Strategy, StrategyContext
 from kube_nudge.strategies.notify import NotifyStrategy
 from kube_nudge.strategies.rollout import RolloutStrategy
+from kube_nudge.strategies.snapshot import SnapshotStrategy
 
 __all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "build_strategies", "strategy_names"]
 
@@ -20,6 +21,7 @@ StrategyFactory = Callable[[StrategyContext], Strategy]
 STRATEGIES: Mapping[str, StrategyFactory] = {
     RolloutStrategy.name: RolloutStrategy,
     NotifyStrategy.name: NotifyStrategy,
+    SnapshotStrategy.name: SnapshotStrategy,
 }
 
 

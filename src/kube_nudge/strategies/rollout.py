@@ -12,10 +12,10 @@ was deleted meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from kube_nudge.kube.client import MERGE_PATCH
+from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL
 from kube_nudge.model import (
     BASELINE_HASH,
@@ -29,10 +29,21 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import KEY_ID, format_rolled_at
+from kube_nudge.model.annotations import KEY_ID, ROLLED_TO, SNAPSHOTS, format_rolled_at
+from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
+from kube_nudge.model.references import rename_references
+from kube_nudge.model.snapshots import parse_snapshots, pod_spec_patch
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
-__all__ = ["CHANGE_CAUSE", "FIELD_MANAGER", "RolloutStrategy", "adopt_patch", "rollout_patch"]
+__all__ = [
+    "CHANGE_CAUSE",
+    "FIELD_MANAGER",
+    "RolloutStrategy",
+    "adopt_patch",
+    "rollout_annotations",
+    "rollout_patch",
+    "workload_preconditions",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +51,8 @@ FIELD_MANAGER = "kube-nudge"
 #: Copied by the Deployment controller onto the new ReplicaSet, where
 #: `kubectl rollout history` shows it in its CHANGE-CAUSE column.
 CHANGE_CAUSE = "kubernetes.io/change-cause"
+#: Reads of a workload before a patch that must not overwrite an edit gives up (409).
+FRESH_READ_ATTEMPTS = 4
 
 
 def rollout_patch(
@@ -54,6 +67,21 @@ def rollout_patch(
 ) -> dict[str, Any]:
     """The merge patch that rolls the workload to ``config_hash``, records the recent
     rollouts (``rolled_at``, this one included) for the flap cap, and says why."""
+    annotations = _recorded(rolled_at, key_id, cause, had_baseline=had_baseline)
+    patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
+    patch.setdefault("metadata", {}).update({"uid": uid, "annotations": annotations})
+    return patch
+
+
+def rollout_annotations(plan: Apply, key_id: str, cause: str) -> dict[str, Any]:
+    """What every rollout records on the workload's metadata (a merge patch fragment):
+    recent rollout times for the flap cap, why, the key, and the baseline's removal."""
+    return _recorded(plan.rolled_at, key_id, cause, had_baseline=plan.had_baseline)
+
+
+def _recorded(
+    rolled_at: Sequence[float], key_id: str, cause: str, *, had_baseline: bool
+) -> dict[str, Any]:
     annotations: dict[str, Any] = {
         ROLLED_AT: format_rolled_at(list(rolled_at)),
         CHANGE_CAUSE: f"kube-nudge: {cause}"[:1024],
@@ -61,9 +89,14 @@ def rollout_patch(
     }
     if had_baseline:
         annotations[BASELINE_HASH] = None  # the template now carries the hash
-    patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
-    patch.setdefault("metadata", {}).update({"uid": uid, "annotations": annotations})
-    return patch
+    return annotations
+
+
+def workload_preconditions(workload: Mapping[str, Any]) -> dict[str, Any]:
+    """uid and resourceVersion of a workload read in full, for a patch that replaces lists:
+    it then fails (409) rather than overwrite an edit made since the read."""
+    metadata = workload.get("metadata") or {}
+    return {"uid": metadata.get("uid"), "resourceVersion": metadata.get("resourceVersion")}
 
 
 def adopt_patch(uid: str, config_hash: str, key_id: str) -> dict[str, Any]:
@@ -103,12 +136,19 @@ class RolloutStrategy:
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Write the new hash on the pod template: the workload rolls."""
         what = describe_apply(plan, assessment.states, target.namespace)
-        patch = rollout_patch(
-            target.kind.template_path, target.view.uid, plan.config_hash,
-            had_baseline=plan.had_baseline, rolled_at=plan.rolled_at, cause=what,
-            key_id=assessment.key_id,
-        )  # fmt: skip
-        await self._patch(target, patch)
+        if target.view.snapshot_copies:
+
+            async def build(workload: JSON) -> dict[str, Any]:
+                return _leave_snapshots(target, workload, plan, assessment.key_id, what)
+
+            await self._patch_fresh(target, build)
+        else:
+            patch = rollout_patch(
+                target.kind.template_path, target.view.uid, plan.config_hash,
+                had_baseline=plan.had_baseline, rolled_at=plan.rolled_at, cause=what,
+                key_id=assessment.key_id,
+            )  # fmt: skip
+            await self._patch(target, patch)
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
         log.info(
             "rolled %s to %s: %s", target, plan.config_hash, what,
@@ -119,6 +159,24 @@ class RolloutStrategy:
         suffix = f" (versions: {versions})" if versions else ""
         self._context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}{suffix}")
 
+    async def _patch_fresh(
+        self, target: Target, build: Callable[[JSON], Awaitable[dict[str, Any]]]
+    ) -> None:
+        """Read the workload in full, build a patch from it (preconditioned on its
+        resourceVersion) and send it; when the workload changed in between (mostly its
+        status, during a rollout) read it again, a few times, before giving up."""
+        path = target.kind.resource.path(target.namespace, target.name)
+        for attempt in range(FRESH_READ_ATTEMPTS):
+            workload = await self._context.client.get(path)
+            if (workload.get("metadata") or {}).get("uid") != target.view.uid:
+                raise ApiError(409, "Conflict", f"{target} was deleted and created again")
+            try:
+                await self._patch(target, await build(workload))
+                return
+            except ApiError as exc:
+                if not exc.conflict or attempt == FRESH_READ_ATTEMPTS - 1:
+                    raise
+
     async def _patch(self, target: Target, patch: dict[str, Any]) -> None:
         await self._context.client.request(
             "PATCH",
@@ -128,3 +186,22 @@ class RolloutStrategy:
             content_type=MERGE_PATCH,
         )
         self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
+
+
+def _leave_snapshots(
+    target: Target, workload: JSON, plan: Apply, key_id: str, cause: str
+) -> dict[str, Any]:
+    """The rollout patch of a workload switched away from strategy ``snapshot``: its
+    template names the sources again (copies would keep old data forever); the copies go
+    with the revisions that still use them."""
+    path = target.kind.template_path
+    pod_spec = get_pod_spec(workload, path) or {}
+    mapping = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
+    restored = rename_references(pod_spec, lambda kind, name: mapping.get((kind, name)))
+    patch = pod_spec_patch(path, pod_spec, restored, {CONFIG_HASH: plan.config_hash,
+                                                      SNAPSHOTS: None})  # fmt: skip
+    patch["metadata"] = {
+        **workload_preconditions(workload),
+        "annotations": {**rollout_annotations(plan, key_id, cause), ROLLED_TO: None},
+    }
+    return patch

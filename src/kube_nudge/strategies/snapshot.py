@@ -1,0 +1,284 @@
+"""The ``snapshot`` strategy: every consumed ConfigMap/Secret version becomes an immutable
+copy, and the pod template points at the copies, so a config change is a true rolling
+release. Old pods keep their old data even when they restart mid-rollout or a week
+later, and ``kubectl rollout undo`` brings the old data back with the old template.
+
+Apply, per change: read the workload and each consumed source in full (the caches keep
+digests only), create the copies that don't exist yet (``model.snapshots`` names them by
+content), then one merge patch that renames the references, records the copy-to-source
+mapping on the template and the hash it rolled to on the workload. The patch carries the
+workload's uid and resourceVersion, so it never overwrites an edit made since the read.
+
+Copies are owned by the workload until the revisions that use them exist (ReplicaSets,
+ControllerRevisions, Jobs), then by exactly those revisions (``maintain``): Kubernetes'
+garbage collector deletes a copy when the last revision using it is pruned by the
+workload's history limit, and all of them with the workload.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
+from kube_nudge.kube.events import NORMAL
+from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
+from kube_nudge.model import (
+    CONFIG_HASH,
+    Apply,
+    Assessment,
+    Hold,
+    SourceKind,
+    SourceRef,
+    describe_apply,
+    describe_versions,
+)
+from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.digests import key_digests
+from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
+from kube_nudge.model.references import rename_references
+from kube_nudge.model.snapshots import (
+    copy_manifest,
+    copy_name,
+    format_snapshots,
+    is_copy_of,
+    parse_snapshots,
+    pod_spec_patch,
+    referenced_sources,
+)
+from kube_nudge.strategies.base import NotYet, Refused, Target, changes_field
+from kube_nudge.strategies.rollout import (
+    FIELD_MANAGER,
+    RolloutStrategy,
+    rollout_annotations,
+    workload_preconditions,
+)
+
+__all__ = ["SnapshotStrategy"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between looks while a new template's revision doesn't exist yet.
+REVISION_WAIT = 2.0
+_SOURCE_RESOURCES = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
+
+
+class SnapshotStrategy(RolloutStrategy):
+    """Roll the workload onto immutable copies of its config. Adoption is the rollout
+    strategy's (a baseline, no restart): copies are made from the first change on."""
+
+    name = "snapshot"
+    capped = True
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        """Make the copies, point the template at them: the workload rolls."""
+        what = describe_apply(plan, assessment.states, target.namespace)
+        mapping: dict[tuple[SourceKind, str], str] = {}
+
+        async def build(workload: JSON) -> dict[str, Any]:
+            nonlocal mapping
+            patch, mapping = await self._snapshot_patch(target, workload, plan, assessment, what)
+            return patch
+
+        await self._patch_fresh(target, build)
+        self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
+        log.info(
+            "rolled %s onto snapshots %s: %s", target, plan.config_hash, what,
+            extra=target.log_fields("rolled", config_hash=plan.config_hash,
+                                    changes=changes_field(plan),
+                                    snapshots=_copy_names(mapping)),
+        )  # fmt: skip
+        versions = describe_versions(plan, assessment, target.namespace)
+        suffix = f" (versions: {versions})" if versions else ""
+        self._context.events.post(
+            target.ref, NORMAL, "Rolling",
+            f"rolling onto config snapshots {', '.join(_copy_names(mapping))}: "
+            f"{what}{suffix}",
+        )  # fmt: skip
+
+    async def _snapshot_patch(
+        self, target: Target, workload: JSON, plan: Apply, assessment: Assessment, cause: str
+    ) -> tuple[dict[str, Any], dict[tuple[SourceKind, str], str]]:
+        """Ensure the copies of every source `workload`'s template references, and the
+        patch that points the template at them; with the copy-to-source mapping."""
+        path = target.kind.template_path
+        pod_spec = get_pod_spec(workload, path) or {}
+        current = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
+        owner = _reference_to(target.kind.resource, workload)
+        renames: dict[tuple[SourceKind, str], str] = {}
+        referenced = referenced_sources(pod_spec, current, target.namespace)
+        for ref in sorted(referenced & set(assessment.visible)):
+            state = assessment.states.get(ref)
+            if state is None or not state.present:
+                continue  # an optional source that doesn't exist: nothing to copy
+            copy = copy_name(self._context.hmac_key, ref, state)
+            await self._ensure_copy(target, ref, copy, state.digests, owner)
+            renames[(ref.kind, ref.name)] = copy
+
+        def rename(kind: SourceKind, name: str) -> str | None:
+            source = current.get((kind, name))
+            # A copy no longer made (the source went, or no longer counts) gives way to
+            # its source's own name again: a stale copy must not outlive its reason.
+            return renames.get((kind, source or name), source)
+
+        renamed = rename_references(pod_spec, rename)
+        mapping = {(kind, copy): source for (kind, source), copy in renames.items()}
+        patch = pod_spec_patch(path, pod_spec, renamed, {
+            CONFIG_HASH: plan.config_hash, SNAPSHOTS: format_snapshots(mapping),
+        })  # fmt: skip
+        patch["metadata"] = {
+            **workload_preconditions(workload),
+            "annotations": {
+                **rollout_annotations(plan, assessment.key_id, cause),
+                ROLLED_TO: plan.config_hash,
+            },
+        }
+        return patch, mapping
+
+    async def _ensure_copy(
+        self,
+        target: Target,
+        ref: SourceRef,
+        name: str,
+        digests: Mapping[str, bytes],
+        owner: dict[str, Any],
+    ) -> None:
+        """Create the copy `name` of `ref`, or check that the object already there is
+        kube-nudge's copy of exactly this data (else: Refused, nothing rolls)."""
+        client = self._context.client
+        resource = _SOURCE_RESOURCES[ref.kind]
+        source = await client.get(resource.path(ref.namespace, ref.name))
+        if key_digests(source) != dict(digests):
+            raise NotYet(f"{ref} changed since it was cached")
+        try:
+            await client.request(
+                "POST", resource.path(ref.namespace), params={"fieldManager": FIELD_MANAGER},
+                body=copy_manifest(source, ref, name, owner),
+            )  # fmt: skip
+            self._context.metrics.writes.labels(kind=resource.kind).inc()
+            return
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+        existing = await client.get(resource.path(ref.namespace, name))
+        if not is_copy_of(existing, ref, source):
+            raise Refused(
+                Hold(
+                    "refused", "SnapshotNameTaken",
+                    f"not rolling: {ref.kind.value}/{name} exists but is not kube-nudge's "
+                    f"immutable copy of {ref.display(target.namespace)}; it is never used. "
+                    "Delete or rename it, then the next change (or a restart) retries",
+                )
+            )  # fmt: skip
+
+    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
+        """Give each of the workload's copies exactly the owners that need it: the
+        revisions whose template uses it, and the workload itself for the current
+        template's copies until that template's revision exists. A copy nothing needs any
+        more (its revisions were pruned before they took it over) is deleted."""
+        revisions = target.kind.revisions
+        view = target.view
+        if revisions is None:
+            return None
+        client = self._context.client
+        params: dict[str, str] = {}
+        if revisions.by_pod_selector and view.pod_selector:
+            params["labelSelector"] = view.pod_selector
+        listed = await client.get(revisions.resource.path(target.namespace), **params)
+        users: dict[tuple[SourceKind, str], list[dict[str, Any]]] = {}
+        mine = {view.uid}
+        current_revision = False
+        for revision in listed.get("items") or ():
+            metadata = revision.get("metadata") or {}
+            if not any(o.get("uid") == view.uid for o in metadata.get("ownerReferences") or ()):
+                continue
+            mine.add(str(metadata.get("uid")))
+            path = revisions.template_path
+            if template_annotation(revision, path, CONFIG_HASH) == view.template_hash:
+                current_revision = True
+            for copy in parse_snapshots(template_annotation(revision, path, SNAPSHOTS)):
+                users.setdefault(copy, []).append(_reference_to(revisions.resource, revision))
+        copies = await self._copies(target.namespace)
+        owned = {
+            copy for copy, metadata in copies.items()
+            if any(o.get("uid") in mine for o in metadata.get("ownerReferences") or ())
+        }  # fmt: skip
+        workload = {
+            "apiVersion": target.kind.resource.api_version, "kind": target.kind.resource.kind,
+            "name": target.name, "uid": view.uid,
+        }  # fmt: skip
+        for copy in sorted(owned | set(users) | view.snapshot_copies):
+            if (metadata := copies.get(copy)) is None:
+                continue  # gone already
+            wanted = list(users.get(copy, ()))
+            if copy in view.snapshot_copies and not current_revision:
+                wanted.append(workload)
+            await self._set_owners(target, copy, metadata, wanted, mine)
+        waiting = view.snapshot_copies and not current_revision and revisions.follows_template
+        return REVISION_WAIT if waiting else None  # its controller makes it any moment
+
+    async def _copies(self, namespace: str) -> dict[tuple[SourceKind, str], dict[str, Any]]:
+        """Metadata of every snapshot copy in `namespace` (never a Secret's data)."""
+        found = {}
+        for kind, resource in _SOURCE_RESOURCES.items():
+            pages = self._context.client.list_pages(
+                resource.path(namespace), {"labelSelector": SNAPSHOT_LABEL}, metadata_only=True
+            )
+            async for items, _ in pages:
+                for item in items:
+                    metadata = item.get("metadata") or {}
+                    found[(kind, str(metadata.get("name")))] = metadata
+        return found
+
+    async def _set_owners(
+        self,
+        target: Target,
+        copy: tuple[SourceKind, str],
+        metadata: Mapping[str, Any],
+        wanted: list[dict[str, Any]],
+        mine: set[str],
+    ) -> None:
+        """Owners of `copy`: `wanted`, plus any owner that isn't this workload or one of
+        its revisions (another workload sharing the same copy keeps its claim). With no
+        owner left, nothing can need it: delete it."""
+        kind, name = copy
+        resource = _SOURCE_RESOURCES[kind]
+        current = list(metadata.get("ownerReferences") or ())
+        owners = [o for o in current if o.get("uid") not in mine] + wanted
+        if {o.get("uid") for o in current} == {o.get("uid") for o in owners}:
+            return
+        client = self._context.client
+        path = resource.path(target.namespace, name)
+        preconditions = {"uid": metadata.get("uid"),
+                         "resourceVersion": metadata.get("resourceVersion")}  # fmt: skip
+        try:
+            if owners:
+                await client.request(
+                    "PATCH", path, params={"fieldManager": FIELD_MANAGER},
+                    content_type=MERGE_PATCH,
+                    body={"metadata": {"ownerReferences": owners, **preconditions}},
+                )  # fmt: skip
+            else:
+                await client.request("DELETE", path, body={"preconditions": preconditions})
+                log.info("%s: deleted snapshot %s/%s, which no revision uses", target,
+                         kind.value, name)  # fmt: skip
+        except ApiError as exc:
+            if not (exc.not_found or exc.conflict):
+                raise
+            # Gone or changed meanwhile: the next look works from the new state.
+        self._context.metrics.writes.labels(kind=resource.kind).inc()
+
+
+def _copy_names(mapping: Mapping[tuple[SourceKind, str], str]) -> list[str]:
+    return sorted(f"{kind.value}/{copy}" for kind, copy in mapping)
+
+
+def _reference_to(resource: Resource, obj: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata") or {}
+    return {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+    }

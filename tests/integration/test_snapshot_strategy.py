@@ -1,0 +1,273 @@
+"""Strategy `snapshot` against the real control plane: immutable copies per config
+version, a true rolling release, `rollout undo` that restores config, copies collected
+with the revisions that use them, and a squatter never used."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, REPLICASETS, SECRETS
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import source_state, template_annotation
+from kube_nudge.model.annotations import SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.snapshots import copy_name, parse_snapshots
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
+from tests.integration import manifests
+from tests.integration.controller_support import (
+    events,
+    expected_hash,
+    running_controller,
+    template_hash,
+)
+from tests.integration.manifests import ENABLED
+
+pytestmark = pytest.mark.cluster
+DEPLOYMENT = BUILTIN_KINDS[0]
+SNAPSHOT = {**ENABLED, "kube-nudge.io/strategy": "snapshot"}
+COPIES = {"labelSelector": SNAPSHOT_LABEL}
+JSON_PATCH = "application/json-patch+json"
+
+
+def web(history: int = 10) -> dict[str, Any]:
+    """2 replicas reading ConfigMap `app` through a volume and Secret `db` through env."""
+    spec = manifests.pod_spec(
+        volumes=[{"name": "cfg", "configMap": {"name": "app"}}],
+        containers=[{
+            "name": "app", "image": "registry.invalid/app:1",
+            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/app"}],
+            "env": [{"name": "PASSWORD",
+                     "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
+        }],
+    )  # fmt: skip
+    deployment = manifests.deployment("web", replicas=2, spec=spec, annotations=SNAPSHOT)
+    deployment["spec"]["revisionHistoryLimit"] = history
+    return deployment
+
+
+def copies_of(obj: dict[str, Any], path: tuple[str, ...] = DEPLOYMENT.template_path) -> set[str]:
+    """`kind/name` of the copies a (workload or ReplicaSet) template references."""
+    mapping = parse_snapshots(template_annotation(obj, path, SNAPSHOTS))
+    return {f"{kind.value}/{name}" for kind, name in mapping}
+
+
+async def all_copies(kube: KubeClient, namespace: str) -> dict[str, dict[str, Any]]:
+    found = {}
+    for kind, resource in (("configmap", CONFIGMAPS), ("secret", SECRETS)):
+        listed = await kube.get(resource.path(namespace), labelSelector=SNAPSHOT_LABEL)
+        found.update({f"{kind}/{o['metadata']['name']}": o for o in listed["items"]})
+    return found
+
+
+async def rolled_past(kube: KubeClient, namespace: str, old: str | None) -> dict[str, Any]:
+    return await wait_for_object(
+        kube, DEPLOYMENTS.path(namespace), "web",
+        lambda o: template_hash(o, DEPLOYMENT) not in (None, old), timeout=30,
+    )  # fmt: skip
+
+
+async def replica_sets(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    return list((await kube.get(REPLICASETS.path(namespace)))["items"])
+
+
+async def owned_by_revisions(kube: KubeClient, namespace: str) -> dict[str, set[str]]:
+    """Wait until every copy is owned by ReplicaSets only; copy -> owning RS names."""
+
+    def settled(found: dict[str, Any]) -> bool:
+        owners = [o.get("metadata", {}).get("ownerReferences") or [] for o in found.values()]
+        return all(refs and all(r["kind"] == "ReplicaSet" for r in refs) for refs in owners)
+
+    owners = {}
+    for kind, resource in (("configmap", CONFIGMAPS), ("secret", SECRETS)):
+        found = await wait_for_objects(
+            kube, resource.path(namespace), settled, timeout=30, params=COPIES
+        )
+        for name, obj in found.items():
+            owners[f"{kind}/{name}"] = {r["name"] for r in obj["metadata"]["ownerReferences"]}
+    return owners
+
+
+async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restores_it(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web())
+    async with running_controller(cluster, namespace) as running:
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
+            timeout=30,
+        )  # fmt: skip
+        assert await all_copies(kube, namespace) == {}  # adoption copies and restarts nothing
+
+        # Change 1: both sources. One rollout onto copies of the new data.
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        await kube.merge_patch(SECRETS.path(namespace, "db"), {"stringData": {"password": "p1"}})
+        first = await rolled_past(kube, namespace, None)
+        await running.controller.settled(timeout=30)
+        first = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert template_hash(first, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, first, running.hmac_key
+        )
+        v1 = copies_of(first)
+        assert {c.split("/")[0] for c in v1} == {"configmap", "secret"}
+        template = first["spec"]["template"]["spec"]
+        cm_copy = template["volumes"][0]["configMap"]["name"]
+        secret_copy = template["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]["name"]
+        assert {f"configmap/{cm_copy}", f"secret/{secret_copy}"} == v1
+        copies = await all_copies(kube, namespace)
+        assert set(copies) == v1
+        assert copies[f"configmap/{cm_copy}"]["data"] == {"LEVEL": "v1"}
+        assert copies[f"configmap/{cm_copy}"]["immutable"] is True
+        secret_data = copies[f"secret/{secret_copy}"]["data"]
+        assert base64.b64decode(secret_data["password"]) == b"p1"
+        # The copy's name is the keyed digest of exactly that data.
+        source = await kube.get(CONFIGMAPS.path(namespace, "app"))
+        ref = SourceRef(SourceKind.CONFIGMAP, namespace, "app")
+        assert cm_copy == copy_name(running.hmac_key, ref, source_state(source))
+
+        # Change 2, then undo it: the old copies come back, and stay.
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v2"}})
+        second = await rolled_past(kube, namespace, template_hash(first, DEPLOYMENT))
+        v2 = copies_of(second)
+        assert f"secret/{secret_copy}" in v2 and f"configmap/{cm_copy}" not in v2
+        await running.controller.settled(timeout=30)
+        owners = await owned_by_revisions(kube, namespace)
+        assert set(owners) == v1 | v2
+        sets = {rs["metadata"]["name"]: rs for rs in await replica_sets(kube, namespace)}
+        assert len(sets) == 3  # the original, change 1, change 2
+        for copy, names in owners.items():
+            assert names == {n for n, rs in sets.items() if copy in copies_of(rs)}, copy
+
+        [previous] = [rs for rs in sets.values() if copies_of(rs) == v1]
+        undone = previous["spec"]["template"]
+        undone["metadata"]["labels"].pop("pod-template-hash", None)
+        await kube.request(
+            "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH,
+            body=[{"op": "replace", "path": "/spec/template", "value": undone}],
+        )  # fmt: skip
+        [rolled_back] = (await wait_for_objects(
+            kube, "/api/v1/namespaces/" + namespace + "/events",
+            lambda found: any(e.get("reason") == "ConfigRolledBack" for e in found.values()),
+            timeout=30, params={"fieldSelector": "reason=ConfigRolledBack"},
+        )).values()  # fmt: skip
+        assert rolled_back["type"] == "Warning"
+        await running.controller.settled(timeout=30)
+        after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert copies_of(after) == v1  # not rolled forward by kube-nudge
+        assert (await kube.get(CONFIGMAPS.path(namespace, cm_copy)))["data"] == {"LEVEL": "v1"}
+
+        # The next real change rolls forward from there.
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v3"}})
+        third = await rolled_past(kube, namespace, template_hash(after, DEPLOYMENT))
+        assert (await kube.get(CONFIGMAPS.path(namespace, cm_copy)))["data"] == {"LEVEL": "v1"}
+        v3 = copies_of(third)
+        [v3_cm] = [c.split("/", 1)[1] for c in v3 if c.startswith("configmap/")]
+        assert (await kube.get(CONFIGMAPS.path(namespace, v3_cm)))["data"] == {"LEVEL": "v3"}
+        await running.controller.settled(timeout=30)
+
+        # A re-applied manifest names the sources again (no webhook yet): kube-nudge points
+        # the template back at the same copies, making none.
+        before = await all_copies(kube, namespace)
+        await kube.request(
+            "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH,
+            body=[{"op": "replace", "path": "/spec/template/spec",
+                   "value": web()["spec"]["template"]["spec"]}],
+        )  # fmt: skip
+        back = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: o["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"] == v3_cm,
+            timeout=30,
+        )  # fmt: skip
+        assert copies_of(back) == v3 and template_hash(back, DEPLOYMENT) == template_hash(
+            third, DEPLOYMENT
+        )
+        await running.controller.settled(timeout=30)
+        assert set(await all_copies(kube, namespace)) <= set(before)
+        rolling = [e["message"] for e in await events(kube, namespace, "Rolling")]
+        assert any("directly again" in m for m in rolling), rolling
+        for value in ("p0", "p1", manifests.CANARY):
+            for event in await events(kube, namespace, "Rolling"):
+                assert value not in event["message"]
+
+
+async def test_copies_go_with_the_revisions_that_use_them(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web(history=1))
+    async with running_controller(cluster, namespace) as running:
+        old = None
+        for n in range(1, 6):
+            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": f"v{n}"}})
+            old = template_hash(await rolled_past(kube, namespace, old), DEPLOYMENT)
+        await running.controller.settled(timeout=30)
+
+        # revisionHistoryLimit 1: the current ReplicaSet and one old one survive; the copies
+        # left are exactly those their templates reference.
+        def exactly_the_referenced(found: dict[str, Any]) -> bool:
+            return len(found) == 2
+
+        await wait_for_objects(
+            kube, REPLICASETS.path(namespace), exactly_the_referenced, timeout=60
+        )
+        referenced = set().union(*(copies_of(rs) for rs in await replica_sets(kube, namespace)))
+
+        async def copies_match() -> bool:
+            return set(await all_copies(kube, namespace)) == referenced
+
+        await wait_for_objects(
+            kube, CONFIGMAPS.path(namespace),
+            lambda found: {f"configmap/{n}" for n in found}
+            == {c for c in referenced if c.startswith("configmap/")},
+            timeout=60, params=COPIES,
+        )  # fmt: skip
+        assert await copies_match()
+
+    # Deleting the workload leaves no copy behind.
+    await kube.request(
+        "DELETE", DEPLOYMENTS.path(namespace, "web"),
+        body={"propagationPolicy": "Background"},
+    )  # fmt: skip
+    for resource in (CONFIGMAPS, SECRETS):
+        await wait_for_objects(
+            kube, resource.path(namespace), lambda found: not found, timeout=60, params=COPIES
+        )
+
+
+async def test_a_squatter_under_the_next_copy_name_is_never_used(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web())
+    async with running_controller(cluster, namespace) as running:
+        await running.controller.settled(timeout=30)
+        # Someone who can create ConfigMaps guesses (here: computes) the next copy's name.
+        upcoming = manifests.configmap("app", {"LEVEL": "v1"})
+        ref = SourceRef(SourceKind.CONFIGMAP, namespace, "app")
+        name = copy_name(running.hmac_key, ref, source_state(upcoming))
+        squatter = manifests.configmap(name, {"LEVEL": "evil"})
+        squatter["metadata"]["labels"] = {SNAPSHOT_LABEL: "true"}
+        await kube.create(CONFIGMAPS.path(namespace), squatter)
+
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        found = await wait_for_objects(
+            kube, f"/api/v1/namespaces/{namespace}/events",
+            lambda found: any(e.get("reason") == "SnapshotNameTaken" for e in found.values()),
+            timeout=30, params={"fieldSelector": "reason=SnapshotNameTaken"},
+        )  # fmt: skip
+        [warning] = found.values()
+        assert warning["type"] == "Warning" and name in warning["message"]
+        await running.controller.settled(timeout=30)
+        obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert template_hash(obj, DEPLOYMENT) is None  # nothing rolled
+        assert name not in str(obj["spec"]["template"])
+        assert len(await replica_sets(kube, namespace)) == 1
