@@ -271,3 +271,47 @@ async def test_a_squatter_under_the_next_copy_name_is_never_used(
         assert template_hash(obj, DEPLOYMENT) is None  # nothing rolled
         assert name not in str(obj["spec"]["template"])
         assert len(await replica_sets(kube, namespace)) == 1
+
+
+@pytest.mark.parametrize("kind_name", ["StatefulSet", "DaemonSet", "CronJob"])
+async def test_other_kinds_roll_onto_copies_owned_by_their_revisions(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, kind_name: str
+) -> None:
+    kind = next(k for k in BUILTIN_KINDS if k.resource.kind == kind_name)
+    builders = {"StatefulSet": manifests.statefulset, "DaemonSet": manifests.daemonset,
+                "CronJob": manifests.cronjob}  # fmt: skip
+    spec = manifests.env_consumer()
+    # A CronJob that never fires during the test: its copies stay with the CronJob.
+    extra = {"schedule": "0 0 1 1 *"} if kind_name == "CronJob" else {}
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(
+        kind.resource.path(namespace),
+        builders[kind_name]("w", spec=spec, annotations=SNAPSHOT, **extra),
+    )
+    async with running_controller(cluster, namespace):
+        await wait_for_object(
+            kube, kind.resource.path(namespace), "w",
+            lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
+            timeout=30,
+        )  # fmt: skip
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        rolled = await wait_for_object(
+            kube, kind.resource.path(namespace), "w",
+            lambda o: template_hash(o, kind) is not None, timeout=30,
+        )  # fmt: skip
+        [copy] = copies_of(rolled, kind.template_path)
+        name = copy.split("/", 1)[1]
+        assert (await kube.get(CONFIGMAPS.path(namespace, name)))["data"] == {"LEVEL": "v1"}
+        owner_kind = {"StatefulSet": "ControllerRevision", "DaemonSet": "ControllerRevision",
+                      "CronJob": "CronJob"}[kind_name]  # fmt: skip
+        await wait_for_object(
+            kube, CONFIGMAPS.path(namespace), name,
+            lambda o: [r["kind"] for r in o["metadata"]["ownerReferences"]] == [owner_kind],
+            timeout=30,
+        )  # fmt: skip
+    await kube.request(
+        "DELETE", kind.resource.path(namespace, "w"), body={"propagationPolicy": "Background"}
+    )
+    await wait_for_objects(
+        kube, CONFIGMAPS.path(namespace), lambda found: not found, timeout=60, params=COPIES
+    )
