@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit test test-unit test-integration control-plane demo clean
+.PHONY: help install lint audit test test-unit test-integration control-plane helm manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -43,13 +43,21 @@ audit: $(STAMP)
 control-plane: $(STAMP)
 	$(BIN)/kube-nudge-dev build
 
-test-unit: $(STAMP)
+# The pinned helm (its own cache directory) that renders and lints deploy/helm; ~2 min cold.
+helm: $(STAMP)
+	$(BIN)/kube-nudge-dev build helm
+
+# Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
+manifests: helm
+	$(BIN)/kube-nudge-dev manifests
+
+test-unit: helm
 	$(BIN)/pytest tests/unit
 
-test-integration: control-plane
+test-integration: control-plane helm
 	$(BIN)/pytest tests/integration
 
-test: lint control-plane
+test: lint control-plane helm
 	$(BIN)/pytest
 
 demo: control-plane

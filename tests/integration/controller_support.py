@@ -187,19 +187,23 @@ class Replica:
 
 async def start_replica(
     kubeconfig: Path,
-    namespace: str,
+    namespace: str | None,
     log: Path,
     *,
     state_namespace: str | None = None,
     extra_args: tuple[str, ...] = ("--leader-elect", "--debounce=0"),
 ) -> Replica:
-    """Start `kube-nudge run` (by default with leader election) watching ``namespace``."""
+    """Start `kube-nudge run` (by default with leader election) watching ``namespace``
+    (None: every namespace; then ``state_namespace`` is required)."""
     port = free_port()
     REPLICA_LOGS.append(log)
+    state = state_namespace or namespace
+    assert state is not None, "watching every namespace needs a state_namespace"
+    scope = [f"--namespace={namespace}"] if namespace is not None else []
     with log.open("ab") as sink:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={kubeconfig}",
-            f"--namespace={namespace}", f"--state-namespace={state_namespace or namespace}",
+            *scope, f"--state-namespace={state}",
             f"--metrics-addr=127.0.0.1:{port}", "--log-format=json", *extra_args,
             stdout=sink, stderr=sink,
         )  # fmt: skip

@@ -1,4 +1,8 @@
-"""deploy/kube-nudge.yaml grants enough: the controller works with exactly those rules."""
+"""The chart grants enough and no more: in both install modes its rendered manifests apply to
+the real API server (a server-side dry run, then for real), and `kube-nudge run` with the
+chart's own command line, authenticated as the chart's ServiceAccount, adopts and rolls a
+workload without one Forbidden; what the grant leaves out (writing a user's Secret, reading
+outside the watched namespaces) is denied."""
 
 from __future__ import annotations
 
@@ -10,15 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
-from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
     NAMESPACES,
+    SECRETS,
     SERVICEACCOUNTS,
     Resource,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object
 from tests.integration import manifests
@@ -26,46 +32,70 @@ from tests.integration.controller_support import start_replica, template_hash, u
 from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
-MANIFEST = Path(__file__).parents[2] / "deploy" / "kube-nudge.yaml"
+REPO = Path(__file__).resolve().parents[2]
 RBAC = "rbac.authorization.k8s.io"
 RESOURCES = {
-    "ClusterRole": Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
-    "ClusterRoleBinding": Resource(
-        RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
-    ),
-    "Role": Resource(RBAC, "v1", "roles", "Role"),
-    "RoleBinding": Resource(RBAC, "v1", "rolebindings", "RoleBinding"),
+    r.kind: r
+    for r in (
+        SERVICEACCOUNTS,
+        DEPLOYMENTS,
+        Resource("", "v1", "services", "Service"),
+        Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+        Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
+        Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
+        Resource(RBAC, "v1", "roles", "Role"),
+        Resource(RBAC, "v1", "rolebindings", "RoleBinding"),
+    )
 }
+# Flags the test sets itself: a free local port for the probes, no debounce to be quick.
+OWN_FLAGS = ("run", "--metrics-addr=")
 
 
-def rbac_documents(state_namespace: str, suffix: str) -> list[dict[str, Any]]:
-    """The manifest's RBAC objects, moved to a per-test namespace and cluster-unique names."""
-    text = MANIFEST.read_text().replace("namespace: kube-nudge", f"namespace: {state_namespace}")
-    docs = [d for d in yaml.safe_load_all(text) if d["kind"] in RESOURCES]
-    for doc in docs:
-        if doc["kind"].startswith("Cluster"):
-            doc["metadata"]["name"] += f"-{suffix}"
-        if "roleRef" in doc and doc["roleRef"]["kind"] == "ClusterRole":
-            doc["roleRef"]["name"] += f"-{suffix}"
-    return docs
-
-
-async def test_controller_runs_with_exactly_the_shipped_rbac(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
-) -> None:
-    state = f"{namespace}-kn"
-    await kube.create(NAMESPACES.path(), {"metadata": {"name": state}})
-    created: list[str] = []
-    try:
-        await kube.create(SERVICEACCOUNTS.path(state), {"metadata": {"name": "kube-nudge"}})
-        for doc in rbac_documents(state, namespace):
+async def apply(kube: KubeClient, docs: list[dict[str, Any]]) -> list[str]:
+    """Create every document, after a server-side dry run of all of them; return the paths
+    of the cluster-scoped ones (deleting the namespace does not remove those)."""
+    for dry_run in (True, False):
+        for doc in docs:
             resource = RESOURCES[doc["kind"]]
-            ns = doc["metadata"].get("namespace")
-            await kube.create(resource.path(ns), doc)
-            if not resource.namespaced:
-                created.append(resource.path(name=doc["metadata"]["name"]))
+            path = resource.path(doc["metadata"].get("namespace"))
+            await kube.request("POST", path, params={"dryRun": "All"} if dry_run else None,
+                               body=doc)  # fmt: skip
+    return [
+        RESOURCES[d["kind"]].path(name=d["metadata"]["name"])
+        for d in docs
+        if not RESOURCES[d["kind"]].namespaced
+    ]
+
+
+async def denied(call: Any) -> bool:
+    try:
+        await call
+    except ApiError as exc:
+        return exc.status == 403
+    return False
+
+
+@pytest.mark.parametrize("mode", ["cluster-wide", "namespace-scoped"])
+async def test_controller_runs_with_exactly_the_charts_rbac(
+    mode: str, kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    state = f"{namespace}-kn"  # the release namespace: its Lease and key Secret
+    scoped = mode == "namespace-scoped"
+    sets = (f"watchNamespaces={{{namespace}}}",) if scoped else ()
+    # The release is named after the test, so its cluster-scoped names are unique.
+    rendered = chart.template(REPO, release=namespace, namespace=state, sets=sets)
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    assert bool([d for d in docs if d["kind"] == "ClusterRole"]) is not scoped
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+
+    await kube.create(NAMESPACES.path(), {"metadata": {"name": state}})
+    cluster_scoped: list[str] = []
+    try:
+        cluster_scoped = await apply(kube, docs)
         token = await kube.create(
-            SERVICEACCOUNTS.path(state, "kube-nudge", "token"),
+            SERVICEACCOUNTS.path(state, account, "token"),
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
         )
         config = json.loads(cluster.kubeconfig.read_text())
@@ -75,13 +105,19 @@ async def test_controller_runs_with_exactly_the_shipped_rbac(
         kubeconfig.write_text(json.dumps(config))
 
         await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"K": "1"}))
+        await kube.create(SECRETS.path(namespace), manifests.secret("user", {"k": "v"}))
         spec = manifests.pod_spec(volumes=[{"name": "c", "configMap": {"name": "app"}}])
         await kube.create(
             DEPLOYMENTS.path(namespace),
             manifests.deployment("app", spec=spec, annotations=ENABLED),
         )
-        replica = await start_replica(kubeconfig, namespace, tmp_path / "kn.log",
-                                      state_namespace=state)  # fmt: skip
+        # The chart's command line as it is, but for the probe port; cluster-wide, it watches
+        # every namespace of the session cluster, as installed.
+        chart_flags = [a for a in container["args"] if not a.startswith(OWN_FLAGS)]
+        replica = await start_replica(
+            kubeconfig, namespace if scoped else None, tmp_path / "kn.log",
+            state_namespace=state, extra_args=(*chart_flags, "--debounce=0"),
+        )  # fmt: skip
         try:
             await until(replica.leading, 60)
             await wait_for_object(
@@ -101,7 +137,22 @@ async def test_controller_runs_with_exactly_the_shipped_rbac(
         finally:
             replica.proc.send_signal(signal.SIGTERM)
             await replica.proc.wait()
+
+        # What the grant leaves out, asked as the same ServiceAccount.
+        sa = KubeClient.from_config(kubeconfig)
+        try:
+            user_secret = SECRETS.path(namespace, "user")
+            assert await denied(sa.merge_patch(user_secret, {"data": {"k": "eA=="}}))
+            assert await denied(sa.delete(user_secret))
+            assert await denied(sa.create(SECRETS.path(namespace), manifests.secret("x", {})))
+            assert await denied(sa.delete(CONFIGMAPS.path(namespace, "app")))
+            assert await denied(sa.delete(DEPLOYMENTS.path(namespace, "app")))
+            if scoped:  # nothing outside the watched namespace
+                assert await denied(sa.get(CONFIGMAPS.path()))
+                assert await denied(sa.get(SECRETS.path("default")))
+        finally:
+            await sa.aclose()
     finally:
-        for path in created:
+        for path in cluster_scoped:
             await kube.delete(path)
         await kube.delete(NAMESPACES.path(name=state))

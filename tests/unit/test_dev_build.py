@@ -41,3 +41,10 @@ def test_version_id_follows_the_wrapper_modules(
         main.write("// changed\n")
     monkeypatch.setattr(build, "_gomod_dir", lambda: changed)
     assert build._version_id() != EXPECTED_ID
+
+
+def test_helm_has_its_own_pinned_cache() -> None:
+    # a helm bump never rebuilds the control plane, nor the reverse
+    assert build.helm_cache_dir().parent.name == f"helm-{build.HELM_VERSION}"
+    assert build.helm_cache_dir().parent != build.bin_cache_dir().parent
+    assert "helm" not in build.COMPONENTS

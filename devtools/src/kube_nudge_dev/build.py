@@ -195,3 +195,65 @@ def ensure_binaries(
             say(f"  [{index}/{len(missing)}] {name} built in {time.monotonic() - started:.0f} s")
             found[name] = out_dir / name
     return {name: path for name, path in found.items() if path is not None}
+
+
+# helm renders and lints the chart in deploy/helm (tests/unit/test_chart.py). It has its own
+# pin and cache directory, so bumping it never rebuilds the control plane (nor the reverse).
+HELM_VERSION = "v3.22.0"
+# What helm's own release build stamps (its Makefile): the version `helm version` prints,
+# and the Kubernetes minor of its client-go (v0.37) that `helm lint` checks deprecations
+# against and `helm template` reports as .Capabilities.KubeVersion.
+_HELM_LDFLAGS = " ".join(
+    [
+        "-s -w",
+        f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
+        "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+        *(
+            f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+            for pkg in ("lint/rules", "chartutil")
+            for part, value in (("Major", "1"), ("Minor", "37"))
+        ),
+    ]
+)
+
+
+def helm_cache_dir() -> Path:
+    """Where the pinned helm is built: ``<cache root>/helm-<version>/bin``."""
+    return cache_root() / f"helm-{HELM_VERSION}" / "bin"
+
+
+def helm_binary(*, progress: Callable[[str], None] | None = None) -> Path:
+    """The pinned helm, built from the Go module proxy into its cache on first use."""
+    target = helm_cache_dir() / "helm"
+    if target.is_file() and os.access(target, os.X_OK):
+        return target
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(f"cannot build helm {HELM_VERSION}: no Go toolchain on PATH (Go >= 1.26)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    log = target.parent.parent / "build.log"
+    say(f"building helm {HELM_VERSION} into {target.parent} (log: {log}; a few minutes cold)")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="kube-nudge-build-") as tmp:
+        env = _go_env()
+        env["GOBIN"] = tmp
+        cmd = [
+            go,
+            "install",
+            f"-ldflags={_HELM_LDFLAGS}",
+            f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}",
+        ]
+        with log.open("ab") as sink:
+            sink.write(f"\n$ {' '.join(cmd)}\n".encode())
+            sink.flush()
+            result = subprocess.run(  # nosec B603 # go from PATH, pinned argv, no shell
+                cmd, cwd=tmp, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False
+            )
+        if result.returncode != 0:
+            raise BuildError(f"building helm failed (exit {result.returncode}); log: {log}")
+        partial = target.parent / ".helm.partial"
+        shutil.copy2(Path(tmp) / "helm", partial)
+        partial.replace(target)  # atomic: a killed build never leaves half a binary
+    say(f"helm {HELM_VERSION} built in {time.monotonic() - started:.0f} s")
+    return target

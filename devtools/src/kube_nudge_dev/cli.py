@@ -18,12 +18,30 @@ def _run_cluster(args: argparse.Namespace) -> int:
 
 
 def _run_build(args: argparse.Namespace) -> int:
-    from kube_nudge_dev.build import BuildError, ensure_binaries
+    from kube_nudge_dev.build import BuildError, ensure_binaries, helm_binary
 
     try:
+        if args.target == "helm":
+            print(f"helm\t{helm_binary()}")
+            return 0
         for name, path in ensure_binaries().items():
             print(f"{name}\t{path}")
     except BuildError as exc:
+        print(f"kube-nudge-dev: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_manifests(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kube_nudge_dev.build import BuildError
+    from kube_nudge_dev.chart import ChartError, write_manifests
+
+    try:
+        for path in write_manifests(Path(args.repo)):
+            print(path)
+    except (BuildError, ChartError) as exc:
         print(f"kube-nudge-dev: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -52,11 +70,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser(
         "build",
-        help="build (or find) the control-plane binaries and print their paths",
-        description="Print NAME<TAB>PATH for each control-plane binary, building the missing "
-        "ones into the cache first (the first build takes minutes).",
+        help="build (or find) the control-plane binaries, or helm, and print their paths",
+        description="Print NAME<TAB>PATH for each control-plane binary (or for the pinned "
+        "helm), building the missing ones into the cache first (the first build takes "
+        "minutes).",
+    )
+    build.add_argument(
+        "target",
+        nargs="?",
+        choices=("control-plane", "helm"),
+        default="control-plane",
+        help="what to build (default: control-plane)",
     )
     build.set_defaults(handler=_run_build)
+
+    manifests = sub.add_parser(
+        "manifests",
+        help="rewrite deploy/manifests from the Helm chart (with the pinned helm)",
+        description="Render deploy/helm/kube-nudge with each of its ci/*-values.yaml into "
+        "deploy/manifests/*.yaml (what `make manifests` runs).",
+    )
+    manifests.add_argument("--repo", default=".", help="the checkout (default: .)")
+    manifests.set_defaults(handler=_run_manifests)
 
     demo = sub.add_parser(
         "demo",
