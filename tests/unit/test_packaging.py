@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import configparser
 import email.parser
+import json
 import shutil
 import subprocess
 import sys
@@ -11,6 +13,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,3 +65,56 @@ def test_wheel_does_not_depend_on_cryptography(wheel: Path) -> None:
     requires = metadata.get_all("Requires-Dist") or []
     assert any(r.startswith("lightkube") for r in requires), requires
     assert [r for r in requires if "cryptography" in r.lower()] == []
+
+
+# The container image (Dockerfile): no engine runs here, so what it relies on is checked
+# against the wheel, the locks and the chart.
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def _instruction(keyword: str) -> list[str]:
+    """The last JSON-form ENTRYPOINT/CMD of the final stage."""
+    lines = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith(keyword)]
+    return list(json.loads(lines[-1].removeprefix(keyword).strip()))
+
+
+def test_image_entrypoint_is_the_wheels_console_script(wheel: Path) -> None:
+    assert _instruction("ENTRYPOINT") == ["kube-nudge"] and _instruction("CMD") == ["run"]
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [m for m in archive.namelist() if m.endswith(".dist-info/entry_points.txt")]
+        scripts = configparser.ConfigParser()
+        scripts.read_string(archive.read(name).decode())
+    assert scripts["console_scripts"]["kube-nudge"] == "kube_nudge.app.cli:main"
+
+
+def test_image_locks_pin_every_dependency_of_the_wheel(wheel: Path) -> None:
+    fresh = subprocess.run(
+        [sys.executable, "tools/image_locks.py", "--check"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [m for m in archive.namelist() if m.endswith(".dist-info/METADATA")]
+        metadata = email.parser.Parser().parsestr(archive.read(name).decode())
+    runtime = [Requirement(r) for r in metadata.get_all("Requires-Dist") or []]
+    needed = {canonicalize_name(r.name) for r in runtime if r.marker is None}
+    lock = (REPO / "requirements/image-runtime.lock").read_text()
+    pinned = {canonicalize_name(line.split("==")[0]) for line in lock.splitlines() if "==" in line}
+    assert needed and needed <= pinned
+    assert not pinned & {"pytest", "setuptools", "wheel", "kube-nudge-dev", "cryptography"}
+
+
+def test_image_runs_as_the_user_the_chart_asks_for() -> None:
+    [user] = [line.split()[1] for line in DOCKERFILE.read_text().splitlines()
+              if line.startswith("USER ")]  # fmt: skip
+    values = yaml.safe_load((REPO / "deploy/helm/kube-nudge/values.yaml").read_text())
+    security = values["podSecurityContext"]
+    assert user == f"{security['runAsUser']}:{security['runAsGroup']}"
+    assert values["podSecurityContext"]["runAsNonRoot"] is True
+    # only the product's sources and the image locks go into the image, never devtools/
+    copied = [line.split()[1:-1] for line in DOCKERFILE.read_text().splitlines()
+              if line.startswith("COPY ") and "--from" not in line]  # fmt: skip
+    assert sorted(p for group in copied for p in group) == sorted([
+        "requirements/image-build.lock", "requirements/image-runtime.lock",
+        "pyproject.toml", "README.md", "src",
+    ])  # fmt: skip
