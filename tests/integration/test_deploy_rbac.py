@@ -2,7 +2,8 @@
 the real API server (a server-side dry run, then for real), and `kube-nudge run` with the
 chart's own command line, authenticated as the chart's ServiceAccount, adopts and rolls a
 workload without one Forbidden; what the grant leaves out (writing a user's Secret, reading
-outside the watched namespaces) is denied."""
+outside the watched namespaces) is denied. With `snapshotStrategy.enabled` the same holds for
+a workload rolling onto copies that its ReplicaSet then owns."""
 
 from __future__ import annotations
 
@@ -24,9 +25,11 @@ from kube_nudge.kube.resources import (
     Resource,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import template_annotation
+from kube_nudge.model.annotations import SNAPSHOT_LABEL, SNAPSHOTS
 from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_object
+from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import start_replica, template_hash, until
 from tests.integration.manifests import ENABLED
@@ -49,6 +52,7 @@ RESOURCES = {
 }
 # Flags the test sets itself: a free local port for the probes, no debounce to be quick.
 OWN_FLAGS = ("run", "--metrics-addr=")
+SNAPSHOT = {**ENABLED, "kube-nudge.io/strategy": "snapshot"}
 
 
 async def apply(kube: KubeClient, docs: list[dict[str, Any]]) -> list[str]:
@@ -75,13 +79,15 @@ async def denied(call: Any) -> bool:
     return False
 
 
-@pytest.mark.parametrize("mode", ["cluster-wide", "namespace-scoped"])
+@pytest.mark.parametrize("mode", ["cluster-wide", "namespace-scoped", "snapshot"])
 async def test_controller_runs_with_exactly_the_charts_rbac(
     mode: str, kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     state = f"{namespace}-kn"  # the release namespace: its Lease and key Secret
-    scoped = mode == "namespace-scoped"
-    sets = (f"watchNamespaces={{{namespace}}}",) if scoped else ()
+    scoped = mode != "cluster-wide"
+    snapshot = mode == "snapshot"  # namespace-scoped, with the snapshot strategy's grant
+    sets: tuple[str, ...] = (f"watchNamespaces={{{namespace}}}",) if scoped else ()
+    sets += ("snapshotStrategy.enabled=true",) if snapshot else ()
     # The release is named after the test, so its cluster-scoped names are unique.
     rendered = chart.template(REPO, release=namespace, namespace=state, sets=sets)
     docs = [d for d in yaml.safe_load_all(rendered) if d]
@@ -109,7 +115,7 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
         spec = manifests.pod_spec(volumes=[{"name": "c", "configMap": {"name": "app"}}])
         await kube.create(
             DEPLOYMENTS.path(namespace),
-            manifests.deployment("app", spec=spec, annotations=ENABLED),
+            manifests.deployment("app", spec=spec, annotations=SNAPSHOT if snapshot else ENABLED),
         )
         # The chart's command line as it is, but for the probe port; cluster-wide, it watches
         # every namespace of the session cluster, as installed.
@@ -130,6 +136,16 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
                 kube, DEPLOYMENTS.path(namespace), "app",
                 lambda o: template_hash(o, BUILTIN_KINDS[0]) is not None, timeout=30,
             )  # fmt: skip
+            if snapshot:  # rolled onto a copy, which its ReplicaSet then takes over
+                app = await kube.get(DEPLOYMENTS.path(namespace, "app"))
+                assert template_annotation(app, BUILTIN_KINDS[0].template_path, SNAPSHOTS)
+                await wait_for_objects(
+                    kube, CONFIGMAPS.path(namespace),
+                    lambda found: len(found) == 1 and all(
+                        [r["kind"] for r in o["metadata"].get("ownerReferences") or []]
+                        == ["ReplicaSet"] for o in found.values()),
+                    params={"labelSelector": SNAPSHOT_LABEL}, timeout=30,
+                )  # fmt: skip
             metrics = await replica.get("/metrics")
             assert metrics is not None
             assert 'kube_nudge_errors_total{stage="event"} 0.0' in metrics.text
@@ -142,10 +158,11 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
         sa = KubeClient.from_config(kubeconfig)
         try:
             user_secret = SECRETS.path(namespace, "user")
-            assert await denied(sa.merge_patch(user_secret, {"data": {"k": "eA=="}}))
-            assert await denied(sa.delete(user_secret))
-            assert await denied(sa.create(SECRETS.path(namespace), manifests.secret("x", {})))
-            assert await denied(sa.delete(CONFIGMAPS.path(namespace, "app")))
+            if not snapshot:  # RBAC cannot narrow the snapshot strategy's writes to its copies
+                assert await denied(sa.merge_patch(user_secret, {"data": {"k": "eA=="}}))
+                assert await denied(sa.delete(user_secret))
+                assert await denied(sa.create(SECRETS.path(namespace), manifests.secret("x", {})))
+                assert await denied(sa.delete(CONFIGMAPS.path(namespace, "app")))
             assert await denied(sa.delete(DEPLOYMENTS.path(namespace, "app")))
             if scoped:  # nothing outside the watched namespace
                 assert await denied(sa.get(CONFIGMAPS.path()))

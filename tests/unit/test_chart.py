@@ -136,6 +136,24 @@ def test_namespace_scoped_mode_has_no_cluster_objects() -> None:
     ]  # fmt: skip
 
 
+def test_only_the_snapshot_strategy_may_write_configmaps_and_secrets() -> None:
+    writes = {"create", "patch", "delete", "update"}
+
+    def source_writes(docs: list[Doc]) -> set[str]:
+        rules = only(docs, "ClusterRole")["rules"]
+        return {
+            verb for rule in rules if {"configmaps", "secrets"} & set(rule["resources"])
+            for verb in rule["verbs"] if verb in writes
+        }  # fmt: skip
+
+    assert source_writes(render()) == set()
+    granted = render("snapshotStrategy.enabled=true")
+    assert source_writes(granted) == {"create", "patch", "delete"}
+    lists = {(r["apiGroups"][0], res) for r in only(granted, "ClusterRole")["rules"]
+             if r["verbs"] == ["list"] for res in r["resources"]}  # fmt: skip
+    assert {("apps", "replicasets"), ("apps", "controllerrevisions"), ("batch", "jobs")} <= lists
+
+
 def test_the_pod_is_hardened_and_highly_available() -> None:
     docs = render()
     deployment = only(docs, "Deployment")

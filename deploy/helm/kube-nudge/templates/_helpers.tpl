@@ -67,6 +67,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [batch]
   resources: [cronjobs]
   verbs: [get, list, watch, patch]
+{{- if .Values.snapshotStrategy.enabled }}
+# Strategy snapshot: make the copies, move their ownerReferences, delete unused ones ...
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [create, patch, delete]
+# ... and find the revisions that use them.
+- apiGroups: [apps]
+  resources: [replicasets, controllerrevisions]
+  verbs: [list]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [list]
+{{- end }}
 {{- range .Values.customWorkloads }}
 - apiGroups: [{{ .group | quote }}]
   resources: [{{ .resource | quote }}]
