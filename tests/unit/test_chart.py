@@ -105,8 +105,9 @@ def test_cluster_wide_mode_grants_through_one_cluster_role() -> None:
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                            "ServiceAccount", "Deployment", "Service",
-                            "PodDisruptionBudget"])  # fmt: skip
+                            "ServiceAccount", "Deployment", "Service", "PodDisruptionBudget",
+                            "ValidatingAdmissionPolicy",
+                            "ValidatingAdmissionPolicyBinding"])  # fmt: skip
     assert not [a for a in container_args(docs) if a.startswith("--namespace")]
     state = only(docs, "Role")
     assert state["metadata"] == {**state["metadata"], "name": "kube-nudge-state",
@@ -120,10 +121,16 @@ def test_cluster_wide_mode_grants_through_one_cluster_role() -> None:
     ]
 
 
-def test_namespace_scoped_mode_has_no_cluster_objects() -> None:
+def test_namespace_scoped_mode_grants_nothing_cluster_wide() -> None:
     cluster_wide = render()
     docs = render("watchNamespaces={team-a,team-b}")
     assert not [d for d in docs if d["kind"].startswith("Cluster")]
+    # the only cluster-scoped objects restrict kube-nudge, and can be left out
+    assert {d["kind"] for d in docs if "namespace" not in d["metadata"]} == {
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
+    }  # fmt: skip
+    without = render("watchNamespaces={team-a}", "admissionPolicy.enabled=false")
+    assert [d["kind"] for d in without if "namespace" not in d["metadata"]] == []
     watched = [d for d in docs if d["metadata"]["name"] == "kube-nudge"]
     roles = {d["metadata"]["namespace"]: d for d in watched if d["kind"] == "Role"}
     bindings = {d["metadata"]["namespace"] for d in watched if d["kind"] == "RoleBinding"}
