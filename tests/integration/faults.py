@@ -21,13 +21,15 @@ from typing import Any
 
 from kube_nudge.controller.desired import desired_hash
 from kube_nudge.kube.client import JSON, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRETS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, REPLICASETS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import BASELINE_HASH
+from kube_nudge.model import BASELINE_HASH, template_annotation
+from kube_nudge.model.annotations import SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.snapshots import parse_snapshots
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_objects
 from tests.integration import manifests
-from tests.integration.controller_support import HMAC_SECRET, template_hash
+from tests.integration.controller_support import HMAC_SECRET, template_hash, until
 from tests.integration.manifests import ENABLED
 
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -61,6 +63,11 @@ async def own_control_plane(
         await asyncio.to_thread(cluster.stop)
 
 
+def scenario(name: str, strategy: str) -> str:
+    """A scenario's name in the report, naming its strategy unless it's the default."""
+    return name if strategy == "rollout" else f"{name} (strategy {strategy})"
+
+
 def applied(obj: JSON) -> str | None:
     """The hash a Deployment's pods run: on the template, or the adoption baseline."""
     annotations = obj["metadata"].get("annotations") or {}
@@ -82,14 +89,28 @@ class Fleet:
     consumes: dict[str, tuple[int, int]] = field(default_factory=dict)
     justified: dict[str, int] = field(default_factory=dict)
     changes: int = 0
+    strategy: str = "rollout"
 
     @classmethod
-    async def new(cls, kube: KubeClient, namespace: str, sources: int, workloads: int) -> Fleet:
+    async def new(
+        cls,
+        kube: KubeClient,
+        namespace: str,
+        sources: int,
+        workloads: int,
+        *,
+        strategy: str = "rollout",
+    ) -> Fleet:
         """A fleet with a fresh (or ``FAULT_SEED``) random stream, created in the API."""
         rng, seed = seeded_rng()
-        fleet = cls(kube, namespace, rng, seed, sources)
+        fleet = cls(kube, namespace, rng, seed, sources, strategy=strategy)
         await fleet.create(workloads)
         return fleet
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """What opts the fleet's workloads in, with its strategy."""
+        return {**ENABLED, "kube-nudge.io/strategy": self.strategy}
 
     async def create(self, workloads: int) -> None:
         """Create the ConfigMaps and opted-in Deployments."""
@@ -109,7 +130,7 @@ class Fleet:
                 "env": env, "envFrom": [{"configMapRef": {"name": f"cm{whole}"}}]}])  # fmt: skip
             await self.kube.create(
                 DEPLOYMENTS.path(self.namespace),
-                manifests.deployment(name, spec=spec, annotations=ENABLED),
+                manifests.deployment(name, spec=spec, annotations=self.annotations),
             )
         late = [{"configMapRef": {"name": "late"}}]  # not optional: the pods need it
         spec = manifests.pod_spec(
@@ -117,7 +138,7 @@ class Fleet:
         )
         await self.kube.create(
             DEPLOYMENTS.path(self.namespace),
-            manifests.deployment("held", spec=spec, annotations=ENABLED),
+            manifests.deployment("held", spec=spec, annotations=self.annotations),
         )
         self.justified["held"] = 0
 
@@ -193,7 +214,34 @@ class Fleet:
         rollouts = {name: int(obj["metadata"]["annotations"][REVISION]) - 1
                     for name, obj in observed.items()}  # fmt: skip
         extra = {n: r - self.justified[n] for n, r in rollouts.items() if r > self.justified[n]}
-        return Convergence(lost, extra, sum(rollouts.values()), seconds)
+        missing: list[str] = []
+        leaked: list[str] = []
+        if self.strategy == "snapshot":
+            missing, leaked = await self.snapshots_settled(timeout)
+        return Convergence(lost, extra, sum(rollouts.values()), seconds, missing, leaked)
+
+    async def snapshots_settled(self, timeout: float) -> tuple[list[str], list[str]]:
+        """Strategy snapshot: wait until the copies are exactly those the surviving
+        ReplicaSets reference; (referenced but missing, left over without a use)."""
+
+        async def state() -> tuple[set[str], set[str]]:
+            used: set[str] = set()
+            for rs in (await self.kube.get(REPLICASETS.path(self.namespace)))["items"]:
+                text = template_annotation(rs, DEPLOYMENT.template_path, SNAPSHOTS)
+                used |= {name for _, name in parse_snapshots(text)}
+            copies = await self.kube.get(
+                CONFIGMAPS.path(self.namespace), labelSelector=SNAPSHOT_LABEL
+            )
+            return used, {c["metadata"]["name"] for c in copies["items"]}
+
+        async def settled() -> bool:
+            used, copies = await state()
+            return used == copies
+
+        with contextlib.suppress(TimeoutError):
+            await until(settled, timeout)
+        used, copies = await state()
+        return sorted(used - copies), sorted(copies - used)
 
 
 @dataclass(frozen=True)
@@ -204,11 +252,16 @@ class Convergence:
     extra: dict[str, int]
     rollouts: int
     seconds: float
+    missing_copies: list[str] = field(default_factory=list)
+    leaked_copies: list[str] = field(default_factory=list)
 
     def check(self) -> None:
-        """Fail the test if anything was lost or rolled without cause."""
+        """Fail the test if anything was lost or rolled without cause (or, strategy
+        snapshot, a copy a revision needs is missing or one nothing needs is left)."""
         assert not self.lost, f"not converged (changes lost): {self.lost}"
         assert not self.extra, f"rolled more often than changes justify: {self.extra}"
+        assert not self.missing_copies, f"copies missing: {self.missing_copies}"
+        assert not self.leaked_copies, f"copies leaked: {self.leaked_copies}"
         assert self.rollouts > 0, "the stream never rolled anything: the scenario is vacuous"
 
 

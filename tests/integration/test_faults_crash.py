@@ -14,21 +14,23 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.controller_support import Replica, start_replica, until
-from tests.integration.faults import FULL, FaultRun, Fleet
+from tests.integration.faults import FULL, FaultRun, Fleet, scenario
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES, KILLS = (12, 50, 200, 10) if FULL else (8, 20, 80, 4)
 ARGS = ("--debounce=100ms", "--max-rollouts=1000/1m")
 
 
+@pytest.mark.parametrize("strategy", ["rollout", "snapshot"])
 async def test_sigkill_during_a_stream_of_changes_loses_nothing_and_adds_nothing(
     kube: KubeClient,
     cluster: LocalCluster,
     namespace: str,
     tmp_path: Path,
     fault_runs: list[FaultRun],
+    strategy: str,
 ) -> None:
-    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS, strategy=strategy)
     log = tmp_path / "kn.log"
     replica: Replica = await start_replica(cluster.kubeconfig, namespace, log, extra_args=ARGS)
     kill_after = set(fleet.rng.sample(range(1, CHANGES), KILLS))
@@ -46,5 +48,7 @@ async def test_sigkill_during_a_stream_of_changes_loses_nothing_and_adds_nothing
     finally:
         replica.proc.kill()
         await replica.proc.wait()
-    fault_runs.append(FaultRun.of("controller SIGKILL mid-stream", fleet, KILLS, end))
+    fault_runs.append(
+        FaultRun.of(scenario("controller SIGKILL mid-stream", strategy), fleet, KILLS, end)
+    )
     end.check()

@@ -14,7 +14,7 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.controller_support import controller_writes, start_replica, until
-from tests.integration.faults import FULL, FaultRun, Fleet
+from tests.integration.faults import FULL, FaultRun, Fleet, scenario
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 SOURCES, WORKLOADS, CHANGES = (10, 50, 120) if FULL else (4, 8, 40)
@@ -22,14 +22,16 @@ ARGS = ("--leader-elect", "--lease-duration=3s", "--renew-deadline=2s", "--retry
         "--debounce=100ms", "--max-rollouts=1000/1m")  # fmt: skip
 
 
+@pytest.mark.parametrize("strategy", ["rollout", "snapshot"])
 async def test_leader_dies_mid_stream_one_writer_at_a_time_nothing_lost(
     kube: KubeClient,
     cluster: LocalCluster,
     namespace: str,
     tmp_path: Path,
     fault_runs: list[FaultRun],
+    strategy: str,
 ) -> None:
-    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
+    fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS, strategy=strategy)
     replicas = [
         await start_replica(cluster.kubeconfig, namespace, tmp_path / f"r{n}.log", extra_args=ARGS)
         for n in range(2)
@@ -55,7 +57,9 @@ async def test_leader_dies_mid_stream_one_writer_at_a_time_nothing_lost(
             if replica.proc.returncode is None:
                 replica.proc.kill()
                 await replica.proc.wait()
-    fault_runs.append(FaultRun.of("leader SIGKILL, standby takes over", fleet, 1, end))
+    fault_runs.append(
+        FaultRun.of(scenario("leader SIGKILL, standby takes over", strategy), fleet, 1, end)
+    )
     end.check()
 
     writes = sorted(

@@ -185,14 +185,16 @@ class Partitionable(KubeClient):
         body: Any = None,
         content_type: str = "application/json",
         limiter: AsyncLimiter | None = None,
+        accept: str = "application/json",
     ) -> JSON:
         if self.partitioned:
             if self.mode == "hang":
                 await asyncio.Event().wait()  # only the elector's deadline ends this
             raise ApiError(0, "TransportError", "partitioned")
         return await super().request(
-            method, path, params=params, body=body, content_type=content_type, limiter=limiter
-        )
+            method, path, params=params, body=body, content_type=content_type, limiter=limiter,
+            accept=accept,
+        )  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", ["fail", "hang"])

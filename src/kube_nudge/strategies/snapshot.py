@@ -171,52 +171,78 @@ class SnapshotStrategy(RolloutStrategy):
                     "Delete or rename it, then the next change (or a restart) retries",
                 )
             )  # fmt: skip
+        # An existing copy (the source's other data didn't change) may by now belong only
+        # to old revisions that could be pruned before the new one takes it over: the
+        # workload claims it again until then.
+        metadata = existing.get("metadata") or {}
+        owners = list(metadata.get("ownerReferences") or ())
+        if not any(o.get("uid") == owner.get("uid") for o in owners):
+            await client.request(
+                "PATCH", resource.path(ref.namespace, name),
+                params={"fieldManager": FIELD_MANAGER}, content_type=MERGE_PATCH,
+                body={"metadata": {"ownerReferences": [*owners, owner],
+                                   "resourceVersion": metadata.get("resourceVersion")}},
+            )  # fmt: skip
+            self._context.metrics.writes.labels(kind=resource.kind).inc()
 
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
         """Give each of the workload's copies exactly the owners that need it: the
         revisions whose template uses it, and the workload itself for the current
         template's copies until that template's revision exists. A copy nothing needs any
-        more (its revisions were pruned before they took it over) is deleted."""
+        more (its revisions were pruned before they took it over) is deleted, but only
+        once the workload's controller has seen its latest template: until then it may
+        still make a revision of an intermediate one."""
         revisions = target.kind.revisions
-        view = target.view
         if revisions is None:
             return None
         client = self._context.client
+        workload = await client.get(target.kind.resource.path(target.namespace, target.name))
+        path = target.kind.template_path
+        current = set(parse_snapshots(template_annotation(workload, path, SNAPSHOTS)))
+        current_hash = template_annotation(workload, path, CONFIG_HASH)
+        # A CronJob makes its Jobs from the template of the moment: nothing to wait for.
+        observed = not revisions.follows_template or _generation_observed(workload)
+        uid = str((workload.get("metadata") or {}).get("uid"))
         params: dict[str, str] = {}
-        if revisions.by_pod_selector and view.pod_selector:
-            params["labelSelector"] = view.pod_selector
+        if revisions.by_pod_selector and target.view.pod_selector:
+            params["labelSelector"] = target.view.pod_selector
         listed = await client.get(revisions.resource.path(target.namespace), **params)
         users: dict[tuple[SourceKind, str], list[dict[str, Any]]] = {}
-        mine = {view.uid}
+        mine = {uid}
         current_revision = False
         for revision in listed.get("items") or ():
             metadata = revision.get("metadata") or {}
-            if not any(o.get("uid") == view.uid for o in metadata.get("ownerReferences") or ()):
+            if not any(o.get("uid") == uid for o in metadata.get("ownerReferences") or ()):
                 continue
             mine.add(str(metadata.get("uid")))
-            path = revisions.template_path
-            if template_annotation(revision, path, CONFIG_HASH) == view.template_hash:
+            if template_annotation(revision, revisions.template_path, CONFIG_HASH) == current_hash:
                 current_revision = True
-            for copy in parse_snapshots(template_annotation(revision, path, SNAPSHOTS)):
+            text = template_annotation(revision, revisions.template_path, SNAPSHOTS)
+            for copy in parse_snapshots(text):
                 users.setdefault(copy, []).append(_reference_to(revisions.resource, revision))
         copies = await self._copies(target.namespace)
-        owned = {
+        held = {
+            copy for copy, metadata in copies.items()
+            if any(o.get("uid") == uid for o in metadata.get("ownerReferences") or ())
+        }  # fmt: skip
+        owned = held | {
             copy for copy, metadata in copies.items()
             if any(o.get("uid") in mine for o in metadata.get("ownerReferences") or ())
         }  # fmt: skip
-        workload = {
-            "apiVersion": target.kind.resource.api_version, "kind": target.kind.resource.kind,
-            "name": target.name, "uid": view.uid,
-        }  # fmt: skip
-        for copy in sorted(owned | set(users) | view.snapshot_copies):
+        me = _reference_to(target.kind.resource, workload)
+        settled = True
+        for copy in sorted(owned | set(users) | current):
             if (metadata := copies.get(copy)) is None:
                 continue  # gone already
             wanted = list(users.get(copy, ()))
-            if copy in view.snapshot_copies and not current_revision:
-                wanted.append(workload)
-            await self._set_owners(target, copy, metadata, wanted, mine)
-        waiting = view.snapshot_copies and not current_revision and revisions.follows_template
-        return REVISION_WAIT if waiting else None  # its controller makes it any moment
+            keep = (copy in current and not current_revision) or (copy in held and not observed)
+            if keep:
+                wanted.append(me)
+            settled &= await self._set_owners(target, copy, metadata, wanted, mine)
+        waiting = (current and not current_revision) or (held and not observed) or not settled
+        if waiting and revisions.follows_template:
+            return REVISION_WAIT  # its controller makes the revision any moment now
+        return None
 
     async def _copies(self, namespace: str) -> dict[tuple[SourceKind, str], dict[str, Any]]:
         """Metadata of every snapshot copy in `namespace` (never a Secret's data)."""
@@ -238,16 +264,17 @@ class SnapshotStrategy(RolloutStrategy):
         metadata: Mapping[str, Any],
         wanted: list[dict[str, Any]],
         mine: set[str],
-    ) -> None:
+    ) -> bool:
         """Owners of `copy`: `wanted`, plus any owner that isn't this workload or one of
         its revisions (another workload sharing the same copy keeps its claim). With no
-        owner left, nothing can need it: delete it."""
+        owner left, nothing can need it: delete it. False when the copy changed since it
+        was listed (e.g. the garbage collector dropped a pruned owner): look again."""
         kind, name = copy
         resource = _SOURCE_RESOURCES[kind]
         current = list(metadata.get("ownerReferences") or ())
         owners = [o for o in current if o.get("uid") not in mine] + wanted
         if {o.get("uid") for o in current} == {o.get("uid") for o in owners}:
-            return
+            return True
         client = self._context.client
         path = resource.path(target.namespace, name)
         preconditions = {"uid": metadata.get("uid"),
@@ -264,10 +291,13 @@ class SnapshotStrategy(RolloutStrategy):
                 log.info("%s: deleted snapshot %s/%s, which no revision uses", target,
                          kind.value, name)  # fmt: skip
         except ApiError as exc:
-            if not (exc.not_found or exc.conflict):
-                raise
-            # Gone or changed meanwhile: the next look works from the new state.
+            if exc.not_found:
+                return True
+            if exc.conflict:
+                return False  # changed meanwhile: the next look works from the new state
+            raise
         self._context.metrics.writes.labels(kind=resource.kind).inc()
+        return True
 
 
 def _copy_names(mapping: Mapping[tuple[SourceKind, str], str]) -> list[str]:
@@ -282,3 +312,10 @@ def _reference_to(resource: Resource, obj: Mapping[str, Any]) -> dict[str, Any]:
         "name": metadata.get("name"),
         "uid": metadata.get("uid"),
     }
+
+
+def _generation_observed(workload: Mapping[str, Any]) -> bool:
+    """Whether the workload's controller has seen its latest spec."""
+    generation = (workload.get("metadata") or {}).get("generation", 0)
+    observed = (workload.get("status") or {}).get("observedGeneration", -1)
+    return isinstance(observed, int) and isinstance(generation, int) and observed >= generation
