@@ -52,7 +52,7 @@ audit: $(STAMP)
 control-plane: $(STAMP)
 	$(BIN)/kube-nudge-dev build
 
-# The pinned helm (its own cache directory) that renders and lints deploy/helm; ~2 min cold.
+# The pinned helm (its own cache directory) that renders and lints deploy/helm; ~3 min cold.
 helm: $(STAMP)
 	$(BIN)/kube-nudge-dev build helm
 

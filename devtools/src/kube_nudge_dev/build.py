@@ -233,7 +233,7 @@ def helm_binary(*, progress: Callable[[str], None] | None = None) -> Path:
         raise BuildError(f"cannot build helm {HELM_VERSION}: no Go toolchain on PATH (Go >= 1.26)")
     target.parent.mkdir(parents=True, exist_ok=True)
     log = target.parent.parent / "build.log"
-    say(f"building helm {HELM_VERSION} into {target.parent} (log: {log}; a few minutes cold)")
+    say(f"building helm {HELM_VERSION} into {target.parent} (log: {log}; about 3 minutes cold)")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kube-nudge-build-") as tmp:
         env = _go_env()
