@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.config import SCENARIOS, BenchConfig
 from bench.peers import PEERS
 from bench.peers.given import PeerBinary
 from bench.procfs import git_commit
-from bench.tools import KubeNudge, Tool, ToolSettings
+from bench.tools import KubeNudge, KubeNudgeSnapshot, Tool, ToolSettings
 
 NO_DEBOUNCE = "no debounce window (reacts to each change at once)"
+SNAPSHOT_ONLY = "strategy snapshot runs where its extra work per change shows: latency, fan-out"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,12 @@ def lineup(config: BenchConfig) -> list[Entry]:
             KubeNudge.marker_text,
         )
     ]
+    entries.append(Entry(
+        "kube-nudge (snapshot)", "kube-nudge", __version__, entries[0].commit, config.tool_args,
+        KubeNudgeSnapshot, KubeNudgeSnapshot.marker_text,
+        skip={s: SNAPSHOT_ONLY for s in SCENARIOS if s not in ("latency", "fanout")},
+        note="strategy snapshot: each change also copies the sources and renames references",
+    ))  # fmt: skip
     for binary in config.peers:
         make, marker = _peer(binary), PEERS[binary.name].marker_text
         skip = {"latency-debounce": NO_DEBOUNCE}

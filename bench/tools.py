@@ -259,3 +259,11 @@ async def ensure_namespace(kube: KubeClient, name: str) -> None:
     except ApiError as exc:
         if not exc.conflict:
             raise
+
+
+class KubeNudgeSnapshot(KubeNudge):
+    """The same, with its workloads on strategy ``snapshot`` (copies per change)."""
+
+    def opt_in(self) -> dict[str, str]:
+        """Opt in with ``kube-nudge.io/strategy: snapshot``."""
+        return {**super().opt_in(), "kube-nudge.io/strategy": "snapshot"}

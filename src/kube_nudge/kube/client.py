@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is valid YAML
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 _RETRYABLE = {429, 500, 502, 503, 504}

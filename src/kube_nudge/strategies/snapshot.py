@@ -21,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
+from kube_nudge.kube.client import JSON, JSON_PATCH, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
 from kube_nudge.model import (
@@ -177,11 +177,14 @@ class SnapshotStrategy(RolloutStrategy):
         metadata = existing.get("metadata") or {}
         owners = list(metadata.get("ownerReferences") or ())
         if not any(o.get("uid") == owner.get("uid") for o in owners):
+            # An append, not a replacement: workloads sharing one copy (one ConfigMap read
+            # by many Deployments) claim it at once without conflicting; the test guards
+            # against a copy deleted and recreated in between.
             await client.request(
                 "PATCH", resource.path(ref.namespace, name),
-                params={"fieldManager": FIELD_MANAGER}, content_type=MERGE_PATCH,
-                body={"metadata": {"ownerReferences": [*owners, owner],
-                                   "resourceVersion": metadata.get("resourceVersion")}},
+                params={"fieldManager": FIELD_MANAGER}, content_type=JSON_PATCH,
+                body=[{"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
+                      {"op": "add", "path": "/metadata/ownerReferences/-", "value": owner}],
             )  # fmt: skip
             self._context.metrics.writes.labels(kind=resource.kind).inc()
 
