@@ -94,6 +94,9 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
     snapshot = mode == "snapshot"  # namespace-scoped, with the snapshot strategy's grant
     sets: tuple[str, ...] = (f"watchNamespaces={{{namespace}}}",) if scoped else ()
     sets += ("snapshotStrategy.enabled=true",) if snapshot else ()
+    # Only this test's workload: cluster-wide, workloads other tests left in namespaces still
+    # being deleted would otherwise be adopted, and Events about them refused.
+    sets += (f"workloadSelector=rbac-test={namespace}",)
     # The release is named after the test, so its cluster-scoped names are unique.
     rendered = chart.template(REPO, release=namespace, namespace=state, sets=sets)
     docs = [d for d in yaml.safe_load_all(rendered) if d]
@@ -119,10 +122,9 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
         await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"K": "1"}))
         await kube.create(SECRETS.path(namespace), manifests.secret("user", {"k": "v"}))
         spec = manifests.pod_spec(volumes=[{"name": "c", "configMap": {"name": "app"}}])
-        await kube.create(
-            DEPLOYMENTS.path(namespace),
-            manifests.deployment("app", spec=spec, annotations=SNAPSHOT if snapshot else ENABLED),
-        )
+        app = manifests.deployment("app", spec=spec, annotations=SNAPSHOT if snapshot else ENABLED)
+        app["metadata"]["labels"] = {"rbac-test": namespace}
+        await kube.create(DEPLOYMENTS.path(namespace), app)
         # The chart's command line as it is, but for the probe port; cluster-wide, it watches
         # every namespace of the session cluster, as installed.
         chart_flags = [a for a in container["args"] if not a.startswith(OWN_FLAGS)]

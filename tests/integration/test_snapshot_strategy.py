@@ -4,18 +4,22 @@ with the revisions that use them, and a squatter never used."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 from typing import Any
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, REPLICASETS, SECRETS
+from kube_nudge.controller.webhook import WEBHOOK_PATH, SnapshotWebhook
+from kube_nudge.kube.client import MERGE_PATCH, KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, REPLICASETS, SECRETS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import source_state, template_annotation
 from kube_nudge.model.annotations import SNAPSHOT_LABEL, SNAPSHOTS
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.snapshots import copy_name, parse_snapshots
+from kube_nudge.runtime.http import HttpServer, TlsFiles
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
@@ -130,7 +134,8 @@ async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restore
         # The copy's name is the keyed digest of exactly that data.
         source = await kube.get(CONFIGMAPS.path(namespace, "app"))
         ref = SourceRef(SourceKind.CONFIGMAP, namespace, "app")
-        assert cm_copy == copy_name(running.hmac_key, ref, source_state(source))
+        uid = first["metadata"]["uid"]
+        assert cm_copy == copy_name(running.hmac_key, ref, source_state(source), uid)
 
         # Change 2, then undo it: the old copies come back, and stay.
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v2"}})
@@ -253,7 +258,8 @@ async def test_a_squatter_under_the_next_copy_name_is_never_used(
         # Someone who can create ConfigMaps guesses (here: computes) the next copy's name.
         upcoming = manifests.configmap("app", {"LEVEL": "v1"})
         ref = SourceRef(SourceKind.CONFIGMAP, namespace, "app")
-        name = copy_name(running.hmac_key, ref, source_state(upcoming))
+        uid = (await kube.get(DEPLOYMENTS.path(namespace, "web")))["metadata"]["uid"]
+        name = copy_name(running.hmac_key, ref, source_state(upcoming), uid)
         squatter = manifests.configmap(name, {"LEVEL": "evil"})
         squatter["metadata"]["labels"] = {SNAPSHOT_LABEL: "true"}
         await kube.create(CONFIGMAPS.path(namespace), squatter)
@@ -315,3 +321,88 @@ async def test_other_kinds_roll_onto_copies_owned_by_their_revisions(
     await wait_for_objects(
         kube, CONFIGMAPS.path(namespace), lambda found: not found, timeout=60, params=COPIES
     )
+
+
+WEBHOOKS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration", namespaced=False,
+)  # fmt: skip
+
+
+async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_open(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web())
+    original = web()["spec"]["template"]["spec"]
+    reapply = [{"op": "replace", "path": "/spec/template/spec", "value": original}]
+    pki = cluster.pki
+    server = HttpServer(
+        "127.0.0.1", 0, tls=TlsFiles(pki.serving_cert, pki.serving_key), name="webhook"
+    )
+    async with running_controller(cluster, namespace) as running:
+        SnapshotWebhook(running.controller).register(server)
+        serving = asyncio.create_task(server.run())
+        await asyncio.wait_for(server.started.wait(), 10)
+        await kube.create(WEBHOOKS.path(), {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": f"kube-nudge-{namespace}"},
+            "webhooks": [{
+                "name": "snapshot.kube-nudge.io",
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{server.port}{WEBHOOK_PATH}",
+                    "caBundle": base64.b64encode(pki.ca_cert.read_bytes()).decode(),
+                },
+                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                           "resources": ["deployments"], "operations": ["CREATE", "UPDATE"]}],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "failurePolicy": "Ignore", "sideEffects": "None", "timeoutSeconds": 5,
+                "admissionReviewVersions": ["v1"],
+            }],
+        })  # fmt: skip
+        try:
+            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+            rolled = await rolled_past(kube, namespace, None)
+            await running.controller.settled(timeout=30)
+            copy = rolled["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+            assert copy != "app"
+            reviews = running.metrics.admission.labels(result="unchanged")
+            # The API server picks new webhook configurations up within a moment: dry-run
+            # updates until one reaches the webhook.
+            async with asyncio.timeout(30):
+                while reviews._value.get() == 0:
+                    await kube.request(
+                        "PATCH", DEPLOYMENTS.path(namespace, "web"), params={"dryRun": "All"},
+                        body={"metadata": {"labels": {"probe": "1"}}}, content_type=MERGE_PATCH,
+                    )  # fmt: skip
+            sets = len(await replica_sets(kube, namespace))
+
+            # A GitOps re-apply of the original manifest: the stored template is unchanged.
+            await kube.request(
+                "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH, body=reapply
+            )
+            after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+            assert after["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"] == copy
+            assert after["metadata"]["generation"] == rolled["metadata"]["generation"]
+            assert running.metrics.admission.labels(result="restored")._value.get() == 1
+            await running.controller.settled(timeout=30)
+            assert len(await replica_sets(kube, namespace)) == sets
+
+            # With the webhook down, the apply still succeeds (fail open), and the
+            # controller points the template back at the copies within seconds.
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+            await kube.request(
+                "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH, body=reapply
+            )
+            await wait_for_object(
+                kube, DEPLOYMENTS.path(namespace), "web",
+                lambda o: o["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+                == copy, timeout=30,
+            )  # fmt: skip
+        finally:
+            serving.cancel()
+            await kube.request("DELETE", WEBHOOKS.path(None, f"kube-nudge-{namespace}"))

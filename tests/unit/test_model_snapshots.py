@@ -24,8 +24,10 @@ from kube_nudge.model import (
     project_workload,
     source_state,
 )
+from kube_nudge.model.admission import restore_snapshot_template
 from kube_nudge.model.annotations import (
     ROLLED_TO,
+    SNAPSHOT_FOR,
     SNAPSHOT_LABEL,
     SNAPSHOT_OF,
     SNAPSHOTS,
@@ -56,17 +58,19 @@ def configmap(name: str = "app", **data: str) -> dict[str, Any]:
 
 def test_a_copy_name_is_the_source_plus_a_keyed_digest_of_its_data() -> None:
     state = source_state(configmap(LEVEL="info"))
-    name = copy_name(KEY, APP, state)
+    name = copy_name(KEY, APP, state, "u1")
     assert re.fullmatch(r"app-[0-9a-f]{12}", name)
-    assert copy_name(KEY, APP, source_state(configmap(LEVEL="info"))) == name  # stable
-    assert copy_name(KEY, APP, source_state(configmap(LEVEL="debug"))) != name
-    assert copy_name(b"other-key" * 4, APP, state) != name  # keyed: no guessing values
-    assert copy_name(KEY, SourceRef(SourceKind.SECRET, NS, "app"), state) != name
+    assert copy_name(KEY, APP, source_state(configmap(LEVEL="info")), "u1") == name  # stable
+    assert copy_name(KEY, APP, source_state(configmap(LEVEL="debug")), "u1") != name
+    assert copy_name(b"other-key" * 4, APP, state, "u1") != name  # keyed: no guessing values
+    assert copy_name(KEY, SourceRef(SourceKind.SECRET, NS, "app"), state, "u1") != name
+    assert copy_name(KEY, APP, state, "u2") != name  # each workload has its own
 
 
 @given(st.from_regex(SUBDOMAIN, fullmatch=True).filter(lambda n: len(n) <= MAX_NAME))
 def test_any_source_name_gives_a_valid_copy_name(source: str) -> None:
-    name = copy_name(KEY, SourceRef(SourceKind.CONFIGMAP, NS, source), source_state(configmap()))
+    ref = SourceRef(SourceKind.CONFIGMAP, NS, source)
+    name = copy_name(KEY, ref, source_state(configmap()), "u1")
     assert len(name) <= MAX_NAME
     assert SUBDOMAIN.fullmatch(name), name
 
@@ -171,9 +175,11 @@ def test_only_kube_nudges_copy_of_exactly_the_data_is_accepted() -> None:
     copy = copy_manifest(source, APP, "app-c0ffee", OWNER)
     assert copy["immutable"] is True and copy["data"] == {"LEVEL": "info"}
     assert copy["metadata"]["labels"][SNAPSHOT_LABEL] == "true"
+    assert copy["metadata"]["labels"][SNAPSHOT_FOR] == "u1"
     assert copy["metadata"]["annotations"][SNAPSHOT_OF] == "configmap/app"
     assert copy["metadata"]["ownerReferences"] == [OWNER]
-    assert is_copy_of(copy, APP, source)
+    assert is_copy_of(copy, APP, source, "u1")
+    assert not is_copy_of(copy, APP, source, "u2")  # another workload's copy
     squatters = [
         {**copy, "data": {"LEVEL": "evil"}},
         {**copy, "immutable": False},
@@ -181,7 +187,7 @@ def test_only_kube_nudges_copy_of_exactly_the_data_is_accepted() -> None:
         {**copy, "metadata": {**copy["metadata"], "annotations": {SNAPSHOT_OF: "configmap/x"}}},
         {**copy, "type": "Opaque"},
     ]
-    assert not any(is_copy_of(s, APP, source) for s in squatters)
+    assert not any(is_copy_of(s, APP, source, "u1") for s in squatters)
 
 
 def test_a_template_naming_its_sources_again_goes_back_onto_copies() -> None:
@@ -208,3 +214,40 @@ def test_a_template_naming_its_sources_again_goes_back_onto_copies() -> None:
     # Before its first snapshot (only adopted), naming sources is normal: nothing to do.
     adopted = workload(pod_spec("app", "db"), rolled_to=None, template={CONFIG_HASH: desired})
     assert decide(adopted, assess(adopted, sources.get, KEY), WorkloadMemory(), 1e9) == Noop()
+
+
+def deployment(spec: dict[str, Any], template_annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": NS, "uid": "u1", "annotations": {
+            "kube-nudge.io/enabled": "true", "kube-nudge.io/strategy": "snapshot"}},
+        "spec": {"template": {"metadata": {"annotations": template_annotations},
+                              "spec": spec}},
+    }  # fmt: skip
+
+
+def test_the_webhook_puts_a_reapplied_manifest_back_onto_current_copies_only() -> None:
+    states = {APP: source_state(configmap(LEVEL="info")),
+              DB: source_state({"data": {"password": "eA=="}})}  # fmt: skip
+    copies = {ref: copy_name(KEY, ref, state, "u1") for ref, state in states.items()}
+    mapping = {(ref.kind, name): ref.name for ref, name in copies.items()}
+    kept = {CONFIG_HASH: "v1-abc", SNAPSHOTS: format_snapshots(mapping)}
+    stored = deployment(pod_spec(copies[APP], copies[DB]), kept)
+    defaults = WorkloadDefaults(strategies=("rollout", "snapshot"))
+    path = ("spec", "template")
+
+    def restore(new: dict[str, Any], old: dict[str, Any] | None) -> Any:
+        return restore_snapshot_template(new, old, path, defaults, states.get, KEY)
+
+    # kubectl apply keeps the annotations it never set; a replace drops them: both restored.
+    for template_annotations in (kept, {}):
+        reapplied = deployment(pod_spec("app", "db"), template_annotations)
+        assert restore(reapplied, stored) == stored["spec"]["template"]
+    assert restore(stored, stored) is None  # nothing to do
+    # A source whose data changed since keeps its own name: the controller rolls it.
+    states[APP] = source_state(configmap(LEVEL="debug"))
+    partly = restore(deployment(pod_spec("app", "db"), kept), stored)
+    assert partly["spec"] == pod_spec("app", copies[DB])
+    # Not a snapshot workload: never touched.
+    rollout = deployment(pod_spec("app", "db"), kept)
+    rollout["metadata"]["annotations"]["kube-nudge.io/strategy"] = "rollout"
+    assert restore(rollout, stored) is None

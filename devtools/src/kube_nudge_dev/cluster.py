@@ -79,6 +79,14 @@ class LocalCluster:
         self._failed = False
         self._pki: Pki | None = None
 
+    @property
+    def pki(self) -> Pki:
+        """The cluster's throwaway PKI (its serving certificate is valid for 127.0.0.1, so
+        tests can serve a webhook with it, trusted through the cluster CA)."""
+        if self._pki is None:
+            raise ClusterError("the cluster has not been started")
+        return self._pki
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -18,10 +18,11 @@ from pathlib import Path
 from kube_nudge import __version__
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.hmackey import load_or_create_key, read_key_file
+from kube_nudge.controller.webhook import SnapshotWebhook
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
-from kube_nudge.runtime.http import HttpServer, add_probes
+from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
@@ -30,6 +31,14 @@ log = logging.getLogger(__name__)
 
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 EVENT_FLUSH_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    """Where and with which certificate the snapshot admission webhook is served."""
+
+    address: tuple[str, int]
+    tls: TlsFiles
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +56,7 @@ class RunConfig:
     hmac_key_file: Path | None
     hmac_secret: str
     custom_workloads: tuple[WorkloadSpec, ...] = ()
+    webhook: WebhookConfig | None = None
 
 
 def default_state_namespace() -> str:
@@ -104,6 +114,11 @@ async def serve(config: RunConfig) -> None:
                 healthy=lambda: controller.healthy,
             )  # fmt: skip
             runnables.append(server)
+        if config.webhook is not None:
+            webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
+                                        name="webhook")  # fmt: skip
+            SnapshotWebhook(controller).register(webhook_server)
+            runnables.append(webhook_server)
         elector = None
         if config.lease is not None:
             elector = _elector(client, dataclasses.replace(config.lease, identity=identity))

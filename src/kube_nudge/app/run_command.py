@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 from kube_nudge.app.logs import setup_logging
-from kube_nudge.app.run import RunConfig, default_state_namespace, run_forever
+from kube_nudge.app.run import RunConfig, WebhookConfig, default_state_namespace, run_forever
 from kube_nudge.controller.controller import ControllerOptions, product_defaults
 from kube_nudge.kube.client import ClientOptions
 from kube_nudge.kube.selectors import check_label_selector
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
-from kube_nudge.runtime.http import parse_address
+from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
@@ -42,6 +42,31 @@ def _duration(flag: str, text: str) -> float:
 
 def _selector(flag: str, text: str | None) -> str | None:
     return None if text is None else check_label_selector(flag, text)
+
+
+def _webhook(args: argparse.Namespace) -> WebhookConfig | None:
+    """--webhook-addr with its certificate and key, all three or none, files readable."""
+    given = {
+        "--webhook-addr": args.webhook_addr, "--webhook-cert-file": args.webhook_cert_file,
+        "--webhook-key-file": args.webhook_key_file,
+    }  # fmt: skip
+    if not any(given.values()):
+        return None
+    missing = [flag for flag, value in given.items() if not value]
+    if missing:
+        raise ValueError(
+            f"{' and '.join(missing)} missing: the snapshot webhook needs --webhook-addr, "
+            "--webhook-cert-file and --webhook-key-file together"
+        )
+    for flag in ("--webhook-cert-file", "--webhook-key-file"):
+        if not Path(given[flag]).is_file():
+            raise ValueError(f"{flag} {given[flag]!r}: no such file")
+    try:
+        address = parse_address(args.webhook_addr)
+    except ValueError as exc:
+        raise ValueError(f"--webhook-addr: {exc}") from None
+    tls = TlsFiles(Path(args.webhook_cert_file), Path(args.webhook_key_file))
+    return WebhookConfig(address, tls)
 
 
 def _positive(flag: str, value: float) -> None:
@@ -103,6 +128,14 @@ class RunCommand:
             default=":8080",
             help="address for /metrics, /healthz, /readyz (default :8080; empty disables)",
         )
+        add(
+            "--webhook-addr",
+            default="",
+            help="serve the snapshot admission webhook over TLS on this address, e.g. :9443 "
+            "(default: off; needs --webhook-cert-file and --webhook-key-file)",
+        )
+        add("--webhook-cert-file", help="PEM certificate (chain) of the webhook")
+        add("--webhook-key-file", help="PEM private key of the webhook")
         add("--leader-elect", action="store_true", help="take a Lease; only the leader writes")
         add("--lease-duration", default="15s", help="how long a Lease is valid (default 15s)")
         add(
@@ -139,6 +172,7 @@ class RunCommand:
         _positive("--write-qps", args.write_qps)
         _positive("--write-burst", args.write_burst)
         count, window = parse_max_rollouts(args.max_rollouts)
+        webhook = _webhook(args)
         state_namespace = args.state_namespace or default_state_namespace()
         lease = None
         if args.leader_elect:
@@ -167,6 +201,7 @@ class RunCommand:
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=parse_address(args.metrics_addr) if args.metrics_addr else None,
+            webhook=webhook,
             state_namespace=state_namespace,
             lease=lease,
             hmac_key_file=Path(args.hmac_key_file) if args.hmac_key_file else None,

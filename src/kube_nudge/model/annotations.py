@@ -46,6 +46,7 @@ __all__ = [
     "SHARE_ALL",
     "SHARE_WITH",
     "SNAPSHOTS",
+    "SNAPSHOT_FOR",
     "SNAPSHOT_LABEL",
     "SNAPSHOT_OF",
     "STRATEGIES",
@@ -112,6 +113,9 @@ ROLLED_TO: Final = PREFIX + "rolled-to"
 SNAPSHOT_LABEL: Final = PREFIX + "snapshot"
 #: Annotation: the source a copy copies, e.g. `configmap/app`.
 SNAPSHOT_OF: Final = PREFIX + "snapshot-of"
+#: Label: the uid of the workload a copy was made for (each workload has its own copies, so
+#: a thousand workloads reading one ConfigMap never contend for one object).
+SNAPSHOT_FOR: Final = PREFIX + "snapshot-for"
 
 # On a ConfigMap or Secret.
 IGNORE: Final = PREFIX + "ignore"

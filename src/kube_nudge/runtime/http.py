@@ -151,7 +151,10 @@ class HttpServer:
     name = "http"
     needs_leader = False
 
-    def __init__(self, host: str, port: int, *, tls: TlsFiles | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, *, tls: TlsFiles | None = None, name: str = "http"
+    ) -> None:
+        self.name = name
         self._host = host
         self._port = port
         self._tls = tls

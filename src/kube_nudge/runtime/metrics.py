@@ -80,6 +80,13 @@ class Metrics:
             ["resource"],
             registry=r,
         )
+        self.admission = Counter(
+            "kube_nudge_admission_reviews",
+            "Snapshot webhook reviews, by result: restored (a re-applied manifest kept its "
+            "copies), unchanged, not-ready (caches not filled yet), error (allowed as is).",
+            ["result"],
+            registry=r,
+        )
         self.is_leader = Gauge("kube_nudge_leader", "1 while this replica leads.", registry=r)
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
         # what dashboards and the kubelet-independent memory alerts expect of any exporter.

@@ -34,7 +34,7 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_FOR, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
 from kube_nudge.model.references import rename_references
@@ -112,7 +112,7 @@ class SnapshotStrategy(RolloutStrategy):
             state = assessment.states.get(ref)
             if state is None or not state.present:
                 continue  # an optional source that doesn't exist: nothing to copy
-            copy = copy_name(self._context.hmac_key, ref, state)
+            copy = copy_name(self._context.hmac_key, ref, state, target.view.uid)
             await self._ensure_copy(target, ref, copy, state.digests, owner)
             renames[(ref.kind, ref.name)] = copy
 
@@ -162,7 +162,7 @@ class SnapshotStrategy(RolloutStrategy):
             if not exc.conflict:
                 raise
         existing = await client.get(resource.path(ref.namespace, name))
-        if not is_copy_of(existing, ref, source):
+        if not is_copy_of(existing, ref, source, target.view.uid):
             raise Refused(
                 Hold(
                     "refused", "SnapshotNameTaken",
@@ -223,7 +223,7 @@ class SnapshotStrategy(RolloutStrategy):
             text = template_annotation(revision, revisions.template_path, SNAPSHOTS)
             for copy in parse_snapshots(text):
                 users.setdefault(copy, []).append(_reference_to(revisions.resource, revision))
-        copies = await self._copies(target.namespace)
+        copies = await self._copies(target.namespace, uid)
         held = {
             copy for copy, metadata in copies.items()
             if any(o.get("uid") == uid for o in metadata.get("ownerReferences") or ())
@@ -247,12 +247,16 @@ class SnapshotStrategy(RolloutStrategy):
             return REVISION_WAIT  # its controller makes the revision any moment now
         return None
 
-    async def _copies(self, namespace: str) -> dict[tuple[SourceKind, str], dict[str, Any]]:
-        """Metadata of every snapshot copy in `namespace` (never a Secret's data)."""
+    async def _copies(
+        self, namespace: str, workload_uid: str
+    ) -> dict[tuple[SourceKind, str], dict[str, Any]]:
+        """Metadata of the workload's snapshot copies (never a Secret's data)."""
         found = {}
         for kind, resource in _SOURCE_RESOURCES.items():
             pages = self._context.client.list_pages(
-                resource.path(namespace), {"labelSelector": SNAPSHOT_LABEL}, metadata_only=True
+                resource.path(namespace),
+                {"labelSelector": f"{SNAPSHOT_FOR}={workload_uid}"},
+                metadata_only=True,
             )
             async for items, _ in pages:
                 for item in items:

@@ -1,0 +1,76 @@
+"""What the snapshot admission webhook does to a workload being created or updated.
+
+A GitOps sync or `kubectl apply` of the original manifest names the sources again
+(`configMap: {name: app}`), while the stored template names their copies: without a
+webhook the template changes, the workload rolls, and kube-nudge rolls it back onto the
+copies. The webhook renames such references back to the copies the template's mapping
+names, but only where the copy still holds the source's current data (its name, an HMAC of
+that data, is recomputed), so the stored template does not change and nothing rolls. A
+source whose data did change keeps its own name: the controller rolls onto a new copy.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kube_nudge.model.annotations import CONFIG_HASH, SNAPSHOTS, STRATEGY_SNAPSHOT, WorkloadDefaults
+from kube_nudge.model.hashing import SourceState
+from kube_nudge.model.podtemplate import TemplatePath, get_template, template_annotation
+from kube_nudge.model.projection import project_workload
+from kube_nudge.model.references import SourceKind, SourceRef, rename_references
+from kube_nudge.model.snapshots import copy_name, parse_snapshots
+
+__all__ = ["restore_snapshot_template"]
+
+_KEPT = (CONFIG_HASH, SNAPSHOTS)  # template annotations a manifest never carries
+
+
+def restore_snapshot_template(
+    new: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    path: TemplatePath,
+    defaults: WorkloadDefaults,
+    state_of: Callable[[SourceRef], SourceState | None],
+    key: bytes,
+) -> dict[str, Any] | None:
+    """The pod template `new` should carry instead of its own, or None to leave it.
+
+    `new` is the object being admitted (its namespace set), `old` the stored one (None on
+    create), `state_of` the cached state of a source (None: unknown)."""
+    view = project_workload(new, path, defaults)
+    if view is None or view.settings.strategy != STRATEGY_SNAPSHOT:
+        return None
+    template = get_template(new, path)
+    old_template = get_template(old, path) if old is not None else None
+    mapping = parse_snapshots(template_annotation(new, path, SNAPSHOTS))
+    if not mapping and old is not None:
+        mapping = parse_snapshots(template_annotation(old, path, SNAPSHOTS))
+    spec = template.get("spec") if template is not None else None
+    if template is None or not mapping or not isinstance(spec, Mapping):
+        return None
+    copy_of = {(kind, source): name for (kind, name), source in mapping.items()}
+    uid = str(((old or new).get("metadata") or {}).get("uid") or "")
+
+    def current_copy(kind: SourceKind, name: str) -> str | None:
+        copy_name_now = copy_of.get((kind, name))
+        ref = SourceRef(kind, view.namespace, name)
+        state = state_of(ref)
+        if copy_name_now is None or state is None or not state.present:
+            return None
+        return copy_name_now if copy_name(key, ref, state, uid) == copy_name_now else None
+
+    renamed = rename_references(spec, current_copy)
+    if renamed == spec:
+        return None
+    restored = copy.deepcopy(dict(template))
+    restored["spec"] = renamed
+    metadata = restored.setdefault("metadata", {})
+    annotations = metadata.setdefault("annotations", {}) or {}
+    metadata["annotations"] = annotations
+    old_annotations = ((old_template or {}).get("metadata") or {}).get("annotations") or {}
+    for name in _KEPT:
+        if name not in annotations and name in old_annotations:
+            annotations[name] = old_annotations[name]
+    return restored
