@@ -207,18 +207,18 @@ async def test_copies_go_with_the_revisions_that_use_them(
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
-    await kube.create(DEPLOYMENTS.path(namespace), web(history=1))
+    await kube.create(DEPLOYMENTS.path(namespace), web(history=3))
     async with running_controller(cluster, namespace) as running:
         old = None
-        for n in range(1, 6):
+        for n in range(1, 16):
             await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": f"v{n}"}})
             old = template_hash(await rolled_past(kube, namespace, old), DEPLOYMENT)
         await running.controller.settled(timeout=30)
 
-        # revisionHistoryLimit 1: the current ReplicaSet and one old one survive; the copies
-        # left are exactly those their templates reference.
+        # 15 edits, revisionHistoryLimit 3: the current ReplicaSet and three old ones
+        # survive; the copies left are exactly those their templates reference.
         def exactly_the_referenced(found: dict[str, Any]) -> bool:
-            return len(found) == 2
+            return len(found) == 4
 
         await wait_for_objects(
             kube, REPLICASETS.path(namespace), exactly_the_referenced, timeout=60
@@ -406,3 +406,28 @@ async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_op
         finally:
             serving.cancel()
             await kube.request("DELETE", WEBHOOKS.path(None, f"kube-nudge-{namespace}"))
+
+
+async def test_a_copy_deleted_by_hand_is_made_again_at_the_next_reconcile(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web())
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        rolled = await rolled_past(kube, namespace, None)
+        await running.controller.settled(timeout=30)
+    copy = rolled["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+    await kube.request("DELETE", CONFIGMAPS.path(namespace, copy))
+    # Copies are not watched: a restart (or any change of the workload or its sources)
+    # brings the reconcile that notices.
+    async with running_controller(cluster, namespace) as running:
+        again = await wait_for_object(kube, CONFIGMAPS.path(namespace), copy,
+                                      lambda o: True, timeout=30)  # fmt: skip
+        await running.controller.settled(timeout=30)
+    assert again["data"] == {"LEVEL": "v1"} and again["immutable"] is True
+    [deleted] = await events(kube, namespace, "SnapshotDeleted")
+    assert deleted["type"] == "Warning" and copy in deleted["message"]
+    after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+    assert after["metadata"]["generation"] == rolled["metadata"]["generation"]  # no rollout

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kube_nudge.kube.client import JSON, JSON_PATCH, MERGE_PATCH, ApiError
-from kube_nudge.kube.events import NORMAL
+from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
 from kube_nudge.model import (
     CONFIG_HASH,
@@ -196,12 +196,13 @@ class SnapshotStrategy(RolloutStrategy):
         once the workload's controller has seen its latest template: until then it may
         still make a revision of an intermediate one."""
         revisions = target.kind.revisions
-        if revisions is None:
-            return None
+        if revisions is None or (not target.view.snapshot_copies and target.view.rolled_to is None):
+            return None  # never rolled onto copies: none to look after (adoption stays cheap)
         client = self._context.client
         workload = await client.get(target.kind.resource.path(target.namespace, target.name))
         path = target.kind.template_path
-        current = set(parse_snapshots(template_annotation(workload, path, SNAPSHOTS)))
+        mapping = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
+        current = set(mapping)
         current_hash = template_annotation(workload, path, CONFIG_HASH)
         # A CronJob makes its Jobs from the template of the moment: nothing to wait for.
         observed = not revisions.follows_template or _generation_observed(workload)
@@ -234,6 +235,8 @@ class SnapshotStrategy(RolloutStrategy):
         }  # fmt: skip
         me = _reference_to(target.kind.resource, workload)
         settled = True
+        for copy in sorted(current - set(copies)):
+            settled &= await self._replace_deleted(target, copy, mapping[copy], assessment, me)
         for copy in sorted(owned | set(users) | current):
             if (metadata := copies.get(copy)) is None:
                 continue  # gone already
@@ -246,6 +249,50 @@ class SnapshotStrategy(RolloutStrategy):
         if waiting and revisions.follows_template:
             return REVISION_WAIT  # its controller makes the revision any moment now
         return None
+
+    async def _replace_deleted(
+        self,
+        target: Target,
+        copy: tuple[SourceKind, str],
+        source: str,
+        assessment: Assessment,
+        owner: dict[str, Any],
+    ) -> bool:
+        """A copy the current template needs was deleted (by hand?): make it again if the
+        source still holds that data (the name says so), else say that its data is gone.
+        False when it should be looked at again."""
+        kind, name = copy
+        ref = SourceRef(kind, target.namespace, source)
+        state = assessment.states.get(ref)
+        key = self._context.hmac_key
+        if (
+            state is not None
+            and state.present
+            and copy_name(key, ref, state, target.view.uid) == name
+        ):
+            try:
+                await self._ensure_copy(target, ref, name, state.digests, owner)
+            except NotYet:
+                return False
+            except Refused as refusal:
+                self._context.events.post(target.ref, WARNING, refusal.hold.event_reason,
+                                          refusal.hold.message)  # fmt: skip
+                return True
+            log.warning("%s: snapshot %s/%s was deleted; made it again", target, kind.value, name)
+            self._context.events.post(
+                target.ref, WARNING, "SnapshotDeleted",
+                f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this "
+                "template uses) was deleted; made it again from the unchanged source",
+            )  # fmt: skip
+            return True
+        log.warning("%s: snapshot %s/%s was deleted and its data is gone", target, kind.value, name)
+        self._context.events.post(
+            target.ref, WARNING, "SnapshotDeleted",
+            f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this template "
+            "uses) was deleted and the source has changed since: new pods of this template "
+            "cannot start; the next change of the source rolls onto a new copy",
+        )  # fmt: skip
+        return True
 
     async def _copies(
         self, namespace: str, workload_uid: str
