@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kube_nudge.controller.status import collect
 from kube_nudge.controller.webhook import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge.kube.client import MERGE_PATCH, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, REPLICASETS, SECRETS, Resource
@@ -166,6 +167,8 @@ async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restore
         await running.controller.settled(timeout=30)
         after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
         assert copies_of(after) == v1  # not rolled forward by kube-nudge
+        [row] = await collect(kube, namespaces=(namespace,), hmac_key=running.hmac_key)
+        assert (row.state, row.drift) == ("rolled-back", True)
         assert (await kube.get(CONFIGMAPS.path(namespace, cm_copy)))["data"] == {"LEVEL": "v1"}
 
         # The next real change rolls forward from there.
@@ -431,3 +434,30 @@ async def test_a_copy_deleted_by_hand_is_made_again_at_the_next_reconcile(
     assert deleted["type"] == "Warning" and copy in deleted["message"]
     after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
     assert after["metadata"]["generation"] == rolled["metadata"]["generation"]  # no rollout
+
+
+async def test_switching_back_to_rollout_names_the_sources_again(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web())
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        snapshot = await rolled_past(kube, namespace, None)
+        assert copies_of(snapshot)
+        await kube.merge_patch(
+            DEPLOYMENTS.path(namespace, "web"),
+            {"metadata": {"annotations": {"kube-nudge.io/strategy": "rollout"}}},
+        )
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v2"}})
+        rolled = await rolled_past(kube, namespace, template_hash(snapshot, DEPLOYMENT))
+        await running.controller.settled(timeout=30)
+        spec = rolled["spec"]["template"]["spec"]
+        assert spec["volumes"][0]["configMap"]["name"] == "app"
+        assert spec["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]["name"] == "db"
+        assert copies_of(rolled) == set()
+        assert "kube-nudge.io/rolled-to" not in rolled["metadata"]["annotations"]
+        assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, rolled, running.hmac_key
+        )

@@ -4,8 +4,8 @@
 revision (kube-nudge's debounce window hasn't fired yet). This waits until every consumer
 of the named sources (or every named workload) runs the config now in the cluster: its
 recorded hash equals the desired one and its own rollout completed. Exit 0 when all are
-out; 1 naming those held (missing config) or stale for good; 3 on timeout, naming those
-still pending; 2 on bad flags.
+out; 1 naming those held (missing config), rolled back (snapshot undo) or stale for good;
+3 on timeout, naming those still pending; 2 on bad flags.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _done(row: WorkloadStatus) -> bool:
 
 
 def _failed(row: WorkloadStatus) -> bool:
-    return row.state in ("held", "stale")
+    return row.state in ("held", "stale", "rolled-back")  # none of these ends by waiting
 
 
 def _line(row: WorkloadStatus) -> str:

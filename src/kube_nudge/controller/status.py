@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kube_nudge.controller.controller import product_defaults
 from kube_nudge.controller.desired import JSON, source_views
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.pods import pod_started
@@ -23,7 +24,6 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import (
     CONFIG_HASH,
     SourceRef,
-    WorkloadDefaults,
     WorkloadView,
     assess,
     project_workload,
@@ -37,7 +37,7 @@ NO_HASH = "-"  # pods (or templates) that carry no config hash
 _UNKEYED = b"\x00" * 32  # stands in for the key when it can't be read: desired is not shown
 
 #: States that make ``kube-nudge status`` exit with code 1.
-DRIFT_STATES = frozenset({"drift", "held", "stale"})
+DRIFT_STATES = frozenset({"drift", "held", "stale", "rolled-back"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ class WorkloadStatus:
     opted_in: bool
     strategy: str | None
     state: str
-    """current | rolling | drift | held | stale | not-adopted | notify-only"""
+    """current | rolling | drift | held | stale | rolled-back | not-adopted | notify-only"""
     detail: str
     desired_hash: str | None
     applied_hash: str | None
@@ -110,7 +110,7 @@ async def collect(
 ) -> list[WorkloadStatus]:
     """Every opted-in workload in ``namespaces`` (None: all), and with
     ``include_opted_out`` every other one that runs stale pods, sorted."""
-    defaults = WorkloadDefaults(compat=compat)
+    defaults = product_defaults(compat=compat)  # every registered strategy is valid
     cache: dict[SourceRef, JSON | None] = {}
     rows = []
     for namespace in namespaces:
@@ -193,6 +193,11 @@ def _state(
         return "not-adopted", "kube-nudge has not seen it yet (is it running and in scope?)"
     if desired is not None and view.applied_hash != desired:
         return "drift", "its config changed and it has not rolled yet"
+    if view.rolled_back:
+        return "rolled-back", (
+            "its template was reverted to an earlier config snapshot (kubectl rollout undo?); "
+            "kube-nudge leaves it until the config changes again"
+        )
     running_other = sum(n for h, n in pods.items() if h != view.applied_hash)
     if view.template_hash is not None and running_other:
         return "rolling", f"{running_other} pod(s) still run an older config"
