@@ -4,6 +4,8 @@ clean, deploy/manifests is exactly what it renders, and what it renders is what 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +13,11 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 
 from kube_nudge.app.cli import build_parser
 from kube_nudge.app.run_command import RUN
+from kube_nudge.controller.webhook import WEBHOOK_PATH
 from kube_nudge_dev import chart
 from kube_nudge_dev.build import helm_binary
 
@@ -43,6 +47,32 @@ def container_args(docs: list[Doc]) -> list[str]:
     return list(container["args"])
 
 
+WEBHOOK = ("snapshotStrategy.enabled=true", "snapshotStrategy.webhook.enabled=true")
+CERT_MANAGER = (*WEBHOOK, "snapshotStrategy.webhook.certManager.enabled=true",
+                "snapshotStrategy.webhook.certManager.issuerRef.name=webhook-ca")  # fmt: skip
+WEBHOOK_SERVICE = "kube-nudge-webhook"
+WEBHOOK_SECRET = "kube-nudge-webhook-tls"
+WEBHOOK_DNS_NAMES = [
+    WEBHOOK_SERVICE, f"{WEBHOOK_SERVICE}.{chart.NAMESPACE}",
+    f"{WEBHOOK_SERVICE}.{chart.NAMESPACE}.svc",
+    f"{WEBHOOK_SERVICE}.{chart.NAMESPACE}.svc.cluster.local",
+]  # fmt: skip
+
+
+def named(docs: list[Doc], kind: str, name: str) -> list[Doc]:
+    return [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+
+
+def mounted_webhook_cert(docs: list[Doc], into: Path) -> list[str]:
+    """The container's args with the webhook's certificate and key written from the rendered
+    Secret into ``into`` (they are mounted at /tls in the pod): `kube-nudge run` checks that
+    the files exist."""
+    [secret] = named(docs, "Secret", WEBHOOK_SECRET)
+    for key in ("tls.crt", "tls.key"):
+        (into / key).write_bytes(base64.b64decode(secret["data"][key]))
+    return [a.replace("=/tls/", f"={into}/") for a in container_args(docs)]
+
+
 def test_helm_lint_is_clean_in_both_modes() -> None:
     for values in chart.manifest_sources(REPO).values():
         out = chart.lint(REPO, values)  # --strict: a warning fails too
@@ -69,8 +99,8 @@ def test_app_version_is_the_product_version() -> None:
     assert container["image"] == f"ghcr.io/kube-nudge/kube-nudge:{project['version']}"
 
 
-def test_every_value_becomes_a_flag_kube_nudge_run_accepts() -> None:
-    docs = render(
+def test_every_value_becomes_a_flag_kube_nudge_run_accepts(tmp_path: Path) -> None:
+    docs = render(*WEBHOOK, "snapshotStrategy.webhook.port=9444",
         "watchNamespaces={a,b}", "sourceSelector=tier in (web)", "workloadSelector=team=x",
         "compat=true", "debounce=500ms", "maxRollouts=5/1m",
         "leaderElection.leaseDuration=20s", "leaderElection.renewDeadline=12s",
@@ -79,9 +109,12 @@ def test_every_value_becomes_a_flag_kube_nudge_run_accepts() -> None:
         "customWorkloads[0].resource=webapps", "customWorkloads[0].kind=WebApp",
         "customWorkloads[0].templatePath=spec.template", "extraArgs={--workers=8}",
     )  # fmt: skip
-    args = container_args(docs)
+    args = mounted_webhook_cert(docs, tmp_path)
     assert args[0] == "run"
     config = RUN.config(build_parser().parse_args(args))  # raises on a flag it rejects
+    assert config.webhook is not None and config.webhook.address == ("0.0.0.0", 9444)  # noqa: S104
+    assert config.webhook.tls.certfile == tmp_path / "tls.crt"
+    assert config.webhook.tls.keyfile == tmp_path / "tls.key"
     assert config.controller.namespaces == ("a", "b")
     assert config.controller.defaults.debounce == 0.5
     assert config.controller.defaults.max_rollouts == 5
@@ -193,6 +226,127 @@ def test_service_monitor_is_optional() -> None:
                                              "interval": "30s"}]  # fmt: skip
 
 
+def test_the_webhook_is_opt_in_and_leaves_nothing_behind_when_off() -> None:
+    for docs in (render(), render("snapshotStrategy.enabled=true")):
+        assert not [d for d in docs if d["kind"] in ("MutatingWebhookConfiguration",
+                                                     "Certificate", "Secret")]  # fmt: skip
+        assert not named(docs, "Service", WEBHOOK_SERVICE)
+        assert not [a for a in container_args(docs) if a.startswith("--webhook")]
+        pod = only(docs, "Deployment")["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        assert "volumes" not in pod and "volumeMounts" not in container
+        assert [p["name"] for p in container["ports"]] == ["metrics"]
+        assert "annotations" not in only(docs, "Deployment")["spec"]["template"]["metadata"]
+
+
+def test_helm_lint_is_clean_with_the_webhook_in_both_certificate_modes() -> None:
+    for sets in (WEBHOOK, CERT_MANAGER, (*WEBHOOK, "watchNamespaces={team-a}")):
+        out = chart.helm("lint", "--strict", str(chart.CHART), *(f"--set={s}" for s in sets),
+                         cwd=REPO)  # fmt: skip
+        assert "0 chart(s) failed" in out
+        assert "[WARNING]" not in out and "[ERROR]" not in out
+
+
+def test_the_webhook_is_registered_on_its_own_service_and_fails_open() -> None:
+    docs = render(*WEBHOOK, "snapshotStrategy.webhook.timeoutSeconds=5",
+                  "customWorkloads[0].group=example.com", "customWorkloads[0].version=v1",
+                  "customWorkloads[0].resource=webapps",
+                  "customWorkloads[0].templatePath=spec.template")  # fmt: skip
+    [service] = named(docs, "Service", WEBHOOK_SERVICE)
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [{"name": "webhook", "port": 443, "targetPort": "webhook",
+                                         "protocol": "TCP"}]  # fmt: skip
+    deployment = only(docs, "Deployment")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
+    assert [a for a in container["args"] if a.startswith("--webhook")] == [
+        "--webhook-addr=:9443", "--webhook-cert-file=/tls/tls.crt",
+        "--webhook-key-file=/tls/tls.key",
+    ]  # fmt: skip
+    [hook] = only(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["clientConfig"]["service"] == {"name": WEBHOOK_SERVICE,
+                                               "namespace": chart.NAMESPACE,
+                                               "path": WEBHOOK_PATH, "port": 443}  # fmt: skip
+    crud = ["CREATE", "UPDATE"]
+    assert hook["rules"] == [
+        {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": crud, "scope": "Namespaced",
+         "resources": ["deployments", "statefulsets", "daemonsets"]},
+        {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": crud, "scope": "Namespaced",
+         "resources": ["cronjobs"]},
+        {"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": crud,
+         "scope": "Namespaced", "resources": ["webapps"]},
+    ]  # fmt: skip
+    assert (hook["failurePolicy"], hook["sideEffects"], hook["timeoutSeconds"]) == (
+        "Ignore", "None", 5)  # fmt: skip
+    assert hook["admissionReviewVersions"] == ["v1"] and hook["reinvocationPolicy"] == "Never"
+    assert only(render(*WEBHOOK), "MutatingWebhookConfiguration")["webhooks"][0][
+        "timeoutSeconds"] == 3  # fmt: skip
+    # cluster-wide: every namespace but kube-nudge's own and kube-system
+    never = {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": [chart.NAMESPACE, "kube-system"]}  # fmt: skip
+    assert hook["namespaceSelector"] == {"matchExpressions": [never]}
+    # namespace-scoped: only where kube-nudge watches
+    scoped = render(*WEBHOOK, "watchNamespaces={team-a,team-b}")
+    [hook] = only(scoped, "MutatingWebhookConfiguration")["webhooks"]
+    watched = {"key": "kubernetes.io/metadata.name", "operator": "In",
+               "values": ["team-a", "team-b"]}  # fmt: skip
+    assert hook["namespaceSelector"] == {"matchExpressions": [watched, never]}
+
+
+def test_helm_generates_the_webhook_certificate_for_the_service_without_cert_manager() -> None:
+    docs = render(*WEBHOOK)
+    [secret] = named(docs, "Secret", WEBHOOK_SECRET)
+    assert secret["type"] == "kubernetes.io/tls"
+    assert not [d for d in docs if d["kind"] == "Certificate"]
+    webhooks = only(docs, "MutatingWebhookConfiguration")
+    assert "cert-manager.io/inject-ca-from" not in webhooks["metadata"].get("annotations", {})
+    [hook] = webhooks["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)  # raises unless the caBundle's CA signed it
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == WEBHOOK_DNS_NAMES
+    # the pod mounts it read-only, and rolls when it changes (it is read at start)
+    template = only(docs, "Deployment")["spec"]["template"]
+    assert template["spec"]["volumes"] == [{"name": "webhook-tls",
+                                           "secret": {"secretName": WEBHOOK_SECRET}}]  # fmt: skip
+    [container] = template["spec"]["containers"]
+    assert container["volumeMounts"] == [{"name": "webhook-tls", "mountPath": "/tls",
+                                          "readOnly": True}]  # fmt: skip
+    checksum = hashlib.sha256(secret["data"]["tls.crt"].encode()).hexdigest()
+    assert template["metadata"]["annotations"] == {"checksum/webhook-tls": checksum}
+    # helm template cannot look the installed Secret up: each render makes a new one
+    [again] = named(render(*WEBHOOK), "Secret", WEBHOOK_SECRET)
+    assert again["data"]["tls.crt"] != secret["data"]["tls.crt"]
+
+
+def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> None:
+    docs = render(
+        *CERT_MANAGER, "snapshotStrategy.webhook.certManager.issuerRef.kind=ClusterIssuer"
+    )
+    assert not named(docs, "Secret", WEBHOOK_SECRET)
+    certificate = only(docs, "Certificate")
+    assert certificate["apiVersion"] == "cert-manager.io/v1"
+    assert certificate["metadata"]["namespace"] == chart.NAMESPACE
+    assert certificate["spec"] == {
+        "secretName": WEBHOOK_SECRET,
+        "dnsNames": WEBHOOK_DNS_NAMES,
+        "issuerRef": {"name": "webhook-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"},
+    }
+    webhooks = only(docs, "MutatingWebhookConfiguration")
+    assert webhooks["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"{chart.NAMESPACE}/{certificate['metadata']['name']}"
+    }
+    [hook] = webhooks["webhooks"]
+    assert "caBundle" not in hook["clientConfig"]
+    template = only(docs, "Deployment")["spec"]["template"]
+    assert template["spec"]["volumes"] == [{"name": "webhook-tls",
+                                           "secret": {"secretName": WEBHOOK_SECRET}}]  # fmt: skip
+    assert "annotations" not in template["metadata"]  # cert-manager's renewals roll nothing
+
+
 @pytest.mark.parametrize(
     ("bad", "says"),
     [
@@ -200,8 +354,15 @@ def test_service_monitor_is_optional() -> None:
         ("watchNamespaces={Not_A_Name}", "watchNamespaces/0"),
         ("debounce=soon", "debounce"),
         ("leaderElection.enabled=false", "needs leaderElection.enabled"),
+        ("snapshotStrategy.webhook.enabled=true", "webhook.enabled needs snapshotStrategy.enabled"),
+        ("snapshotStrategy.webhook.timeoutSeconds=31", "timeoutSeconds"),
+        (
+            "snapshotStrategy.enabled=true snapshotStrategy.webhook.enabled=true "
+            "snapshotStrategy.webhook.certManager.enabled=true",
+            "issuerRef.name is required",
+        ),
     ],
 )
 def test_bad_values_are_refused(bad: str, says: str) -> None:
     with pytest.raises(chart.ChartError, match=r"(?s)" + says.replace("(", r"\(")):
-        render(bad)
+        render(*bad.split(" "))

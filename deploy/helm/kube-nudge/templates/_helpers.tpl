@@ -89,3 +89,49 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: [events]
   verbs: [create, patch]
 {{- end -}}
+
+{{/* The snapshot webhook: its Service (the certificate's DNS names) and TLS Secret. */}}
+{{- define "kube-nudge.webhookEnabled" -}}
+{{- if .Values.snapshotStrategy.webhook.enabled -}}
+{{- if not .Values.snapshotStrategy.enabled -}}
+{{- fail "snapshotStrategy.webhook.enabled needs snapshotStrategy.enabled: the webhook serves only the snapshot strategy" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
+{{- define "kube-nudge.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "kube-nudge.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- define "kube-nudge.webhookSecretName" -}}
+{{- printf "%s-webhook-tls" (include "kube-nudge.fullname" .) -}}
+{{- end -}}
+{{- define "kube-nudge.webhookDNSNames" -}}
+{{- $svc := include "kube-nudge.webhookServiceName" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- toJson (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) -}}
+{{- end -}}
+
+{{/* The webhook's TLS material when Helm manages it, as JSON {"crt", "key", "ca"} (base64
+     PEM): the Secret of the installed release when lookup finds it complete (helm install and
+     upgrade; never under helm template or --dry-run, where lookup finds nothing), else a new
+     CA and a certificate for the Service's DNS names. Made once per render and kept on the
+     root context, so the Secret, the caBundle and the pod's checksum annotation, rendered
+     from different files, agree. */}}
+{{- define "kube-nudge.webhookTLS" -}}
+{{- if not (hasKey . "kubeNudgeWebhookTLS") -}}
+{{- $name := include "kube-nudge.webhookSecretName" . -}}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace $name).data | default dict -}}
+{{- $tls := dict -}}
+{{- if and (index $existing "tls.crt") (index $existing "tls.key") (index $existing "ca.crt") -}}
+{{- $tls = dict "crt" (index $existing "tls.crt") "key" (index $existing "tls.key") "ca" (index $existing "ca.crt") -}}
+{{- else -}}
+{{- $days := int .Values.snapshotStrategy.webhook.selfManaged.validityDays -}}
+{{- $dnsNames := include "kube-nudge.webhookDNSNames" . | fromJsonArray -}}
+{{- $ca := genCA (printf "%s-webhook-ca" (include "kube-nudge.fullname" .)) $days -}}
+{{- $cert := genSignedCert (index $dnsNames 2) nil $dnsNames $days $ca -}}
+{{- $tls = dict "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) "ca" ($ca.Cert | b64enc) -}}
+{{- end -}}
+{{- $_ := set . "kubeNudgeWebhookTLS" $tls -}}
+{{- end -}}
+{{- toJson .kubeNudgeWebhookTLS -}}
+{{- end -}}
