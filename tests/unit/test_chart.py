@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import threading
 import tomllib
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -320,6 +323,102 @@ def test_helm_generates_the_webhook_certificate_for_the_service_without_cert_man
     # helm template cannot look the installed Secret up: each render makes a new one
     [again] = named(render(*WEBHOOK), "Secret", WEBHOOK_SECRET)
     assert again["data"]["tls.crt"] != secret["data"]["tls.crt"]
+
+
+class _SecretsOnly(BaseHTTPRequestHandler):
+    """Just enough of an API server for Helm's ``lookup`` of one Secret: its discovery and a
+    GET of the Secret, if ``self.server.secret`` is set (404 otherwise)."""
+
+    server: _FakeApiServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _reply(self, code: int, body: Doc) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        path = self.path.partition("?")[0]
+        self.server.gets.append(path)
+        secret = self.server.secret
+        if path == "/api/v1":
+            self._reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+                {"name": "secrets", "singularName": "secret", "namespaced": True,
+                 "kind": "Secret", "verbs": ["get"]},
+            ]})  # fmt: skip
+        elif secret is not None and path == (
+            f"/api/v1/namespaces/{chart.NAMESPACE}/secrets/{secret['metadata']['name']}"
+        ):
+            self._reply(200, secret)
+        else:
+            self._reply(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                              "reason": "NotFound", "code": 404})  # fmt: skip
+
+
+class _FakeApiServer(ThreadingHTTPServer):
+    secret: Doc | None = None
+    gets: list[str]
+
+
+@pytest.fixture
+def api_server(tmp_path: Path) -> Iterator[tuple[_FakeApiServer, Path]]:
+    """A fake API server on localhost and a kubeconfig for it."""
+    server = _FakeApiServer(("127.0.0.1", 0), _SecretsOnly)
+    server.gets = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake",
+                      "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        "users": [{"name": "fake", "user": {}}],
+    }))  # fmt: skip
+    try:
+        yield server, kubeconfig
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_installed_webhook_certificate_is_kept_across_upgrades(
+    api_server: tuple[_FakeApiServer, Path],
+) -> None:
+    server, kubeconfig = api_server
+    [installed] = named(render(*WEBHOOK), "Secret", WEBHOOK_SECRET)
+    server.secret = installed
+
+    def with_lookup() -> list[Doc]:
+        # what helm install/upgrade do: lookup reads the cluster (helm template cannot)
+        text = chart.helm(
+            "template", chart.RELEASE, str(chart.CHART), f"--namespace={chart.NAMESPACE}",
+            f"--kubeconfig={kubeconfig}", "--dry-run=server", *(f"--set={s}" for s in WEBHOOK),
+            cwd=REPO,
+        )  # fmt: skip
+        return [doc for doc in yaml.safe_load_all(text) if doc]
+
+    docs = with_lookup()
+    [secret] = named(docs, "Secret", WEBHOOK_SECRET)
+    assert secret["data"] == installed["data"]
+    [hook] = only(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook["clientConfig"]["caBundle"] == installed["data"]["ca.crt"]
+    template = only(docs, "Deployment")["spec"]["template"]
+    checksum = hashlib.sha256(installed["data"]["tls.crt"].encode()).hexdigest()
+    assert template["metadata"]["annotations"] == {"checksum/webhook-tls": checksum}  # no roll
+    # looked up once per render, however many objects use it
+    secret_path = f"/api/v1/namespaces/{chart.NAMESPACE}/secrets/{WEBHOOK_SECRET}"
+    assert server.gets.count(secret_path) == 1
+    # an incomplete Secret (no CA) is replaced by a new CA and certificate
+    server.secret = {**installed, "data": {k: v for k, v in installed["data"].items()
+                                           if k != "ca.crt"}}  # fmt: skip
+    [renewed] = named(with_lookup(), "Secret", WEBHOOK_SECRET)
+    assert renewed["data"]["tls.crt"] != installed["data"]["tls.crt"]
 
 
 def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> None:
