@@ -461,3 +461,34 @@ async def test_switching_back_to_rollout_names_the_sources_again(
         assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
             kube, DEPLOYMENT, rolled, running.hmac_key
         )
+
+
+async def test_a_copy_the_api_refuses_holds_the_workload_with_the_reason(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web())
+    # No room for one more ConfigMap (kube-root-ca.crt and app are there).
+    await kube.create(f"/api/v1/namespaces/{namespace}/resourcequotas", {
+        "metadata": {"name": "full"}, "spec": {"hard": {"configmaps": "2"}},
+    })  # fmt: skip
+    await wait_for_object(
+        kube, f"/api/v1/namespaces/{namespace}/resourcequotas", "full",
+        lambda q: (q.get("status") or {}).get("used", {}).get("configmaps") == "2", timeout=30,
+    )  # fmt: skip
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        found = await wait_for_objects(
+            kube, f"/api/v1/namespaces/{namespace}/events",
+            lambda found: any(e.get("reason") == "SnapshotFailed" for e in found.values()),
+            timeout=30, params={"fieldSelector": "reason=SnapshotFailed"},
+        )  # fmt: skip
+        [failed] = found.values()
+        assert failed["type"] == "Warning"
+        assert "could not copy configmap/app" in failed["message"]
+        assert "exceeded quota" in failed["message"]
+        # Held, to be tried again in a minute (so the queue is not idle: no settled() here).
+        obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert template_hash(obj, DEPLOYMENT) is None  # no rollout to a broken template
+        assert running.metrics.holds.labels(reason="refused")._value.get() >= 1

@@ -61,6 +61,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds between looks while a new template's revision doesn't exist yet.
 REVISION_WAIT = 2.0
+#: Seconds before trying again to copy a source the API refused to copy.
+COPY_RETRY = 60.0
+#: Answers to creating a copy that are not worth a quick retry: forbidden (quota, policy),
+#: too large, invalid.
+_COPY_REFUSALS = frozenset({403, 413, 422})
 _SOURCE_RESOURCES = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
 
 
@@ -159,6 +164,15 @@ class SnapshotStrategy(RolloutStrategy):
             self._context.metrics.writes.labels(kind=resource.kind).inc()
             return
         except ApiError as exc:
+            if exc.status in _COPY_REFUSALS:
+                # Too large once labelled (1 MiB per object), a quota on ConfigMaps/Secrets,
+                # an admission policy: waiting with backoff would change nothing soon.
+                raise Refused(Hold(
+                    "refused", "SnapshotFailed",
+                    f"not rolling: could not copy {ref.display(target.namespace)} to "
+                    f"{ref.kind.value}/{name}: {exc}",
+                    retry_after=COPY_RETRY,
+                )) from None  # fmt: skip
             if not exc.conflict:
                 raise
         existing = await client.get(resource.path(ref.namespace, name))
