@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from kube_nudge.controller.audit import Audit
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS
+from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
@@ -34,9 +37,8 @@ async def status(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, st
     return proc.returncode, out.decode(), err.decode()
 
 
-async def test_status_finds_stale_pods_and_clears_once_rolled(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
-) -> None:
+async def make_stale_legacy(kube: KubeClient, namespace: str) -> None:
+    """A Deployment `legacy`, not opted in, whose pod started before its ConfigMap changed."""
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     await kube.create(
         DEPLOYMENTS.path(namespace),
@@ -54,6 +56,12 @@ async def test_status_finds_stale_pods_and_clears_once_rolled(
     # API timestamps have whole seconds: the change must land in a later second than the start.
     await eventually(lambda: time.time() >= started + 1.0, timeout=5)
     await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+
+
+async def test_status_finds_stale_pods_and_clears_once_rolled(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await make_stale_legacy(kube, namespace)
 
     # Not opted in: invisible without --all, found with it.
     code, out, _ = await status(cluster.kubeconfig, namespace, "-o", "json")
@@ -96,3 +104,20 @@ async def test_status_finds_stale_pods_and_clears_once_rolled(
     [row] = json.loads(out)["workloads"]
     assert (row["optedIn"], row["state"], row["strategy"]) == (True, "current", "rollout")
     assert row["desiredHash"] == row["appliedHash"] and row["pods"] == {row["appliedHash"]: 1}
+
+
+async def test_the_drift_audit_exports_what_status_all_finds(
+    kube: KubeClient, namespace: str
+) -> None:
+    await make_stale_legacy(kube, namespace)
+    metrics = Metrics()
+    audit = Audit(
+        kube, metrics, interval=60, namespaces=(namespace,), kinds=BUILTIN_KINDS,
+        hmac_key=b"k" * 32, compat=False,
+    )  # fmt: skip
+    assert metrics.audit_timestamp._value.get() == 0
+    await audit.run_once()
+    assert metrics.audit_workloads.labels(state="stale", opted_in="false")._value.get() == 1
+    assert metrics.audit_workloads.labels(state="current", opted_in="true")._value.get() == 0
+    assert metrics.audit_stale_pods._value.get() == 1
+    assert metrics.audit_timestamp._value.get() > 0

@@ -24,6 +24,13 @@ NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
         (["--workload=example.com/v1/policies"], "--workload 'example.com/v1/policies'"),
         (["--source-selector=app in web"], "--source-selector 'app in web': not a label"),
         (["--workload-selector="], "--workload-selector '': give a label selector"),
+        (["--audit-interval=5s"], "--audit-interval 5s: at least 10s"),
+        (["--audit-interval=-1m"], "--audit-interval -1m: at least 10s"),
+        (["--webhook-addr=:9443"], "--webhook-cert-file and --webhook-key-file missing"),
+        (
+            ["--webhook-addr=:9443", "--webhook-cert-file=/no/cert", "--webhook-key-file=/no/k"],
+            "--webhook-cert-file '/no/cert': no such file",
+        ),
         (
             ["--leader-elect", "--lease-duration=5s", "--renew-deadline=10s"],
             "retry_period < renew_deadline < lease_duration",
@@ -53,6 +60,7 @@ def test_good_flags_make_a_config() -> None:
     assert "notify" in config.controller.defaults.strategies
     assert config.metrics_addr == ("127.0.0.1", 0)
     assert config.lease is None
+    assert config.audit_interval == 0 and config.webhook is None  # both off by default
     (spec,) = config.custom_workloads
     assert spec.known() is not None and spec.known().resource.kind == "Thing"  # type: ignore[union-attr]
 

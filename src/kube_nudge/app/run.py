@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kube_nudge import __version__
+from kube_nudge.controller.audit import Audit
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.hmackey import load_or_create_key, read_key_file
 from kube_nudge.controller.webhook import SnapshotWebhook
@@ -57,6 +58,7 @@ class RunConfig:
     hmac_secret: str
     custom_workloads: tuple[WorkloadSpec, ...] = ()
     webhook: WebhookConfig | None = None
+    audit_interval: float = 0.0  # 0: no drift audit
 
 
 def default_state_namespace() -> str:
@@ -114,6 +116,12 @@ async def serve(config: RunConfig) -> None:
                 healthy=lambda: controller.healthy,
             )  # fmt: skip
             runnables.append(server)
+        if config.audit_interval > 0:
+            runnables.append(Audit(
+                client, metrics, interval=config.audit_interval,
+                namespaces=options.namespaces, kinds=options.kinds, hmac_key=hmac_key,
+                compat=options.defaults.compat,
+            ))  # fmt: skip
         if config.webhook is not None:
             webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
                                         name="webhook")  # fmt: skip

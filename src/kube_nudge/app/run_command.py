@@ -19,7 +19,8 @@ from kube_nudge.runtime.leader import LeaseConfig
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
 
-_PENDING_IDENTITY = "assigned-at-start"  # the replica's identity replaces it in serve()
+_PENDING_IDENTITY = "assigned-at-start"
+MIN_AUDIT_INTERVAL = 10.0  # the replica's identity replaces it in serve()
 
 
 def parse_max_rollouts(text: str) -> tuple[int, float]:
@@ -136,6 +137,12 @@ class RunCommand:
         )
         add("--webhook-cert-file", help="PEM certificate (chain) of the webhook")
         add("--webhook-key-file", help="PEM private key of the webhook")
+        add(
+            "--audit-interval",
+            default="0",
+            help="every this long (e.g. 10m), audit every workload's pods for stale config and "
+            "export kube_nudge_audit_* metrics (default 0: off; it lists pods)",
+        )
         add("--leader-elect", action="store_true", help="take a Lease; only the leader writes")
         add("--lease-duration", default="15s", help="how long a Lease is valid (default 15s)")
         add(
@@ -173,6 +180,12 @@ class RunCommand:
         _positive("--write-burst", args.write_burst)
         count, window = parse_max_rollouts(args.max_rollouts)
         webhook = _webhook(args)
+        audit_interval = _duration("--audit-interval", args.audit_interval)
+        if audit_interval < 0 or 0 < audit_interval < MIN_AUDIT_INTERVAL:
+            raise ValueError(
+                f"--audit-interval {args.audit_interval}: at least "
+                f"{MIN_AUDIT_INTERVAL:g}s (each pass lists every workload's pods), or 0 for off"
+            )
         state_namespace = args.state_namespace or default_state_namespace()
         lease = None
         if args.leader_elect:
@@ -202,6 +215,7 @@ class RunCommand:
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=parse_address(args.metrics_addr) if args.metrics_addr else None,
             webhook=webhook,
+            audit_interval=audit_interval,
             state_namespace=state_namespace,
             lease=lease,
             hmac_key_file=Path(args.hmac_key_file) if args.hmac_key_file else None,

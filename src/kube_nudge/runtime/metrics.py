@@ -87,6 +87,24 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.audit_workloads = Gauge(
+            "kube_nudge_audit_workloads",
+            "Workloads by state at the last drift audit (--audit-interval), opted in or not "
+            "(not opted in: only those with stale pods are counted, as state stale).",
+            ["state", "opted_in"],
+            registry=r,
+        )
+        self.audit_stale_pods = Gauge(
+            "kube_nudge_audit_stale_pods",
+            "Pods that started before the config they consume last changed, at the last "
+            "drift audit.",
+            registry=r,
+        )
+        self.audit_timestamp = Gauge(
+            "kube_nudge_audit_last_run_timestamp_seconds",
+            "When the last drift audit finished (Unix seconds; 0: none yet).",
+            registry=r,
+        )
         self.is_leader = Gauge("kube_nudge_leader", "1 while this replica leads.", registry=r)
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
         # what dashboards and the kubelet-independent memory alerts expect of any exporter.
