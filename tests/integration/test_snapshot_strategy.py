@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,15 +15,22 @@ import pytest
 from kube_nudge.controller.status import collect
 from kube_nudge.controller.webhook import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge.kube.client import MERGE_PATCH, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, REPLICASETS, SECRETS, Resource
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.resources import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    PODS,
+    REPLICASETS,
+    SECRETS,
+    Resource,
+)
+from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import source_state, template_annotation
 from kube_nudge.model.annotations import SNAPSHOT_LABEL, SNAPSHOTS
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.snapshots import copy_name, parse_snapshots
 from kube_nudge.runtime.http import HttpServer, TlsFiles
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
+from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import (
     events,
@@ -492,3 +500,98 @@ async def test_a_copy_the_api_refuses_holds_the_workload_with_the_reason(
         obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
         assert template_hash(obj, DEPLOYMENT) is None  # no rollout to a broken template
         assert running.metrics.holds.labels(reason="refused")._value.get() >= 1
+
+
+async def test_an_old_pod_replaced_mid_rollout_gets_the_old_copy(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
+    await kube.create(DEPLOYMENTS.path(namespace), web())
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        first = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: template_hash(o, DEPLOYMENT) is not None and deployment_complete(o),
+            timeout=60,
+        )  # fmt: skip
+        v1 = first["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+        await running.controller.settled(timeout=30)
+        # The rollout of the next change makes no progress (paused): the old pods stay.
+        await kube.merge_patch(DEPLOYMENTS.path(namespace, "web"), {"spec": {"paused": True}})
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v2"}})
+        second = await rolled_past(kube, namespace, template_hash(first, DEPLOYMENT))
+        v2 = second["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+        assert v2 != v1
+        await running.controller.settled(timeout=30)  # paused: nothing polls meanwhile
+        pods = (await kube.get(PODS.path(namespace)))["items"]
+        [victim, *_] = pods
+        assert victim["spec"]["volumes"][0]["configMap"]["name"] == v1
+        await kube.request("DELETE", PODS.path(namespace, victim["metadata"]["name"]))
+        found = await wait_for_objects(
+            kube, PODS.path(namespace),
+            lambda found: victim["metadata"]["name"] not in found and len(found) == 2,
+            timeout=30,
+        )  # fmt: skip
+        names = {p["spec"]["volumes"][0]["configMap"]["name"] for p in found.values()}
+        assert names == {v1}  # the replacement reads the old copy, not the edited source
+        assert (await kube.get(CONFIGMAPS.path(namespace, v1)))["data"] == {"LEVEL": "v1"}
+
+
+def rolled_from(kind: WorkloadKind, old: str | None) -> Callable[[dict[str, Any]], bool]:
+    """Whether a workload of `kind` carries a config hash other than `old`."""
+    return lambda obj: template_hash(obj, kind) not in (None, old)
+
+
+@pytest.mark.parametrize("kind_name", ["StatefulSet", "DaemonSet"])
+async def test_controller_revisions_prune_copies_and_undo_restores_them(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, kind_name: str
+) -> None:
+    kind = next(k for k in BUILTIN_KINDS if k.resource.kind == kind_name)
+    build = manifests.statefulset if kind_name == "StatefulSet" else manifests.daemonset
+    workload = build("w", spec=manifests.env_consumer(), annotations=SNAPSHOT)
+    workload["spec"]["revisionHistoryLimit"] = 2
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
+    await kube.create(kind.resource.path(namespace), workload)
+    revisions = f"/apis/apps/v1/namespaces/{namespace}/controllerrevisions"
+    cr_template = ("data", "spec", "template")
+    async with running_controller(cluster, namespace) as running:
+        old: str | None = None
+        for n in range(1, 6):
+            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": f"v{n}"}})
+            rolled = await wait_for_object(
+                kube, kind.resource.path(namespace), "w",
+                rolled_from(kind, old), timeout=30,
+            )  # fmt: skip
+            old = template_hash(rolled, kind)
+        await running.controller.settled(timeout=30)
+
+        def referenced(found: dict[str, Any]) -> set[str]:
+            return set().union(*(copies_of(cr, cr_template) for cr in found.values()))
+
+        # History limit 2: the current revision and two old ones keep their copies.
+        crs = await wait_for_objects(kube, revisions, lambda found: len(found) == 3, timeout=60)
+        await wait_for_objects(
+            kube, CONFIGMAPS.path(namespace),
+            lambda found: {f"configmap/{n}" for n in found} == referenced(crs),
+            timeout=60, params=COPIES,
+        )  # fmt: skip
+
+        # Undo: the previous revision's template comes back with its copy and data.
+        [previous] = sorted(crs.values(), key=lambda cr: cr["revision"])[-2:-1]
+        undone = previous["data"]["spec"]["template"]
+        await kube.request(
+            "PATCH", kind.resource.path(namespace, "w"), content_type=JSON_PATCH,
+            body=[{"op": "replace", "path": "/spec/template", "value": undone}],
+        )  # fmt: skip
+        await wait_for_objects(
+            kube, f"/api/v1/namespaces/{namespace}/events",
+            lambda found: any(e.get("reason") == "ConfigRolledBack" for e in found.values()),
+            timeout=30, params={"fieldSelector": "reason=ConfigRolledBack"},
+        )  # fmt: skip
+        await running.controller.settled(timeout=30)
+        after = await kube.get(kind.resource.path(namespace, "w"))
+        [copy] = copies_of(after, kind.template_path)
+        assert copy in copies_of(previous, cr_template)
+        data = (await kube.get(CONFIGMAPS.path(namespace, copy.split("/", 1)[1])))["data"]
+        assert data == {"LEVEL": "v4"}

@@ -260,7 +260,10 @@ class SnapshotStrategy(RolloutStrategy):
                 wanted.append(me)
             settled &= await self._set_owners(target, copy, metadata, wanted, mine)
         waiting = (current and not current_revision) or (held and not observed) or not settled
-        if waiting and revisions.follows_template:
+        # A paused Deployment makes no revision until it is resumed, and resuming it is a
+        # change of the workload, which brings the next look: no polling meanwhile.
+        paused = bool((workload.get("spec") or {}).get("paused"))
+        if waiting and revisions.follows_template and not paused:
             return REVISION_WAIT  # its controller makes the revision any moment now
         return None
 
