@@ -48,7 +48,7 @@ JSON_PATCH = "application/json-patch+json"
 
 
 def web(history: int = 10) -> dict[str, Any]:
-    """2 replicas reading ConfigMap `app` through a volume and Secret `db` through env."""
+    """4 replicas reading ConfigMap `app` through a volume and Secret `db` through env."""
     spec = manifests.pod_spec(
         volumes=[{"name": "cfg", "configMap": {"name": "app"}}],
         containers=[{
@@ -58,7 +58,7 @@ def web(history: int = 10) -> dict[str, Any]:
                      "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}],
         }],
     )  # fmt: skip
-    deployment = manifests.deployment("web", replicas=2, spec=spec, annotations=SNAPSHOT)
+    deployment = manifests.deployment("web", replicas=4, spec=spec, annotations=SNAPSHOT)
     deployment["spec"]["revisionHistoryLimit"] = history
     return deployment
 
@@ -530,7 +530,7 @@ async def test_an_old_pod_replaced_mid_rollout_gets_the_old_copy(
         await kube.request("DELETE", PODS.path(namespace, victim["metadata"]["name"]))
         found = await wait_for_objects(
             kube, PODS.path(namespace),
-            lambda found: victim["metadata"]["name"] not in found and len(found) == 2,
+            lambda found: victim["metadata"]["name"] not in found and len(found) == 4,
             timeout=30,
         )  # fmt: skip
         names = {p["spec"]["volumes"][0]["configMap"]["name"] for p in found.values()}
