@@ -490,3 +490,41 @@ def test_parse_address(text: str, expected: tuple[str, int]) -> None:
 def test_parse_address_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="bad address"):
         parse_address(text)
+
+
+async def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
+    tls = self_signed(tmp_path)
+    server = HttpServer("127.0.0.1", 0, tls=tls, tls_check_interval=0.02)
+    server.add_route("/validate", echo, methods=("POST",))
+
+    async def served_certificate() -> bytes:
+        _, writer = await asyncio.open_connection(
+            "127.0.0.1",
+            server.port,
+            ssl=ssl._create_unverified_context(),  # noqa: S323
+        )
+        ssl_object = writer.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True)
+        writer.close()
+        await writer.wait_closed()
+        assert der is not None
+        return bytes(der)
+
+    async with serving(server):
+        first = await served_certificate()
+        # A half-written pair (new certificate, old key) is not loaded: the old one stays.
+        old_key = tls.keyfile.read_bytes()
+        (tmp_path / "renewed").mkdir()
+        renewed = self_signed(tmp_path / "renewed")
+        tls.certfile.write_bytes(renewed.certfile.read_bytes())
+        checks = server.tls_checks
+        async with asyncio.timeout(5):
+            while server.tls_checks < checks + 3:  # it has looked at the mismatched pair
+                await asyncio.sleep(0.01)
+        assert server.tls_reloads == 0 and await served_certificate() == first
+        tls.keyfile.write_bytes(renewed.keyfile.read_bytes())
+        async with asyncio.timeout(5):
+            while server.tls_reloads == 0:
+                await asyncio.sleep(0.01)
+        assert await served_certificate() != first
+        assert old_key != tls.keyfile.read_bytes()

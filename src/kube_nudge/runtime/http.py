@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ MAX_HEAD_BYTES = 8192  # a request head larger than this is refused (431, or 400
 HEAD_TIMEOUT_SECONDS = 10.0  # a request head must be complete this long after it may start
 KEEP_ALIVE_SECONDS = 5
 SHUTDOWN_GRACE_SECONDS = 5
+TLS_CHECK_SECONDS = 30.0  # how often renewed certificate files are looked for
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -152,9 +154,18 @@ class HttpServer:
     needs_leader = False
 
     def __init__(
-        self, host: str, port: int, *, tls: TlsFiles | None = None, name: str = "http"
+        self,
+        host: str,
+        port: int,
+        *,
+        tls: TlsFiles | None = None,
+        name: str = "http",
+        tls_check_interval: float = TLS_CHECK_SECONDS,
     ) -> None:
         self.name = name
+        self.tls_reloads = 0  # renewed certificates loaded
+        self.tls_checks = 0  # looks at the certificate files
+        self._tls_check_interval = tls_check_interval
         self._host = host
         self._port = port
         self._tls = tls
@@ -193,7 +204,7 @@ class HttpServer:
             timeout_keep_alive=KEEP_ALIVE_SECONDS,
             timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
             h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-            # Certificate rotation (cert-manager renewals) belongs to the webhook issue.
+            # Renewed files are loaded into the same context (see _watch_tls).
             ssl_certfile=str(self._tls.certfile) if self._tls else None,
             ssl_keyfile=str(self._tls.keyfile) if self._tls else None,
         )
@@ -216,7 +227,11 @@ class HttpServer:
                 self._host,
                 self.port,
             )
-            await asyncio.shield(serving)
+            watching = asyncio.create_task(self._watch_tls(config), name="tls-reload")
+            try:
+                await asyncio.shield(serving)
+            finally:
+                watching.cancel()
             raise RuntimeError("the HTTP server stopped")
         finally:
             # uvicorn notices within 0.1 s, closes idle connections at once, gives requests in
@@ -231,6 +246,45 @@ class HttpServer:
             listener.close()
             self.started.clear()
             self._server = None
+
+    async def _watch_tls(self, config: uvicorn.Config) -> None:
+        """Load renewed certificate files into the live TLS context, so new connections get
+        the new certificate without a restart (cert-manager renews before expiry; a mounted
+        Secret is swapped atomically). A pair that doesn't load (half written, key and
+        certificate not matching) is skipped and the old one stays in use."""
+        if self._tls is None or config.ssl is None:
+            return
+        files = (self._tls.certfile, self._tls.keyfile)
+        seen = _stamp(files)
+        while True:
+            await asyncio.sleep(self._tls_check_interval)
+            self.tls_checks += 1
+            stamp = _stamp(files)
+            if stamp == seen:
+                continue
+            try:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(*files)  # check first
+                config.ssl.load_cert_chain(*files)
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("%s: renewed TLS files not loaded (keeping the old ones): %s",
+                            self.name, exc)  # fmt: skip
+                continue
+            seen = stamp
+            self.tls_reloads += 1
+            log.info("%s: loaded the renewed TLS certificate", self.name)
+
+
+def _stamp(files: Iterable[Path]) -> tuple[tuple[int, int], ...]:
+    """What changes when a file is rewritten or a mounted Secret swapped."""
+    stamps = []
+    for path in files:
+        try:
+            info = path.stat()
+        except OSError:
+            stamps.append((0, 0))
+        else:
+            stamps.append((info.st_mtime_ns, info.st_size))
+    return tuple(stamps)
 
 
 def _bind(host: str, port: int) -> socket.socket:
