@@ -3,7 +3,10 @@ write arriving at the worst moment: before the write's response."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import pytest
 
 from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
 from kube_nudge.kube.events import EventRecorder, ObjectRef
@@ -98,3 +101,26 @@ async def test_present_config_at_first_sight_adopts_once_despite_an_early_echo()
     assert outcome.action == "adopted"
     assert (await reconciler.reconcile(KEY_OF_APP)).action == "none"
     assert len(strategy.writes) == 1
+
+
+class CancelledMidWrite(EchoFirstStrategy):
+    """The replica stops leading while the write is in flight: the task is cancelled."""
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        raise asyncio.CancelledError
+
+
+async def test_a_write_cancelled_in_flight_is_not_remembered_as_done() -> None:
+    data = sources(LEVEL="info")
+    reconciler, strategy, _ = reconciler_over(data)
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "adopted"
+    data.update(sources(LEVEL="debug"))
+    cancelling = CancelledMidWrite(strategy.cluster)
+    cancelling.reconciler = reconciler
+    reconciler.strategies = {"rollout": cancelling}
+    with pytest.raises(asyncio.CancelledError):
+        await reconciler.reconcile(KEY_OF_APP)
+    # The next leader term reconciles again: the change is still to be written.
+    reconciler.strategies = {"rollout": strategy}
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "rolled"
+    assert strategy.writes[-1].startswith("apply ")

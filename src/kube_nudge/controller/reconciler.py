@@ -166,6 +166,12 @@ class Reconciler:
             memory.applied, memory.strategy = before
             log.debug("%s: not yet (%s); trying again shortly", target, exc)
             return Outcome("failed")
+        except BaseException:
+            # Cancelled (this replica stopped leading mid-write) or a bug: the write may not
+            # have happened, so it must not be remembered as done. (The fault suite lost
+            # changes this way: the next leader term took the unwritten hash for applied.)
+            memory.applied, memory.strategy = before
+            raise
         if isinstance(decision, Hold):
             self._hold(target, decision)
             return Outcome("held", decision.retry_after, f"held-{decision.reason}")
