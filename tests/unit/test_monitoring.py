@@ -1,0 +1,205 @@
+"""The Grafana dashboard and the alert rules in deploy/monitoring: well-formed, and every
+metric they query is one the controller really exports (a renamed metric or a typo in a panel
+fails here, not silently as an empty graph or an alert that can never fire)."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.parser import text_string_to_metric_families
+
+from kube_nudge.runtime.metrics import Metrics
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARD = REPO / "deploy" / "monitoring" / "grafana-dashboard.json"
+ALERTS = REPO / "deploy" / "monitoring" / "alerts.yaml"
+
+# Series Prometheus adds itself to every scrape, not the controller.
+SCRAPE_SERIES = frozenset({"up"})
+
+# PromQL words that look like metric names: functions, aggregations, operators, modifiers.
+_PROMQL_WORDS = """
+    abs absent absent_over_time avg avg_over_time bottomk ceil changes clamp clamp_max
+    clamp_min count count_over_time count_values deriv delta exp floor group
+    histogram_quantile holt_winters idelta increase irate label_join label_replace last_over_time
+    ln log2 log10 max max_over_time min min_over_time predict_linear quantile quantile_over_time
+    rate resets round scalar sgn sort sort_desc sqrt stddev stdvar sum sum_over_time time
+    timestamp topk vector and or unless by without on ignoring group_left group_right bool
+    offset inf nan
+"""
+PROMQL_WORDS = frozenset(_PROMQL_WORDS.split())
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_MATCHERS = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\]]*\]")
+_LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_IDENT = re.compile(r"(?<![\w.$])[A-Za-z_:][\w:]*")
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names an expression selects (a small PromQL tokenizer, enough for ours)."""
+    # Grafana variables ($__rate_interval, ${datasource}) sit inside ranges and matchers.
+    text = _STRING.sub('""', expr)
+    text = _MATCHERS.sub("", text)
+    text = _RANGE.sub("", text)
+    text = _LABEL_LIST.sub("", text)
+    text = re.sub(r"\b\d+(?:\.\d+)?(?:e[+-]?\d+)?\b", "", text)
+    return {word for word in _IDENT.findall(text) if word not in PROMQL_WORDS}
+
+
+@cache
+def exported() -> frozenset[str]:
+    """Every sample name the controller's /metrics shows once each labelled metric has a
+    child: ``_total``/``_created`` of counters, ``_bucket``/``_sum``/``_count`` of
+    histograms, the ``process_*`` ones."""
+    metrics = Metrics()
+    for instrument in vars(metrics).values():
+        if isinstance(instrument, MetricWrapperBase) and instrument._labelnames:
+            instrument.labels(*("x" for _ in instrument._labelnames))
+    body, _ = metrics.render()
+    return frozenset(
+        sample.name
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    )
+
+
+def dashboard() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return doc
+
+
+def panels(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for panel in doc["panels"]:
+        out.append(panel)
+        out.extend(panel.get("panels", []))  # panels inside collapsed rows
+    return out
+
+
+def dashboard_exprs(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (panel["title"], target["expr"])
+        for panel in panels(doc)
+        for target in panel.get("targets", [])
+    ]
+
+
+def rules() -> list[dict[str, Any]]:
+    doc = yaml.safe_load(ALERTS.read_text())
+    return [rule for group in doc["spec"]["groups"] for rule in group["rules"]]
+
+
+def unknown_names(expr: str) -> set[str]:
+    return metric_names(expr) - exported() - SCRAPE_SERIES
+
+
+def test_tokenizer_finds_metric_names_and_nothing_else() -> None:
+    expr = (
+        "histogram_quantile(0.9, sum by (le) (rate(kube_nudge_reconcile_duration_seconds_bucket"
+        '{namespace="$namespace", job=~"$job"}[$__rate_interval])))'
+        " and on (namespace, pod) (kube_nudge_leader == 1) > 0.5"
+    )
+    assert metric_names(expr) == {
+        "kube_nudge_reconcile_duration_seconds_bucket",
+        "kube_nudge_leader",
+    }
+
+
+def test_exported_names_are_what_prometheus_client_renders() -> None:
+    names = exported()
+    assert "kube_nudge_nudges_total" in names
+    assert "kube_nudge_reconcile_duration_seconds_bucket" in names
+    assert "kube_nudge_leader" in names
+    assert "kube_nudge_nudges" not in names  # counters only ever appear with _total
+
+
+def test_dashboard_structure() -> None:
+    doc = dashboard()
+    assert doc["uid"] == "kube-nudge"
+    assert 36 <= doc["schemaVersion"] <= 41
+    variables = {var["name"]: var for var in doc["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert {"namespace", "job"} <= variables.keys()
+    ids = [panel["id"] for panel in panels(doc)]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+    for panel in panels(doc):
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            assert 'namespace="$namespace"' in target["expr"], panel["title"]
+            assert 'job=~"$job"' in target["expr"], panel["title"]
+
+
+def test_dashboard_covers_every_controller_metric() -> None:
+    """Each kube_nudge_ metric family except the opt-in audit ones has a panel."""
+    used = {name for _, expr in dashboard_exprs(dashboard()) for name in metric_names(expr)}
+    families = {re.sub(r"_(total|bucket|sum|count|created)$", "", n) for n in exported()}
+    wanted = {f for f in families if f.startswith("kube_nudge_") and "_audit_" not in f}
+    shown = {re.sub(r"_(total|bucket|sum|count)$", "", name) for name in used}
+    assert wanted - shown == set()
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total"} <= used
+
+
+@pytest.mark.parametrize(("title", "expr"), dashboard_exprs(dashboard()), ids=lambda v: str(v)[:40])
+def test_dashboard_queries_only_exported_metrics(title: str, expr: str) -> None:
+    assert metric_names(expr), f"{title}: no metric in {expr!r}"
+    assert unknown_names(expr) == set(), f"panel {title!r} queries metrics /metrics lacks"
+
+
+def test_a_typo_in_a_panel_is_caught() -> None:
+    _, expr = dashboard_exprs(dashboard())[0]
+    broken = expr.replace("kube_nudge_", "kube_nuge_", 1)
+    assert unknown_names(broken)
+
+
+def test_alerts_are_a_prometheus_rule() -> None:
+    doc = yaml.safe_load(ALERTS.read_text())
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+    assert doc["kind"] == "PrometheusRule"
+    assert doc["metadata"]["name"] == "kube-nudge"
+    names = [rule["alert"] for rule in rules()]
+    assert len(names) == len(set(names))
+    assert {
+        "KubeNudgeDown",
+        "KubeNudgeNoLeader",
+        "KubeNudgeErrors",
+        "KubeNudgeWatchRestarts",
+        "KubeNudgeWorkloadsHeld",
+        "KubeNudgeWorkloadKindUnavailable",
+    } <= set(names)
+
+
+def _balanced(expr: str) -> bool:
+    closing = {")": "(", "]": "[", "}": "{"}
+    stack: list[str] = []
+    for char in _STRING.sub('""', expr):
+        if char in "([{":
+            stack.append(char)
+        elif char in closing and (not stack or stack.pop() != closing[char]):
+            return False
+    return not stack
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda rule: rule["alert"])
+def test_alert_rule_shape(rule: dict[str, Any]) -> None:
+    assert set(rule) == {"alert", "expr", "for", "labels", "annotations"}
+    assert re.fullmatch(r"[A-Z][A-Za-z]+", rule["alert"])
+    assert re.fullmatch(r"\d+[smh]", rule["for"])
+    assert rule["labels"]["severity"] in {"critical", "warning", "info"}
+    assert rule["annotations"]["summary"].strip()
+    assert rule["annotations"]["description"].strip()
+    assert _balanced(rule["expr"]), rule["expr"]
+    assert rule["expr"].count('"') % 2 == 0, rule["expr"]
+    assert unknown_names(rule["expr"]) == set(), rule["alert"]
