@@ -5,7 +5,10 @@ fails here, not silently as an empty graph or an alert that can never fire)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -203,3 +206,20 @@ def test_alert_rule_shape(rule: dict[str, Any]) -> None:
     assert _balanced(rule["expr"]), rule["expr"]
     assert rule["expr"].count('"') % 2 == 0, rule["expr"]
     assert unknown_names(rule["expr"]) == set(), rule["alert"]
+
+
+def test_promtool_checks_the_rules(tmp_path: Path) -> None:
+    """With a promtool at hand ($PROMTOOL or on PATH), the rules also pass its own check; it
+    is not built by `make test` (a cold build takes many minutes)."""
+    promtool = os.environ.get("PROMTOOL") or shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("no promtool ($PROMTOOL or PATH); the shape checks above still ran")
+    rules_file = tmp_path / "kube-nudge-rules.yaml"
+    rules_file.write_text(yaml.safe_dump(yaml.safe_load(ALERTS.read_text())["spec"]))
+    result = subprocess.run(
+        [promtool, "check", "rules", str(rules_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
