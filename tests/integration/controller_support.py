@@ -160,6 +160,16 @@ async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> No
         timeout=30,
     )  # fmt: skip
 
+    # Established does not mean API discovery serves the group yet (it lags a moment).
+    async def discoverable() -> bool:
+        try:
+            found = await kube.get(f"/apis/{resource.group}/{resource.version}")
+        except ApiError:
+            return False
+        return any(r.get("name") == resource.plural for r in found.get("resources") or ())
+
+    await until(discoverable, 30)
+
 
 async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:
     """Events with ``reason`` in ``namespace``."""

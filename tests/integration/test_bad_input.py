@@ -339,8 +339,9 @@ async def test_namespace_deleted_while_its_workloads_are_queued(
         async with running_controller(
             cluster, namespace, debounce=2.0, also_watch=(doomed,)
         ) as running:
-            adoptions = len(controller_writes(cluster, doomed))
-            assert adoptions == 2
+            # The audit log is written behind the responses: wait for both adoption entries.
+            await eventually(lambda: len(controller_writes(cluster, doomed)) == 2, timeout=10)
+            adoptions = 2
             # "fast" (2 s) comes due while its namespace terminates, which takes the namespace
             # controller ~10 s; "slow" (1 h, set after adoption so that the startup settles)
             # is still queued when its deletion is observed.
