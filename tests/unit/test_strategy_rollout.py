@@ -16,7 +16,6 @@ def test_rolled_at_round_trips_through_the_rollout_patch() -> None:
         BUILTIN_KINDS[0].template_path,
         "uid-1",
         "v1-abc",
-        had_baseline=True,
         rolled_at=[1700000000.5, 17e8],
         cause="configmap/app keys [LEVEL] changed",
         key_id="0123abcd",
@@ -24,7 +23,7 @@ def test_rolled_at_round_trips_through_the_rollout_patch() -> None:
     annotations = patch["metadata"]["annotations"]
     # The Deployment controller copies it to the new ReplicaSet: `kubectl rollout history`.
     assert annotations[CHANGE_CAUSE] == "kube-nudge: configmap/app keys [LEVEL] changed"
-    assert annotations[BASELINE_HASH] is None  # the template carries the hash from now on
+    assert annotations[BASELINE_HASH] is None  # always: the template carries the hash now
     assert parse_rolled_at(annotations[ROLLED_AT]) == (17e8, 1700000000.5)
     assert annotations[KEY_ID] == "0123abcd"
     assert patch["metadata"]["uid"] == "uid-1"

@@ -60,14 +60,13 @@ def rollout_patch(
     uid: str,
     config_hash: str,
     *,
-    had_baseline: bool,
     rolled_at: Sequence[float],
     cause: str,
     key_id: str,
 ) -> dict[str, Any]:
     """The merge patch that rolls the workload to ``config_hash``, records the recent
     rollouts (``rolled_at``, this one included) for the flap cap, and says why."""
-    annotations = _recorded(rolled_at, key_id, cause, had_baseline=had_baseline)
+    annotations = _recorded(rolled_at, key_id, cause)
     patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
     patch.setdefault("metadata", {}).update({"uid": uid, "annotations": annotations})
     return patch
@@ -76,19 +75,19 @@ def rollout_patch(
 def rollout_annotations(plan: Apply, key_id: str, cause: str) -> dict[str, Any]:
     """What every rollout records on the workload's metadata (a merge patch fragment):
     recent rollout times for the flap cap, why, the key, and the baseline's removal."""
-    return _recorded(plan.rolled_at, key_id, cause, had_baseline=plan.had_baseline)
+    return _recorded(plan.rolled_at, key_id, cause)
 
 
-def _recorded(
-    rolled_at: Sequence[float], key_id: str, cause: str, *, had_baseline: bool
-) -> dict[str, Any]:
+def _recorded(rolled_at: Sequence[float], key_id: str, cause: str) -> dict[str, Any]:
     annotations: dict[str, Any] = {
         ROLLED_AT: format_rolled_at(list(rolled_at)),
         CHANGE_CAUSE: f"kube-nudge: {cause}"[:1024],
         KEY_ID: key_id,
     }
-    if had_baseline:
-        annotations[BASELINE_HASH] = None  # the template now carries the hash
+    # The template now carries the hash: the adoption baseline goes, always. (Only when the
+    # view showed one, it stayed whenever a change came before the adoption's own echo, and
+    # then outranked the template's hash: a restart rolled the workload again.)
+    annotations[BASELINE_HASH] = None
     return annotations
 
 
@@ -145,7 +144,7 @@ class RolloutStrategy:
         else:
             patch = rollout_patch(
                 target.kind.template_path, target.view.uid, plan.config_hash,
-                had_baseline=plan.had_baseline, rolled_at=plan.rolled_at, cause=what,
+                rolled_at=plan.rolled_at, cause=what,
                 key_id=assessment.key_id,
             )  # fmt: skip
             await self._patch(target, patch)
