@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 
 from kube_nudge.kube.client import JSON, KubeClient
-from kube_nudge.model.rollout import rollout_complete
+from kube_nudge.model.progress import rollout_complete
 
 
 async def wait_for_objects(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from kube_nudge import __version__
-from kube_nudge.app.release_command import RELEASE
+from kube_nudge.app.release_command import APPROVE, RELEASE
 from kube_nudge.app.run_command import RUN
 from kube_nudge.app.status_command import STATUS
 from kube_nudge.app.wait_command import WAIT
@@ -33,7 +33,7 @@ class Command(Protocol):
         ...
 
 
-COMMANDS: tuple[Command, ...] = (RUN, STATUS, WAIT, RELEASE)
+COMMANDS: tuple[Command, ...] = (RUN, STATUS, WAIT, RELEASE, APPROVE)
 
 
 def build_parser() -> argparse.ArgumentParser:

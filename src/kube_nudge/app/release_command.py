@@ -1,10 +1,13 @@
-"""``kube-nudge release``: let a workload held by the flap cap roll its latest config now.
+"""``kube-nudge release`` and ``kube-nudge approve``: stamp "now" on workloads.
 
-The cap counts rollouts recorded on the workload and in the controller's memory, so
-deleting ``kube-nudge.io/rolled-at`` does not release it. Releasing writes
-``kube-nudge.io/released-at`` (now, Unix seconds) on the workload's metadata; the
-controller sees the change at once and counts only rollouts after it. The same works with
-``kubectl annotate --overwrite deployment/web kube-nudge.io/released-at=$(date +%s)``.
+``release`` writes ``kube-nudge.io/released-at`` (now, Unix seconds) on the workload's
+metadata: the flap cap counts only rollouts after it, and a line stopped by a failed
+rollout restarts (on the failed workload: for every workload of that change; on a held
+one: for that one). The cap also counts rollouts the controller remembers, so deleting
+``kube-nudge.io/rolled-at`` does not release it. ``approve`` writes
+``kube-nudge.io/approved-at``: a workload with ``kube-nudge.io/approval: required`` rolls
+the changes made before it. The same works with ``kubectl annotate --overwrite
+deployment/web kube-nudge.io/released-at=$(date +%s)``.
 """
 
 from __future__ import annotations
@@ -18,22 +21,24 @@ from kube_nudge.app.flags import add_cluster_flags
 from kube_nudge.app.wait_command import Target, parse_target
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model.annotations import RELEASED_AT, format_rolled_at
+from kube_nudge.model.annotations import APPROVED_AT, RELEASED_AT, format_rolled_at
 
-__all__ = ["RELEASE", "ReleaseCommand"]
-
-FIELD_MANAGER = "kube-nudge-release"
+__all__ = ["APPROVE", "RELEASE", "StampCommand"]
 
 
-class ReleaseCommand:
-    """Release workloads held by the flap cap."""
+class StampCommand:
+    """Write the time now into one annotation of each workload named."""
 
-    name = "release"
-    help = "let workloads held by the flap cap roll their latest config now"
+    def __init__(self, name: str, help: str, annotation: str, done: str) -> None:
+        self.name = name
+        self.help = help
+        self.annotation = annotation
+        self.done = done
+        self.field_manager = f"kube-nudge-{name}"
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """The flags of ``kube-nudge release``."""
-        parser.description = __doc__.split("\n\n")[1].replace("\n", " ")
+        parser.description = self.help
         add = parser.add_argument
         add("workloads", nargs="+", metavar="KIND/NAME", help="e.g. deployment/web")
         add_cluster_flags(parser)
@@ -46,7 +51,7 @@ class ReleaseCommand:
             sources = [t for t in targets if t.is_source]
             if sources:
                 raise ValueError(
-                    f"{sources[0].kind}/{sources[0].name}: release takes workloads "
+                    f"{sources[0].kind}/{sources[0].name}: {self.name} takes workloads "
                     "(deployment/NAME, statefulset/NAME, ...), not sources"
                 )
             if args.namespace == "":
@@ -55,11 +60,9 @@ class ReleaseCommand:
         except (ValueError, OSError) as exc:
             print(f"kube-nudge: {exc}", file=sys.stderr)
             return 2
-        return asyncio.run(self._release(client, args.namespace, targets))
+        return asyncio.run(self._stamp(client, args.namespace, targets))
 
-    async def _release(
-        self, client: KubeClient, namespace: str | None, targets: list[Target]
-    ) -> int:
+    async def _stamp(self, client: KubeClient, namespace: str | None, targets: list[Target]) -> int:
         failed = 0
         namespace = namespace or client.default_namespace
         stamp = format_rolled_at([time.time()])
@@ -70,18 +73,29 @@ class ReleaseCommand:
                 try:
                     await client.request(
                         "PATCH", kind.resource.path(namespace, target.name),
-                        params={"fieldManager": FIELD_MANAGER},
-                        body={"metadata": {"annotations": {RELEASED_AT: stamp}}},
+                        params={"fieldManager": self.field_manager},
+                        body={"metadata": {"annotations": {self.annotation: stamp}}},
                         content_type=MERGE_PATCH,
                     )  # fmt: skip
                 except ApiError as exc:
                     failed += 1
                     print(f"kube-nudge: {label}: {exc}", file=sys.stderr)
                     continue
-                print(f"released {label}: the flap cap counts rollouts from now on")
+                print(self.done.format(label=label))
         finally:
             await client.aclose()
         return 1 if failed else 0
 
 
-RELEASE = ReleaseCommand()
+RELEASE = StampCommand(
+    "release",
+    "let workloads held by the flap cap or a stopped line roll their latest config now",
+    RELEASED_AT,
+    "released {label}: the flap cap counts rollouts from now on; a stopped line restarts",
+)
+APPROVE = StampCommand(
+    "approve",
+    "approve the config changes waiting for approval (kube-nudge.io/approval: required)",
+    APPROVED_AT,
+    "approved {label}: config changes made before now roll",
+)

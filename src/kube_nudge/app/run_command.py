@@ -122,6 +122,12 @@ class RunCommand:
             help="default cap: at most N rollouts per window per workload (default 3/5m)",
         )
         add("--workers", type=int, default=64, help="concurrent reconciles (default 64)")
+        add(
+            "--max-concurrent-rollouts",
+            default="0",
+            help="at most this many rollouts in progress at once, cluster-wide; others wait "
+            "their turn (default 0: no limit)",
+        )
         add("--write-qps", type=float, default=500.0, help="client-side write rate (default 500/s)")
         add("--write-burst", type=int, default=1000, help="client-side write burst (default 1000)")
         add(
@@ -177,6 +183,12 @@ class RunCommand:
         if args.workers < 1:
             raise ValueError(f"--workers {args.workers}: must be at least 1")
         _positive("--write-qps", args.write_qps)
+        concurrent = args.max_concurrent_rollouts.strip()
+        if not concurrent.isdigit():
+            raise ValueError(
+                f"--max-concurrent-rollouts {args.max_concurrent_rollouts!r}: want a whole "
+                "number such as 5, or 0 for no limit"
+            )
         _positive("--write-burst", args.write_burst)
         count, window = parse_max_rollouts(args.max_rollouts)
         webhook = _webhook(args)
@@ -211,6 +223,7 @@ class RunCommand:
                 workers=args.workers,
                 source_selector=_selector("--source-selector", args.source_selector),
                 workload_selector=_selector("--workload-selector", args.workload_selector),
+                max_concurrent_rollouts=int(concurrent) or None,
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=parse_address(args.metrics_addr) if args.metrics_addr else None,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kube_nudge.controller.pending_kinds import PendingKinds
-from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
+from kube_nudge.controller.reconciler import Fleet, Reconciler, WorkloadKey
 from kube_nudge.kube import resources
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import WARNING, EventRecorder, ObjectRef
@@ -44,6 +44,7 @@ from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.queue import WorkQueue
 from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.registry import build_strategies, strategy_names
+from kube_nudge.strategies.rollout import annotate_workload
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,8 @@ class ControllerOptions:
     page_size: int = 500
     # Watchdog: re-list when a watch brings no byte (not even a bookmark) for this long.
     watch_inactivity: float = 90.0
+    # Rollouts in progress at once, cluster-wide (None: no limit).
+    max_concurrent_rollouts: int | None = None
 
 
 class Controller:
@@ -95,7 +98,8 @@ class Controller:
         )
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
-        strategies = build_strategies(StrategyContext(client, self.events, metrics, hmac_key))
+        context = StrategyContext(client, self.events, metrics, hmac_key)
+        strategies = build_strategies(context)
         self.reconciler = Reconciler(
             hmac_key=hmac_key,
             workload=self.workload,
@@ -107,6 +111,8 @@ class Controller:
                 client, namespace, selector
             ),
             clock=clock,
+            fleet=Fleet(self.index.consumers, self.workload_keys, options.max_concurrent_rollouts),
+            annotate=lambda target, annotations: annotate_workload(context, target, annotations),
         )
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._sources: dict[SourceKind, list[Informer[SourceView]]] = {
@@ -208,7 +214,7 @@ class Controller:
         defaults = self.options.defaults
 
         def project(obj: dict[str, Any]) -> WorkloadView | None:
-            return project_workload(obj, kind.template_path, defaults)
+            return project_workload(obj, kind.template_path, defaults, kind=kind.resource.kind)
 
         def on_change(key: Key, old: WorkloadView | None, new: WorkloadView | None) -> None:
             self._workload_changed((kind, *key), old, new)
@@ -259,7 +265,20 @@ class Controller:
             self.queue.add(key)
         elif synced and not (own_write and old is not None and old.same_but_records(new)):
             self.queue.add(key, new.settings.debounce)
+        if synced and old is not None and new is not None and _rollout_moved(old, new):
+            self._wake_waiting(key, new)
         self.metrics.queue_depth.set(len(self.queue))
+
+    def _wake_waiting(self, key: WorkloadKey, view: WorkloadView) -> None:
+        """A rollout moved on (progressed, failed, was released): the workloads that may
+        wait for it (same sources: order, stopped line; any: a turn) look again."""
+        waiting = {other for ref in view.consumed for other in self.index.consumers(ref)}
+        if self.options.max_concurrent_rollouts is not None:
+            waiting.update(self.reconciler.held_for_turn())
+        waiting.discard(key)
+        for other in waiting:
+            if (other_view := self.workload(other)) is not None:
+                self.queue.add(other, other_view.settings.debounce)
 
     def _report_source_errors(self, resource: Resource, ref: SourceRef, view: SourceView) -> None:
         log.warning("%s: %s", ref, "; ".join(view.errors))
@@ -417,3 +436,13 @@ class Workers:
                 if requeue is not None:
                     queue.add(key, requeue)
             metrics.queue_depth.set(len(queue))
+
+
+def _rollout_moved(old: WorkloadView, new: WorkloadView) -> bool:
+    """Whether what others may wait for changed: progress, a failure, a release."""
+    return (old.progress, old.failed, old.released_at, old.rolled_at) != (
+        new.progress,
+        new.failed,
+        new.released_at,
+        new.rolled_at,
+    )

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kube_nudge.kube.client import ApiError
-from kube_nudge.kube.events import WARNING
+from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
     Adopt,
@@ -29,6 +29,9 @@ from kube_nudge.model import (
     assess,
     decide,
 )
+from kube_nudge.model.annotations import FAILED, format_failed
+from kube_nudge.model.gates import Sibling, gate
+from kube_nudge.model.tracking import Phase, Tracking, track
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
@@ -44,6 +47,18 @@ MAINTAIN_AFTER_APPLY = 1.0
 """Seconds after a rollout before a maintaining strategy (snapshot) looks at its objects."""
 PodStartLookup = Callable[[str, str], Awaitable[float | None]]
 """(namespace, label selector) -> when the longest-running matching pod read its config."""
+Annotate = Callable[[Target, Mapping[str, str | None]], Awaitable[None]]
+"""Writes annotations on a workload's metadata (None removes one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """What the release gates need to know beyond one workload: the other workloads
+    consuming a source, every workload, and how many may roll at once."""
+
+    consumers: Callable[[SourceRef], Iterable[WorkloadKey]]
+    workloads: Callable[[], Iterable[WorkloadKey]]
+    max_concurrent: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +85,8 @@ class Reconciler:
         metrics: Metrics,
         pod_start: PodStartLookup | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        fleet: Fleet | None = None,
+        annotate: Annotate | None = None,
     ) -> None:
         self.hmac_key = hmac_key
         self.workload = workload
@@ -79,12 +96,17 @@ class Reconciler:
         self.metrics = metrics
         self.pod_start = pod_start
         self.clock = clock
+        self.fleet = fleet
+        self.annotate = annotate
         self._memory: dict[WorkloadKey, WorkloadMemory] = {}
+        self._followed: dict[WorkloadKey, Phase] = {}
+        """The phase each followed rollout was last seen in (Events on completion)."""
 
     def observed(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
         """Called by the workload cache on every change of ``key``'s view; True when the
         change is our own last write coming back."""
         if view is None:
+            self._followed.pop(key, None)
             gone = self._memory.pop(key, None)
             if gone is not None:
                 self._count_state(gone, None)
@@ -131,8 +153,15 @@ class Reconciler:
             )  # fmt: skip
         strategy = self.strategies[view.settings.strategy]
         memory = self._memory.setdefault(key, WorkloadMemory())
+        followed = self._tracking(key, view, memory, strategy)
+        try:
+            await self._follow(key, target, followed)
+        except ApiError as exc:
+            return self._failed(target, exc)
         oldest = await self._oldest_pod_start(target, memory)
         decision = self._decide(view, assessment, memory, strategy, oldest)
+        if isinstance(decision, Apply) and decision.config_hash != view.applied_hash:
+            decision = self._gate(key, target, assessment, decision)
         action = "none"
         # What we are about to write is remembered first: the watch echo of a write can be
         # handled before the write's own response resumes this coroutine, and an echo not
@@ -178,6 +207,13 @@ class Reconciler:
         # The pods now run (or are rolling to) what the sources hold: later Events name
         # the keys that change from here.
         memory.rolled_with = assessment.states
+        if action == "rolled" and strategy.capped:
+            self._followed[key] = Phase.ROLLING
+        elif followed.phase is Phase.ROLLING and followed.deadline_at is not None:
+            # Look again when it would be called failed (status changes wake it sooner).
+            wait = max(followed.deadline_at - self.clock.now(), MAINTAIN_AFTER_APPLY)
+            if not isinstance(strategy, Maintaining):
+                return Outcome(action, wait)
         if not isinstance(strategy, Maintaining):
             return Outcome(action)
         if action == "rolled":
@@ -187,6 +223,115 @@ class Reconciler:
             return Outcome(action, await strategy.maintain(target, assessment))
         except ApiError as exc:
             return self._failed(target, exc)
+
+    # -- following rollouts -----------------------------------------------------------------
+
+    def _tracking(
+        self, key: WorkloadKey, view: WorkloadView, memory: WorkloadMemory, strategy: Strategy
+    ) -> Tracking:
+        """The phase of ``view``'s latest rollout. Strategies that restart nothing (not
+        capped) have none to follow; a write whose echo is still on its way is rolling."""
+        if not strategy.capped:
+            return Tracking(Phase.IDLE)
+        if memory.applied is not None and memory.applied != view.applied_hash:
+            return Tracking(Phase.ROLLING, memory.applied)
+        return track(view, self.clock.now())
+
+    async def _follow(self, key: WorkloadKey, target: Target, tracking: Tracking) -> None:
+        """Announce a rollout that completed; record (once) and announce one that failed."""
+        before = self._followed.get(key)
+        phase = tracking.phase
+        if phase is Phase.FAILED and not tracking.recorded:
+            await self._record_failure(target, tracking)
+        elif phase is Phase.COMPLETE and before is Phase.ROLLING:
+            log.info(
+                "%s: rollout to %s complete (%s)", target, tracking.config_hash,
+                tracking.detail, extra=target.log_fields("complete"),
+            )  # fmt: skip
+            self.events.post(
+                target.ref, NORMAL, "RolloutComplete",
+                f"rollout complete: {tracking.detail}" if tracking.detail else
+                "rollout complete",
+            )  # fmt: skip
+        self._followed[key] = phase
+
+    async def _record_failure(self, target: Target, tracking: Tracking) -> None:
+        """Write ``kube-nudge.io/failed`` (so a restart or a new leader stops the same line
+        and announces nothing twice), then the Warning Event."""
+        if self.annotate is None or tracking.config_hash is None:
+            return
+        now = round(self.clock.now(), 3)
+        await self.annotate(target, {FAILED: format_failed(tracking.config_hash, now)})
+        self.metrics.holds.labels(reason="failed").inc()
+        message = (
+            f"rollout to config {tracking.config_hash} failed: {tracking.detail or 'no progress'}"
+            f"; workloads rolling the same change are held (kube-nudge release "
+            f"{_display(target)} restarts the line)"
+        )
+        if not target.view.settings.rollback_on_failure:
+            message += "; the earlier config can't be restored by kube-nudge (strategy rollout"
+            message += " keeps no copy): revert the source to roll back"
+        log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
+        self.events.post(target.ref, WARNING, "RolloutFailed", message)
+
+    def _gate(
+        self, key: WorkloadKey, target: Target, assessment: Assessment, plan: Apply
+    ) -> Decision:
+        """``plan``, or the hold that keeps it from starting now."""
+        view = target.view
+        fleet = self.fleet
+        siblings: list[Sibling] = []
+        rolling = 0
+        if fleet is not None:
+            siblings = self._siblings(key, assessment, plan, fleet)
+            if fleet.max_concurrent is not None:
+                rolling = self.rolling_count(exclude=key)
+        hold = gate(
+            view, now=self.clock.now(), changed_at=assessment.changed_at, siblings=siblings,
+            rolling_elsewhere=rolling,
+            max_concurrent=fleet.max_concurrent if fleet is not None else None,
+            workload_name=_display(target),
+        )  # fmt: skip
+        return plan if hold is None else hold
+
+    def _siblings(
+        self, key: WorkloadKey, assessment: Assessment, plan: Apply, fleet: Fleet
+    ) -> list[Sibling]:
+        """The other workloads consuming a source that changed for ``plan``."""
+        changed = plan.changes.keys() if plan.changes else assessment.visible.keys()
+        keys = {other for ref in changed for other in fleet.consumers(ref) if other != key}
+        found = []
+        for other in sorted(keys, key=lambda k: (str(k[0]), k[1], k[2])):
+            view = self.workload(other)
+            if view is None:
+                continue
+            memory = self._memory.get(other) or WorkloadMemory()
+            strategy = self.strategies[view.settings.strategy]
+            desired = assess(view, self.source, self.hmac_key).desired
+            found.append(Sibling(
+                name=f"{other[0].resource.kind} {other[1]}/{other[2]}",
+                order=view.settings.rollout_order,
+                tracking=self._tracking(other, view, memory, strategy),
+                pending=desired != (memory.applied or view.applied_hash),
+                released_at=view.released_at,
+            ))  # fmt: skip
+        return found
+
+    def rolling_count(self, exclude: WorkloadKey | None = None) -> int:
+        """Rollouts in progress on every workload but ``exclude`` (from the caches, so a
+        restart counts what the previous leader started)."""
+        if self.fleet is None:
+            return 0
+        count = 0
+        for key in self.fleet.workloads():
+            view = self.workload(key)
+            if key == exclude or view is None:
+                continue
+            strategy = self.strategies[view.settings.strategy]
+            memory = self._memory.get(key) or WorkloadMemory()
+            if self._tracking(key, view, memory, strategy).phase is Phase.ROLLING:
+                count += 1
+        return count
 
     def _decide(
         self,
@@ -238,6 +383,15 @@ class Reconciler:
         )  # fmt: skip
         self.events.post(target.ref, WARNING, hold.event_reason, hold.message)
 
+    def held_for_turn(self) -> list[WorkloadKey]:
+        """Workloads whose last reconcile held them for a turn (--max-concurrent-rollouts)."""
+        return [key for key, memory in self._memory.items() if memory.state == "held-turn"]
+
     def memory(self, key: WorkloadKey) -> WorkloadMemory | None:
         """The memory record of ``key`` (for tests and status)."""
         return self._memory.get(key)
+
+
+def _display(target: Target) -> str:
+    """The workload as ``kube-nudge release`` and ``approve`` take it."""
+    return f"-n {target.namespace} {target.kind.resource.kind.lower()}/{target.name}"

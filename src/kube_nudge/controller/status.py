@@ -28,7 +28,7 @@ from kube_nudge.model import (
     assess,
     project_workload,
 )
-from kube_nudge.model.rollout import rollout_complete
+from kube_nudge.model.progress import rollout_complete
 
 __all__ = ["DRIFT_STATES", "SCHEMA", "WorkloadStatus", "collect", "status_document"]
 
@@ -117,7 +117,13 @@ async def collect(
         for kind in kinds:
             async for page, _ in client.list_pages(kind.resource.path(namespace)):
                 for obj in page:
-                    view = project_workload(obj, kind.template_path, defaults, opted_out_too=True)
+                    view = project_workload(
+                        obj,
+                        kind.template_path,
+                        defaults,
+                        opted_out_too=True,
+                        kind=kind.resource.kind,
+                    )
                     if view is None or (not view.settings.enabled and not include_opted_out):
                         continue
                     name = str((obj.get("metadata") or {}).get("name") or "")

@@ -23,6 +23,8 @@ from kube_nudge.model.references import SourceKind, SourceRef
 
 __all__ = [
     "ADOPT",
+    "APPROVAL",
+    "APPROVED_AT",
     "BASELINE_HASH",
     "COMPAT_RELOADER",
     "COMPAT_WAVE",
@@ -35,13 +37,19 @@ __all__ = [
     "DEFAULT_STRATEGY",
     "ENABLED",
     "EXCLUDE",
+    "FAILED",
     "IGNORE",
     "KEY_ID",
     "MAX_ROLLOUTS",
+    "ON_FAILURE",
+    "ON_FAILURE_ROLLBACK",
     "PREFIX",
+    "PROGRESS_DEADLINE",
     "RELEASED_AT",
     "ROLLED_AT",
     "ROLLED_TO",
+    "ROLLOUT_ORDER",
+    "ROLLOUT_WINDOW",
     "SECRETS",
     "SHARE_ALL",
     "SHARE_WITH",
@@ -56,8 +64,10 @@ __all__ = [
     "WorkloadDefaults",
     "WorkloadSettings",
     "cross_namespace_allowed",
+    "format_failed",
     "format_rolled_at",
     "parse_duration",
+    "parse_failed",
     "parse_rolled_at",
     "parse_source",
     "parse_workload",
@@ -76,6 +86,21 @@ STRATEGY: Final = PREFIX + "strategy"
 ADOPT: Final = PREFIX + "adopt"
 ADOPT_ROLL_STALE: Final = "roll-stale"
 ADOPT_NEVER_ROLL: Final = "never-roll"
+#: Safe releases (see `model.gates`): roll after every workload of a lower order that
+#: consumes the same changed source completed healthy.
+ROLLOUT_ORDER: Final = PREFIX + "rollout-order"
+#: How long a rollout may take before kube-nudge calls it failed (a duration).
+PROGRESS_DEADLINE: Final = PREFIX + "progress-deadline"
+#: "required": a change waits for `kube-nudge approve` (or APPROVED_AT) before rolling.
+APPROVAL: Final = PREFIX + "approval"
+APPROVAL_REQUIRED: Final = "required"
+#: When changes may roll: days and hours in a time zone (see `model.windows`).
+ROLLOUT_WINDOW: Final = PREFIX + "rollout-window"
+#: What to do when a rollout fails: "hold" (stop the line; the default) or "rollback"
+#: (strategy `snapshot` only: back to the copies the previous revision used).
+ON_FAILURE: Final = PREFIX + "on-failure"
+ON_FAILURE_HOLD: Final = "hold"
+ON_FAILURE_ROLLBACK: Final = "rollback"
 COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
 COMPAT_RELOADER: Final = compat.AUTO
 
@@ -108,6 +133,13 @@ RELEASED_AT: Final = PREFIX + "released-at"
 #: purpose (`kubectl rollout undo`): kube-nudge leaves it until the config changes again.
 ROLLED_TO: Final = PREFIX + "rolled-to"
 
+#: Written by an operator (`kube-nudge approve`, or kubectl annotate): Unix seconds. A
+#: change of the consumed data made before it is approved.
+APPROVED_AT: Final = PREFIX + "approved-at"
+#: `<config hash>@<unix seconds>`: the rollout to that hash failed then. Kept on the
+#: workload so that a restart or a new leader still stops the line (and notifies once).
+FAILED: Final = PREFIX + "failed"
+
 # On the copies the `snapshot` strategy makes.
 #: Label, "true": informers leave copies out; `kubectl get cm -l kube-nudge.io/snapshot`.
 SNAPSHOT_LABEL: Final = PREFIX + "snapshot"
@@ -129,6 +161,9 @@ MAX_MAX_ROLLOUTS: Final = 1000
 DEFAULT_ROLLOUT_WINDOW: Final = 300.0
 MIN_ROLLOUT_WINDOW: Final = 1.0
 MAX_ROLLOUT_WINDOW: Final = 86400.0
+MIN_PROGRESS_DEADLINE: Final = 1.0
+MAX_PROGRESS_DEADLINE: Final = 86400.0
+MAX_ROLLOUT_ORDER: Final = 1_000_000
 STRATEGY_ROLLOUT: Final = "rollout"
 STRATEGY_SNAPSHOT: Final = "snapshot"
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
@@ -185,6 +220,12 @@ class WorkloadSettings:
     """With --compat (Reloader's reload lists): only these sources count."""
     only_matched: bool = False
     """With --compat (Reloader's search): only sources with Reloader's `match` count."""
+    rollout_order: int | None = None
+    """`kube-nudge.io/rollout-order`; None: not ordered (neither waits nor is waited for)."""
+    progress_deadline: float | None = None
+    """`kube-nudge.io/progress-deadline` in seconds; None: the workload's own, or 10 min."""
+    approval_required: bool = False
+    rollback_on_failure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +299,17 @@ def parse_workload(
         defaults.strategy, errors,
     )  # fmt: skip
     adopt = _field(ann, ADOPT, _parse_adopt, ADOPT_ROLL_STALE, errors)
+    order = _field(ann, ROLLOUT_ORDER, _parse_order, None, errors)
+    deadline = _field(ann, PROGRESS_DEADLINE, _parse_progress_deadline, None, errors)
+    approval = _field(ann, APPROVAL, _parse_approval, "", errors)
+    on_failure = _field(ann, ON_FAILURE, _parse_on_failure, ON_FAILURE_HOLD, errors)
+    if on_failure == ON_FAILURE_ROLLBACK and strategy != STRATEGY_SNAPSHOT:
+        errors.append(
+            f'{ON_FAILURE} "{ON_FAILURE_ROLLBACK}" needs {STRATEGY}: {STRATEGY_SNAPSHOT} (with '
+            f"{strategy!r} the earlier config is gone once the source is edited); holding on "
+            "failure instead"
+        )
+        on_failure = ON_FAILURE_HOLD
     settings = WorkloadSettings(
         enabled=enabled,
         extra=tuple(sorted(extra)),
@@ -270,6 +322,10 @@ def parse_workload(
         only_kinds=peers.kinds if peers is not None else None,
         only_named=only_named,
         only_matched=peers is not None and peers.matched_only,
+        rollout_order=order,
+        progress_deadline=deadline,
+        approval_required=approval == APPROVAL_REQUIRED,
+        rollback_on_failure=on_failure == ON_FAILURE_ROLLBACK,
     )
     return settings, errors
 
@@ -483,6 +539,59 @@ def _parse_adopt(name: str, value: str) -> str:
             f'{name} must be "{ADOPT_ROLL_STALE}" or "{ADOPT_NEVER_ROLL}", got {_show(value)}'
         )
     return value
+
+
+def _parse_order(name: str, value: str) -> int:
+    if not value.isdigit() or int(value) > MAX_ROLLOUT_ORDER:
+        raise ValueError(
+            f'{name} must be a whole number from 0 to {MAX_ROLLOUT_ORDER} such as "1" '
+            f"(lower orders roll first), got {_show(value)}"
+        )
+    return int(value)
+
+
+def _parse_progress_deadline(name: str, value: str) -> float:
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        seconds = -1.0
+    if not MIN_PROGRESS_DEADLINE <= seconds <= MAX_PROGRESS_DEADLINE:
+        raise ValueError(
+            f'{name} must be a duration between 1s and 24h such as "10m", got {_show(value)}'
+        )
+    return seconds
+
+
+def _parse_approval(name: str, value: str) -> str:
+    if value not in (APPROVAL_REQUIRED, "none"):
+        raise ValueError(f'{name} must be "{APPROVAL_REQUIRED}" or "none", got {_show(value)}')
+    return value
+
+
+def _parse_on_failure(name: str, value: str) -> str:
+    if value not in (ON_FAILURE_HOLD, ON_FAILURE_ROLLBACK):
+        raise ValueError(
+            f'{name} must be "{ON_FAILURE_HOLD}" or "{ON_FAILURE_ROLLBACK}", got {_show(value)}'
+        )
+    return value
+
+
+def parse_failed(value: object) -> tuple[str, float] | None:
+    """`kube-nudge.io/failed` as (config hash, Unix seconds); None if absent or unreadable
+    (which only ever forgets a failure: the line is not stopped by garbage)."""
+    if not isinstance(value, str):
+        return None
+    config_hash, _, stamp = value.rpartition("@")
+    try:
+        moment = float(stamp)
+    except ValueError:
+        return None
+    return (config_hash, moment) if config_hash and math.isfinite(moment) else None
+
+
+def format_failed(config_hash: str, moment: float) -> str:
+    """The value of `kube-nudge.io/failed` for a rollout to `config_hash` failed at `moment`."""
+    return f"{config_hash}@{moment:.3f}"
 
 
 def _parse_share_with(name: str, value: str) -> frozenset[str]:

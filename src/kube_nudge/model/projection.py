@@ -14,8 +14,10 @@ from types import MappingProxyType
 from typing import Any
 
 from kube_nudge.model.annotations import (
+    APPROVED_AT,
     BASELINE_HASH,
     CONFIG_HASH,
+    FAILED,
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
@@ -25,12 +27,14 @@ from kube_nudge.model.annotations import (
     SourceSettings,
     WorkloadDefaults,
     WorkloadSettings,
+    parse_failed,
     parse_rolled_at,
     parse_source,
     parse_workload,
 )
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
+from kube_nudge.model.progress import Progress, progress_of
 from kube_nudge.model.references import (
     Consumption,
     SourceKind,
@@ -135,6 +139,12 @@ class WorkloadView:
     """(kind, name) of the snapshot copies its template references instead of sources."""
     direct_sources: frozenset[SourceRef] = frozenset()
     """Strategy `snapshot`: sources its template names directly, not through a copy."""
+    progress: Progress | None = None
+    """Its own controller's rollout progress; None if kube-nudge can't follow its kind."""
+    failed: tuple[str, float] | None = None
+    """`kube-nudge.io/failed`: (config hash, when) of the last rollout that failed."""
+    approved_at: float = 0.0
+    """`kube-nudge.io/approved-at`: changes of the data before it are approved."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -155,10 +165,12 @@ class WorkloadView:
         a watch event of our own write, with nothing to reconcile."""
         return (
             self.namespace, self.uid, self.template_path, self.settings, self.errors,
-            self.consumed, self.has_template, self.released_at,
+            self.consumed, self.has_template, self.released_at, self.progress,
+            self.approved_at,
         ) == (
             other.namespace, other.uid, other.template_path, other.settings, other.errors,
-            other.consumed, other.has_template, other.released_at,
+            other.consumed, other.has_template, other.released_at, other.progress,
+            other.approved_at,
         )  # fmt: skip
 
 
@@ -168,9 +180,11 @@ def project_workload(
     defaults: WorkloadDefaults,
     *,
     opted_out_too: bool = False,
+    kind: str = "",
 ) -> WorkloadView | None:
     """Reduce a workload to a view, or None when it has not opted in (unless
-    `opted_out_too`: audits look at every workload; `settings.enabled` then tells)."""
+    `opted_out_too`: audits look at every workload; `settings.enabled` then tells).
+    `kind` (``Deployment`` ...) tells how to read its rollout progress."""
     metadata = obj.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     namespace = str(metadata.get("namespace") or "")
@@ -205,6 +219,9 @@ def project_workload(
         rolled_to=rolled_to if isinstance(rolled_to, str) else None,
         snapshot_copies=frozenset(copies),
         direct_sources=direct,
+        progress=progress_of(kind, obj),
+        failed=parse_failed(annotations.get(FAILED)),
+        approved_at=max(parse_rolled_at(annotations.get(APPROVED_AT)), default=0.0),
     )
 
 

@@ -29,7 +29,7 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import KEY_ID, ROLLED_TO, SNAPSHOTS, format_rolled_at
+from kube_nudge.model.annotations import FAILED, KEY_ID, ROLLED_TO, SNAPSHOTS, format_rolled_at
 from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
 from kube_nudge.model.references import rename_references
 from kube_nudge.model.snapshots import parse_snapshots, pod_spec_patch
@@ -40,6 +40,8 @@ __all__ = [
     "FIELD_MANAGER",
     "RolloutStrategy",
     "adopt_patch",
+    "annotate_workload",
+    "patch_workload",
     "rollout_annotations",
     "rollout_patch",
     "workload_preconditions",
@@ -88,6 +90,7 @@ def _recorded(rolled_at: Sequence[float], key_id: str, cause: str) -> dict[str, 
     # view showed one, it stayed whenever a change came before the adoption's own echo, and
     # then outranked the template's hash: a restart rolled the workload again.)
     annotations[BASELINE_HASH] = None
+    annotations[FAILED] = None  # a new rollout: an earlier failure no longer stops a line
     return annotations
 
 
@@ -177,14 +180,28 @@ class RolloutStrategy:
                     raise
 
     async def _patch(self, target: Target, patch: dict[str, Any]) -> None:
-        await self._context.client.request(
-            "PATCH",
-            target.kind.resource.path(target.namespace, target.name),
-            params={"fieldManager": FIELD_MANAGER},
-            body=patch,
-            content_type=MERGE_PATCH,
-        )
-        self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
+        await patch_workload(self._context, target, patch)
+
+
+async def patch_workload(context: StrategyContext, target: Target, patch: dict[str, Any]) -> None:
+    """Send a JSON merge patch of ``target`` as field manager kube-nudge, and count it."""
+    await context.client.request(
+        "PATCH",
+        target.kind.resource.path(target.namespace, target.name),
+        params={"fieldManager": FIELD_MANAGER},
+        body=patch,
+        content_type=MERGE_PATCH,
+    )
+    context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
+
+
+async def annotate_workload(
+    context: StrategyContext, target: Target, annotations: Mapping[str, str | None]
+) -> None:
+    """Set (or, with None, remove) annotations on ``target``'s metadata, nothing else; the
+    uid precondition keeps a re-created workload from being annotated."""
+    patch = {"metadata": {"uid": target.view.uid, "annotations": dict(annotations)}}
+    await patch_workload(context, target, patch)
 
 
 def _leave_snapshots(

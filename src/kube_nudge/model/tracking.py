@@ -1,0 +1,73 @@
+"""Following the rollouts kube-nudge starts (pure: the clock is an argument).
+
+The phase of a workload's rollout is derived from what is on the workload, never from
+memory: when kube-nudge last rolled it (`kube-nudge.io/rolled-at`), the hash it rolled to,
+its own controller's status (`model.progress`) and a recorded failure
+(`kube-nudge.io/failed`). So a restarted controller or a new leader sees exactly what
+the previous one saw, and only a failure needs a write of its own (once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE
+from kube_nudge.model.projection import WorkloadView
+
+__all__ = ["Phase", "Tracking", "progress_deadline", "track"]
+
+
+class Phase(StrEnum):
+    """Where the workload's latest kube-nudge rollout is."""
+
+    IDLE = "idle"
+    """Nothing rolled by kube-nudge to follow (adopted, or never rolled)."""
+    ROLLING = "rolling"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Tracking:
+    """The phase of a workload's latest rollout and what it is known by."""
+
+    phase: Phase
+    config_hash: str | None = None
+    """The config the rollout brings the pods to."""
+    started: float | None = None
+    deadline_at: float | None = None
+    """When a rollout still going is called failed (Unix seconds)."""
+    detail: str = ""
+    """The workload controller's words for how far it got (counts, never values)."""
+    recorded: bool = False
+    """A failure already recorded on the workload (its Event and notification went out)."""
+    failed_at: float | None = None
+
+
+def progress_deadline(view: WorkloadView) -> float:
+    """Seconds a rollout of ``view`` may take: its annotation, else its own controller's
+    deadline (``progressDeadlineSeconds``), else 10 minutes."""
+    own = view.progress.own_deadline if view.progress is not None else None
+    return view.settings.progress_deadline or own or DEFAULT_PROGRESS_DEADLINE
+
+
+def track(view: WorkloadView, now: float) -> Tracking:
+    """The phase of ``view``'s latest kube-nudge rollout at ``now`` (Unix seconds)."""
+    rolled_to = view.rolled_to or view.template_hash
+    if view.baseline_hash or not view.rolled_at or rolled_to is None:
+        return Tracking(Phase.IDLE)
+    started = view.rolled_at[-1]
+    if view.failed is not None and view.failed[0] == rolled_to:
+        return Tracking(Phase.FAILED, rolled_to, started, detail="recorded on the workload",
+                        recorded=True, failed_at=view.failed[1])  # fmt: skip
+    progress = view.progress
+    if progress is None:
+        # Nothing to follow (CronJob, custom kinds): done once the template is written.
+        return Tracking(Phase.COMPLETE, rolled_to, started)
+    if progress.done:
+        return Tracking(Phase.COMPLETE, rolled_to, started, detail=progress.detail)
+    deadline_at = started + progress_deadline(view)
+    if progress.deadline_exceeded or now >= deadline_at:
+        return Tracking(Phase.FAILED, rolled_to, started, deadline_at, progress.detail)
+    return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)
