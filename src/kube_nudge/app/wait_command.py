@@ -91,7 +91,8 @@ def _done(row: WorkloadStatus) -> bool:
 
 
 def _failed(row: WorkloadStatus) -> bool:
-    return row.state in ("held", "stale", "rolled-back")  # none of these ends by waiting
+    # None of these ends by waiting.
+    return row.state in ("held", "stale", "rolled-back", "failed")
 
 
 def _line(row: WorkloadStatus) -> str:

@@ -37,7 +37,7 @@ NO_HASH = "-"  # pods (or templates) that carry no config hash
 _UNKEYED = b"\x00" * 32  # stands in for the key when it can't be read: desired is not shown
 
 #: States that make ``kube-nudge status`` exit with code 1.
-DRIFT_STATES = frozenset({"drift", "held", "stale", "rolled-back"})
+DRIFT_STATES = frozenset({"drift", "held", "stale", "rolled-back", "failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,8 @@ class WorkloadStatus:
     opted_in: bool
     strategy: str | None
     state: str
-    """current | rolling | drift | held | stale | rolled-back | not-adopted | notify-only"""
+    """current | rolling | drift | held | stale | rolled-back | failed | not-adopted |
+    notify-only"""
     detail: str
     desired_hash: str | None
     applied_hash: str | None
@@ -198,7 +199,12 @@ def _state(
     if view.applied_hash is None:
         return "not-adopted", "kube-nudge has not seen it yet (is it running and in scope?)"
     if desired is not None and view.applied_hash != desired:
-        return "drift", "its config changed and it has not rolled yet"
+        return "drift", "its config changed and it has not rolled yet" + _waiting(view)
+    if view.failed is not None and view.failed[0] == view.applied_hash:
+        return "failed", (
+            f"its rollout to {view.applied_hash} failed (kube-nudge.io/failed); workloads "
+            "rolling the same change are held until the source changes or kube-nudge release"
+        )
     if view.rolled_back:
         return "rolled-back", (
             "its template was reverted to an earlier config snapshot (kubectl rollout undo?); "
@@ -210,6 +216,18 @@ def _state(
     if view.template_hash is None and stale:
         return "stale", f"{stale} pod(s) started before their config last changed"
     return "current", "pods run the config in the cluster"
+
+
+def _waiting(view: WorkloadView) -> str:
+    """What a drifting workload may be waiting for, as far as its own annotations tell
+    (the controller's Events say which gate holds it)."""
+    reasons = []
+    if view.settings.approval_required:
+        reasons.append("approval (kube-nudge.io/approval: required; kube-nudge approve)")
+    if view.settings.rollout_order is not None:
+        reasons.append(f"lower rollout orders (kube-nudge.io/rollout-order: "
+                       f"{view.settings.rollout_order})")  # fmt: skip
+    return f"; it may wait for {' and '.join(reasons)}" if reasons else ""
 
 
 async def _pods(
