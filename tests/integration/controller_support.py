@@ -59,6 +59,7 @@ async def running_controller(
     also_watch: tuple[str, ...] = (),
     kubeconfig: Path | None = None,
     watch_inactivity: float = 90.0,
+    max_concurrent_rollouts: int | None = None,
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
     it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
@@ -75,6 +76,7 @@ async def running_controller(
         ),
         workers=8,
         watch_inactivity=watch_inactivity,
+        max_concurrent_rollouts=max_concurrent_rollouts,
     )
     controller = Controller(
         client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client)

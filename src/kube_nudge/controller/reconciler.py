@@ -35,7 +35,14 @@ from kube_nudge.model.tracking import Phase, Tracking, track
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.strategies.base import Maintaining, NotYet, Refused, Strategy, Target
+from kube_nudge.strategies.base import (
+    Maintaining,
+    NotYet,
+    Refused,
+    RollingBack,
+    Strategy,
+    Target,
+)
 
 __all__ = ["Outcome", "Reconciler", "WorkloadKey"]
 
@@ -155,7 +162,7 @@ class Reconciler:
         memory = self._memory.setdefault(key, WorkloadMemory())
         followed = self._tracking(key, view, memory, strategy)
         try:
-            await self._follow(key, target, followed)
+            await self._follow(key, target, followed, strategy)
         except ApiError as exc:
             return self._failed(target, exc)
         oldest = await self._oldest_pod_start(target, memory)
@@ -237,13 +244,26 @@ class Reconciler:
             return Tracking(Phase.ROLLING, memory.applied)
         return track(view, self.clock.now())
 
-    async def _follow(self, key: WorkloadKey, target: Target, tracking: Tracking) -> None:
-        """Announce a rollout that completed; record (once) and announce one that failed."""
+    async def _follow(
+        self, key: WorkloadKey, target: Target, tracking: Tracking, strategy: Strategy
+    ) -> None:
+        """Announce a rollout that completed; record (once) and announce one that failed,
+        and roll it back if asked to (until it is: a failed rollback is tried again)."""
         before = self._followed.get(key)
         phase = tracking.phase
         if phase is Phase.FAILED and not tracking.recorded:
-            await self._record_failure(target, tracking)
+            await self._record_failure(target, tracking, strategy)
+        if (
+            phase is Phase.FAILED
+            and target.view.settings.rollback_on_failure
+            and isinstance(strategy, RollingBack)
+            and tracking.config_hash is not None
+            and not target.view.rolled_back
+        ):
+            await self._roll_back(target, strategy, tracking.config_hash)
         elif phase is Phase.COMPLETE and before is Phase.ROLLING:
+            kind = target.kind.resource.kind
+            self.metrics.rollouts_finished.labels(kind=kind, outcome="complete").inc()
             log.info(
                 "%s: rollout to %s complete (%s)", target, tracking.config_hash,
                 tracking.detail, extra=target.log_fields("complete"),
@@ -255,24 +275,55 @@ class Reconciler:
             )  # fmt: skip
         self._followed[key] = phase
 
-    async def _record_failure(self, target: Target, tracking: Tracking) -> None:
+    async def _record_failure(self, target: Target, tracking: Tracking, strategy: Strategy) -> None:
         """Write ``kube-nudge.io/failed`` (so a restart or a new leader stops the same line
         and announces nothing twice), then the Warning Event."""
         if self.annotate is None or tracking.config_hash is None:
             return
         now = round(self.clock.now(), 3)
         await self.annotate(target, {FAILED: format_failed(tracking.config_hash, now)})
-        self.metrics.holds.labels(reason="failed").inc()
+        kind = target.kind.resource.kind
+        self.metrics.rollouts_finished.labels(kind=kind, outcome="failed").inc()
         message = (
             f"rollout to config {tracking.config_hash} failed: {tracking.detail or 'no progress'}"
             f"; workloads rolling the same change are held (kube-nudge release "
             f"{_display(target)} restarts the line)"
         )
-        if not target.view.settings.rollback_on_failure:
-            message += "; the earlier config can't be restored by kube-nudge (strategy rollout"
-            message += " keeps no copy): revert the source to roll back"
+        if target.view.settings.rollback_on_failure:
+            message += "; rolling back to the previous config snapshots"
+        elif isinstance(strategy, RollingBack):
+            message += (
+                "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl "
+                "rollout undo)"
+            )
+        else:
+            message += (
+                "; kube-nudge cannot roll it back: strategy rollout keeps no copy of the "
+                "earlier config (revert the source, or use strategy snapshot)"
+            )
         log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
         self.events.post(target.ref, WARNING, "RolloutFailed", message)
+
+    async def _roll_back(self, target: Target, strategy: RollingBack, failed_hash: str) -> None:
+        try:
+            done = await strategy.rollback(target, failed_hash)
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            log.warning("%s: rollback failed: %s", target, exc)
+            self.events.post(
+                target.ref,
+                WARNING,
+                "RollbackFailed",
+                f"could not roll back (tried again at the next look): {exc}",
+            )
+            raise
+        if done is None:
+            message = "no earlier revision to roll back to: held on the failed config"
+            self.events.post(target.ref, WARNING, "RollbackImpossible", message)
+            return
+        log.warning("%s: %s", target, done, extra=target.log_fields("rolled-back"))
+        self.events.post(target.ref, WARNING, "RolledBack", f"{done}, after a failed rollout")
 
     def _gate(
         self, key: WorkloadKey, target: Target, assessment: Assessment, plan: Apply

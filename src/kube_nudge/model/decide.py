@@ -177,6 +177,13 @@ def decide(
     if view.rolled_back and memory.applied is None and assessment.desired == view.rolled_to:
         # Someone reverted the template to an earlier snapshot (kubectl rollout undo): a
         # deliberate choice, surfaced and left alone until the config changes again.
+        if view.failed is not None and view.failed[0] == view.rolled_to:
+            return Hold(
+                "rolled-back", "ConfigRolledBack",
+                f"rolled back to an earlier config snapshot ({view.template_hash}) after the "
+                f"rollout to {view.rolled_to} failed; kube-nudge does not roll that config "
+                "again: the next change of the source rolls",
+            )  # fmt: skip
         return Hold(
             "rolled-back", "ConfigRolledBack",
             f"the pod template runs an earlier config snapshot ({view.template_hash}), not "

@@ -44,6 +44,13 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.rollouts_finished = Counter(
+            "kube_nudge_rollouts_finished",
+            "Rollouts started by kube-nudge that completed or failed (its progress deadline, "
+            "or the workload's), by kind and outcome.",
+            ["kind", "outcome"],
+            registry=r,
+        )
         self.errors = Counter("kube_nudge_errors", "Errors, by stage.", ["stage"], registry=r)
         self.writes = Counter(
             "kube_nudge_writes", "API writes to workloads, by kind.", ["kind"], registry=r

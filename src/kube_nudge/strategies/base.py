@@ -23,6 +23,7 @@ __all__ = [
     "Maintaining",
     "NotYet",
     "Refused",
+    "RollingBack",
     "Strategy",
     "StrategyContext",
     "Target",
@@ -124,4 +125,15 @@ class Maintaining(Protocol):
 
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
         """Keep ``target``'s own objects in order; seconds until it wants another look."""
+        ...
+
+
+@runtime_checkable
+class RollingBack(Protocol):
+    """Optional: a strategy that keeps earlier configs (snapshot copies) can put a
+    workload whose rollout failed back on the previous one."""
+
+    async def rollback(self, target: Target, failed_hash: str) -> str | None:
+        """Go back to the latest revision not running ``failed_hash``; what was done, or
+        None when there is none."""
         ...

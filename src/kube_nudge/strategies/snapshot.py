@@ -36,7 +36,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_FOR, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
-from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
+from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
 from kube_nudge.model.snapshots import (
     copy_manifest,
@@ -67,6 +67,8 @@ COPY_RETRY = 60.0
 #: too large, invalid.
 _COPY_REFUSALS = frozenset({403, 413, 422})
 _SOURCE_RESOURCES = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
+#: The Deployment controller's revision number on each ReplicaSet.
+REVISION = "deployment.kubernetes.io/revision"
 
 
 class SnapshotStrategy(RolloutStrategy):
@@ -267,6 +269,60 @@ class SnapshotStrategy(RolloutStrategy):
             return REVISION_WAIT  # its controller makes the revision any moment now
         return None
 
+    async def rollback(self, target: Target, failed_hash: str) -> str | None:
+        """Put ``target`` back on the template (and so the copies) of its latest revision
+        that doesn't run ``failed_hash``, as ``kubectl rollout undo`` does; a description
+        of it, or None when there is no earlier revision to go back to. The patch tests
+        the resourceVersion read, so an edit made meanwhile is never overwritten."""
+        revisions = target.kind.revisions
+        if revisions is None:
+            return None
+        client = self._context.client
+        workload = await client.get(target.kind.resource.path(target.namespace, target.name))
+        metadata = workload.get("metadata") or {}
+        params: dict[str, str] = {}
+        if revisions.by_pod_selector and target.view.pod_selector:
+            params["labelSelector"] = target.view.pod_selector
+        listed = await client.get(revisions.resource.path(target.namespace), **params)
+        candidates = []
+        for revision in listed.get("items") or ():
+            owners = (revision.get("metadata") or {}).get("ownerReferences") or ()
+            if not any(o.get("uid") == metadata.get("uid") for o in owners):
+                continue
+            template = get_template(revision, revisions.template_path)
+            if (
+                template is None
+                or template_annotation(revision, revisions.template_path, CONFIG_HASH)
+                == failed_hash
+            ):
+                continue
+            candidates.append((_revision_number(revision), revision, template))
+        if not candidates:
+            return None
+        number, revision, template = max(candidates, key=lambda found: found[0])
+        template = dict(template)
+        template.pop("$patch", None)  # a ControllerRevision's strategic-merge marker
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels.pop("pod-template-hash", None)  # the ReplicaSet's own label
+        template["metadata"] = {**(template.get("metadata") or {}), "labels": labels}
+        await client.request(
+            "PATCH", target.kind.resource.path(target.namespace, target.name),
+            params={"fieldManager": FIELD_MANAGER}, content_type=JSON_PATCH,
+            body=[
+                {"op": "test", "path": "/metadata/resourceVersion",
+                 "value": metadata.get("resourceVersion")},
+                {"op": "replace", "path": "/spec/template", "value": template},
+            ],
+        )  # fmt: skip
+        self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
+        copies = _copy_names(parse_snapshots(template_annotation(
+            revision, revisions.template_path, SNAPSHOTS)))  # fmt: skip
+        name = (revision.get("metadata") or {}).get("name")
+        return (
+            f"rolled back to revision {number} ({revisions.resource.kind} {name}) and its "
+            f"config snapshots {', '.join(copies) or '(none)'}"
+        )
+
     async def _replace_deleted(
         self,
         target: Target,
@@ -369,6 +425,15 @@ class SnapshotStrategy(RolloutStrategy):
             raise
         self._context.metrics.writes.labels(kind=resource.kind).inc()
         return True
+
+
+def _revision_number(revision: Mapping[str, Any]) -> int:
+    """A ControllerRevision's ``revision``, or a ReplicaSet's revision annotation."""
+    number = revision.get("revision")
+    if isinstance(number, int):
+        return number
+    text = ((revision.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")
+    return int(text) if isinstance(text, str) and text.isdigit() else 0
 
 
 def _copy_names(mapping: Mapping[tuple[SourceKind, str], str]) -> list[str]:
