@@ -94,7 +94,7 @@ def test_a_deployment_is_done_when_every_replica_is_updated_and_available() -> N
         ({"available": 3}, "4 of 4 updated, 3 available"),
     ],
 )
-def test_a_deployment_part_way_is_not_done(changes: dict[str, int], detail: str) -> None:
+def test_a_deployment_part_way_is_not_done(changes: dict[str, Any], detail: str) -> None:
     progress = progress_of("Deployment", deployment(progressing="ReplicaSetUpdated", **changes))
     assert progress is not None and not progress.done
     assert progress.detail == detail
@@ -115,7 +115,7 @@ def test_progress_deadline_exceeded_is_a_failure_and_new_replicaset_available_st
 
 
 def test_statefulsets_and_daemonsets_follow_revisions_and_counts() -> None:
-    sts = {
+    sts: dict[str, Any] = {
         "metadata": {"generation": 1},
         "spec": {"replicas": 2},
         "status": {"observedGeneration": 1, "readyReplicas": 2, "updatedReplicas": 2,
@@ -126,7 +126,7 @@ def test_statefulsets_and_daemonsets_follow_revisions_and_counts() -> None:
     assert rollout_complete("StatefulSet", sts) is True
     sts["spec"]["updateStrategy"] = {"type": "OnDelete"}
     assert rollout_complete("StatefulSet", sts) is None  # nothing to follow
-    ds = {
+    ds: dict[str, Any] = {
         "metadata": {"generation": 1},
         "spec": {},
         "status": {"observedGeneration": 1, "desiredNumberScheduled": 3,
