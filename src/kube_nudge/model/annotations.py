@@ -10,7 +10,6 @@ All annotations are parsed even when the workload is not opted in.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -19,7 +18,9 @@ from typing import Final, TypeVar
 
 from kube_nudge.model import compat
 from kube_nudge.model.compat import source_ignored, source_matched, translate_workload
+from kube_nudge.model.quoting import show
 from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.windows import RolloutWindow, parse_window
 
 __all__ = [
     "ADOPT",
@@ -173,7 +174,6 @@ STRATEGIES: Final = (STRATEGY_ROLLOUT,)
 _MAX_ROLLED_AT = 100  # a malformed or hostile annotation costs at most this many numbers
 
 _KINDS: Final = frozenset(kind.value for kind in SourceKind)
-_SHOWN_CHARS = 100
 _MAX_DURATION_CHARS = 64
 _MAX_NS = 2**63 - 1  # Go's time.Duration range
 _UNIT_NS: Final = {
@@ -226,6 +226,8 @@ class WorkloadSettings:
     """`kube-nudge.io/progress-deadline` in seconds; None: the workload's own, or 10 min."""
     approval_required: bool = False
     rollback_on_failure: bool = False
+    window: RolloutWindow | None = None
+    """`kube-nudge.io/rollout-window`: changes roll only while it is open."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +304,7 @@ def parse_workload(
     order = _field(ann, ROLLOUT_ORDER, _parse_order, None, errors)
     deadline = _field(ann, PROGRESS_DEADLINE, _parse_progress_deadline, None, errors)
     approval = _field(ann, APPROVAL, _parse_approval, "", errors)
+    release_window = _field(ann, ROLLOUT_WINDOW, parse_window, None, errors)
     on_failure = _field(ann, ON_FAILURE, _parse_on_failure, ON_FAILURE_HOLD, errors)
     if on_failure == ON_FAILURE_ROLLBACK and strategy != STRATEGY_SNAPSHOT:
         errors.append(
@@ -326,6 +329,7 @@ def parse_workload(
         progress_deadline=deadline,
         approval_required=approval == APPROVAL_REQUIRED,
         rollback_on_failure=on_failure == ON_FAILURE_ROLLBACK,
+        window=release_window,
     )
     return settings, errors
 
@@ -337,7 +341,7 @@ def _peer_sources(
     for item in items:
         ref = _source_ref(kind, item, namespace)
         if ref is None:
-            errors.append(f"--compat: invalid {kind} name {_show(item)} in a Reloader/Wave list")
+            errors.append(f"--compat: invalid {kind} name {show(item)} in a Reloader/Wave list")
         else:
             refs.append(ref)
     return refs
@@ -377,19 +381,19 @@ def parse_duration(text: str) -> float:
     Raises ValueError with a message quoting the (truncated) input.
     """
     if not isinstance(text, str) or len(text) > _MAX_DURATION_CHARS:
-        raise ValueError(f"invalid duration {_show(text)}: too long")
+        raise ValueError(f"invalid duration {show(text)}: too long")
     body = text[1:] if text[:1] in ("-", "+") else text
     sign = -1 if text[:1] == "-" else 1
     if body == "0":
         return 0.0
     if not body:
-        raise ValueError(f"invalid duration {_show(text)}: empty")
+        raise ValueError(f"invalid duration {show(text)}: empty")
     total_ns, pos = 0, 0
     while pos < len(body):
         match = _COMPONENT.match(body, pos)
         if match is None or not (match[1] or match[2]):
             raise ValueError(
-                f"invalid duration {_show(text)}: expected a number and a unit "
+                f"invalid duration {show(text)}: expected a number and a unit "
                 '(ns, us, ms, s, m, h) such as "500ms", "2s" or "1m30s"'
             )
         whole, fraction, unit = match[1], match[2] or "", _UNIT_NS[match[3]]
@@ -397,7 +401,7 @@ def parse_duration(text: str) -> float:
         total_ns += int(whole or "0") * unit + int(fraction or "0") * unit // 10 ** len(fraction)
         pos = match.end()
     if total_ns > _MAX_NS:
-        raise ValueError(f"invalid duration {_show(text)}: out of range")
+        raise ValueError(f"invalid duration {show(text)}: out of range")
     return sign * total_ns / 1e9
 
 
@@ -443,7 +447,7 @@ def _field(
 def _parse_bool(name: str, value: str) -> bool:
     if value in ("true", "false"):
         return value == "true"
-    raise ValueError(f'{name} must be "true" or "false", got {_show(value)}')
+    raise ValueError(f'{name} must be "true" or "false", got {show(value)}')
 
 
 def _split(name: str, value: str) -> list[str]:
@@ -451,7 +455,7 @@ def _split(name: str, value: str) -> list[str]:
         return []
     items = [item.strip() for item in value.split(",")]
     if not all(items):
-        raise ValueError(f"{name} has an empty item in {_show(value)}")
+        raise ValueError(f"{name} has an empty item in {show(value)}")
     return items
 
 
@@ -463,7 +467,7 @@ def _parse_sources(
         ref = _source_ref(kind, item, namespace)
         if ref is None:
             raise ValueError(
-                f"{name} has an invalid item {_show(item)}: "
+                f"{name} has an invalid item {show(item)}: "
                 "want a name or namespace/name (lowercase DNS-1123)"
             )
         refs.append(ref)
@@ -479,7 +483,7 @@ def _parse_exclude(name: str, value: str, namespace: str) -> frozenset[SourceRef
             ref = _source_ref(SourceKind(kind_text), rest, namespace)
         if ref is None:
             raise ValueError(
-                f"{name} has an invalid item {_show(item)}: want configmap/name, "
+                f"{name} has an invalid item {show(item)}: want configmap/name, "
                 "secret/name, configmap/namespace/name or secret/namespace/name"
             )
         refs.add(ref)
@@ -504,7 +508,7 @@ def _parse_debounce(name: str, value: str) -> float:
     if not 0 <= seconds <= MAX_DEBOUNCE:
         raise ValueError(
             f'{name} must be a duration between 0s and 1h such as "500ms" or "2s", '
-            f"got {_show(value)}"
+            f"got {show(value)}"
         )
     return seconds
 
@@ -521,7 +525,7 @@ def _parse_max_rollouts(name: str, value: str) -> tuple[int, float]:
     if not (1 <= count <= MAX_MAX_ROLLOUTS and MIN_ROLLOUT_WINDOW <= window <= MAX_ROLLOUT_WINDOW):
         raise ValueError(
             f'{name} must be "N/window" with N from 1 to {MAX_MAX_ROLLOUTS} and a window '
-            f'between 1s and 24h such as "3/5m", got {_show(value)}'
+            f'between 1s and 24h such as "3/5m", got {show(value)}'
         )
     return count, window
 
@@ -529,14 +533,14 @@ def _parse_max_rollouts(name: str, value: str) -> tuple[int, float]:
 def _parse_strategy(name: str, value: str, strategies: tuple[str, ...]) -> str:
     if value not in strategies:
         supported = ", ".join(f'"{s}"' for s in strategies)
-        raise ValueError(f"{name} must be one of {supported}, got {_show(value)}")
+        raise ValueError(f"{name} must be one of {supported}, got {show(value)}")
     return value
 
 
 def _parse_adopt(name: str, value: str) -> str:
     if value not in (ADOPT_ROLL_STALE, ADOPT_NEVER_ROLL):
         raise ValueError(
-            f'{name} must be "{ADOPT_ROLL_STALE}" or "{ADOPT_NEVER_ROLL}", got {_show(value)}'
+            f'{name} must be "{ADOPT_ROLL_STALE}" or "{ADOPT_NEVER_ROLL}", got {show(value)}'
         )
     return value
 
@@ -545,7 +549,7 @@ def _parse_order(name: str, value: str) -> int:
     if not value.isdigit() or int(value) > MAX_ROLLOUT_ORDER:
         raise ValueError(
             f'{name} must be a whole number from 0 to {MAX_ROLLOUT_ORDER} such as "1" '
-            f"(lower orders roll first), got {_show(value)}"
+            f"(lower orders roll first), got {show(value)}"
         )
     return int(value)
 
@@ -557,21 +561,21 @@ def _parse_progress_deadline(name: str, value: str) -> float:
         seconds = -1.0
     if not MIN_PROGRESS_DEADLINE <= seconds <= MAX_PROGRESS_DEADLINE:
         raise ValueError(
-            f'{name} must be a duration between 1s and 24h such as "10m", got {_show(value)}'
+            f'{name} must be a duration between 1s and 24h such as "10m", got {show(value)}'
         )
     return seconds
 
 
 def _parse_approval(name: str, value: str) -> str:
     if value not in (APPROVAL_REQUIRED, "none"):
-        raise ValueError(f'{name} must be "{APPROVAL_REQUIRED}" or "none", got {_show(value)}')
+        raise ValueError(f'{name} must be "{APPROVAL_REQUIRED}" or "none", got {show(value)}')
     return value
 
 
 def _parse_on_failure(name: str, value: str) -> str:
     if value not in (ON_FAILURE_HOLD, ON_FAILURE_ROLLBACK):
         raise ValueError(
-            f'{name} must be "{ON_FAILURE_HOLD}" or "{ON_FAILURE_ROLLBACK}", got {_show(value)}'
+            f'{name} must be "{ON_FAILURE_HOLD}" or "{ON_FAILURE_ROLLBACK}", got {show(value)}'
         )
     return value
 
@@ -599,7 +603,7 @@ def _parse_share_with(name: str, value: str) -> frozenset[str]:
     for item in items:
         if item != SHARE_ALL and not _is_label(item):
             raise ValueError(
-                f'{name} has an invalid item {_show(item)}: want a namespace name or "*"'
+                f'{name} has an invalid item {show(item)}: want a namespace name or "*"'
             )
     return frozenset(items)
 
@@ -610,11 +614,3 @@ def _is_label(text: str) -> bool:
 
 def _is_subdomain(text: str) -> bool:
     return len(text) <= 253 and _SUBDOMAIN_RE.fullmatch(text) is not None
-
-
-def _show(value: object) -> str:
-    """The value quoted and escaped for a message, truncated to ~100 characters."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) > _SHOWN_CHARS:
-        text = text[:_SHOWN_CHARS] + "..."
-    return json.dumps(text)

@@ -28,6 +28,7 @@ __all__ = ["TURN_RETRY", "Sibling", "Window", "gate"]
 
 TURN_RETRY = 10.0
 """Seconds between looks while waiting for a turn; a rollout ending also wakes waiters."""
+MAX_WINDOW_WAIT = 86400.0
 _MAX_NAMED = 3
 
 
@@ -77,11 +78,14 @@ def gate(
             "window", "OutsideWindow",
             f"held until the rollout window opens ({window.describe()}; "
             "kube-nudge.io/rollout-window)",
-            retry_after=max(window.next_open(now) - now, MIN_RETRY),
+            # Capped: a window that never opens (a weekly hour lost to a clock change)
+            # is looked at again daily.
+            retry_after=min(max(window.next_open(now) - now, MIN_RETRY), MAX_WINDOW_WAIT),
         )  # fmt: skip
-    # Timestamps of data changes have whole seconds: an approval counts only for changes
-    # made in an earlier second (one in the same second needs a new approval).
-    if view.settings.approval_required and view.approved_at < (changed_at or 0.0) + 1:
+    # Times of data changes have whole seconds (managedFields): an approval counts for
+    # changes made before it or in the same second (an operator approving what they just
+    # saw held must not be ignored; a change within that second is approved with it).
+    if view.settings.approval_required and view.approved_at < (changed_at or 0.0):
         return Hold(
             "approval", "AwaitingApproval",
             f"held until approved (kube-nudge.io/approval: required): run `kube-nudge approve "
