@@ -35,6 +35,11 @@ NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
             ["--leader-elect", "--lease-duration=5s", "--renew-deadline=10s"],
             "retry_period < renew_deadline < lease_duration",
         ),
+        (["--max-concurrent-rollouts=two"], "--max-concurrent-rollouts 'two': want a whole"),
+        (
+            ["--notify-receivers-file=/no/receivers.json"],
+            "cannot read notification receivers from file /no/receivers.json",
+        ),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(
@@ -71,3 +76,16 @@ def test_every_command_is_in_the_parser() -> None:
     for command in COMMANDS:
         args = ["deployment/app"] if command.name in ("wait", "release", "approve") else []
         assert parser.parse_args([command.name, *args]).command == command.name
+
+
+def test_a_bad_receiver_url_is_refused_without_showing_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret_path = "/services/T000/B000/XXXXXXXXXXXXXXXX"
+    monkeypatch.setenv(
+        "KUBE_NUDGE_NOTIFY_RECEIVERS", f'[{{"url": "ftp://hooks.example.com{secret_path}"}}]'
+    )
+    assert main(["run", *NO_CLUSTER]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kube-nudge: notification receivers in env KUBE_NUDGE_NOTIFY_RECEIVERS")
+    assert err.count("\n") == 1 and secret_path not in err

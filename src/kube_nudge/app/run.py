@@ -23,10 +23,12 @@ from kube_nudge.controller.webhook import SnapshotWebhook
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
+from kube_nudge.model.notifications import Notification, Receiver
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.notifier import Notifier, NotifierHooks
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,9 @@ class RunConfig:
     custom_workloads: tuple[WorkloadSpec, ...] = ()
     webhook: WebhookConfig | None = None
     audit_interval: float = 0.0  # 0: no drift audit
+    receivers: tuple[Receiver, ...] = ()
+    """Where notifications go (none: not sent)."""
+    cluster_name: str | None = None
 
 
 def default_state_namespace() -> str:
@@ -104,11 +109,15 @@ async def serve(config: RunConfig) -> None:
         if config.custom_workloads:
             kinds, pending = await resolve_workloads(client, config.custom_workloads)
             options = dataclasses.replace(options, kinds=kinds, pending_kinds=pending)
+        notifier = _notifier(config, metrics)
         controller = Controller(
             client, options, hmac_key=hmac_key, metrics=metrics,
             recorder=EventRecorder(client, instance=identity),
+            notify=_stamped(notifier, config.cluster_name) if notifier is not None else None,
         )  # fmt: skip
         runnables: list[Runnable] = list(controller.runnables)
+        if notifier is not None:
+            runnables.append(notifier)
         if config.metrics_addr is not None:
             server = HttpServer(*config.metrics_addr)
             add_probes(
@@ -141,8 +150,28 @@ async def serve(config: RunConfig) -> None:
             # Events still queued behind their budget (e.g. after a 1,000-workload fan-out).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(controller.events.flush(), EVENT_FLUSH_TIMEOUT)
+            if notifier is not None:
+                await notifier.drain(EVENT_FLUSH_TIMEOUT)
     finally:
         await client.aclose()
+
+
+def _notifier(config: RunConfig, metrics: Metrics) -> Notifier | None:
+    """The sender to the configured receivers, or None when there are none."""
+    if not config.receivers:
+        return None
+    hooks = NotifierHooks.from_counters(
+        metrics.notifications_sent, metrics.notifications_failed, metrics.notifications_dropped
+    )
+    log.info("notifications go to %s", ", ".join(receiver.label for receiver in config.receivers))
+    return Notifier(config.receivers, hooks=hooks)
+
+
+def _stamped(notifier: Notifier, cluster: str | None) -> Callable[[Notification], None]:
+    """``notifier.notify``, naming this cluster in each notification when it has a name."""
+    if cluster is None:
+        return notifier.notify
+    return lambda item: notifier.notify(dataclasses.replace(item, cluster=cluster))
 
 
 async def _state_key(client: KubeClient, config: RunConfig) -> bytes:

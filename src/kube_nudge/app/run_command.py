@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
+from kube_nudge.runtime.notifier import load_receivers
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
 
@@ -149,6 +151,13 @@ class RunCommand:
             help="every this long (e.g. 10m), audit every workload's pods for stale config and "
             "export kube_nudge_audit_* metrics (default 0: off; it lists pods)",
         )
+        add(
+            "--notify-receivers-file",
+            help='JSON list of notification receivers ([{"url": ..., "format": "slack", '
+            '"on": ["failed", ...]}]), e.g. a key of a mounted Secret; also read from '
+            "$KUBE_NUDGE_NOTIFY_RECEIVERS. URLs are never logged",
+        )
+        add("--cluster-name", default="", help="names this cluster in notifications")
         add("--leader-elect", action="store_true", help="take a Lease; only the leader writes")
         add("--lease-duration", default="15s", help="how long a Lease is valid (default 15s)")
         add(
@@ -198,6 +207,9 @@ class RunCommand:
                 f"--audit-interval {args.audit_interval}: at least "
                 f"{MIN_AUDIT_INTERVAL:g}s (each pass lists every workload's pods), or 0 for off"
             )
+        receivers = load_receivers(
+            Path(args.notify_receivers_file) if args.notify_receivers_file else None, os.environ
+        )
         state_namespace = args.state_namespace or default_state_namespace()
         lease = None
         if args.leader_elect:
@@ -234,6 +246,8 @@ class RunCommand:
             hmac_key_file=Path(args.hmac_key_file) if args.hmac_key_file else None,
             hmac_secret=args.hmac_secret,
             custom_workloads=tuple(parse_workload_flag(text) for text in args.workload),
+            receivers=receivers,
+            cluster_name=args.cluster_name or None,
         )
 
     def execute(self, args: argparse.Namespace) -> int:

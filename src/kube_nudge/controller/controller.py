@@ -12,8 +12,9 @@ nothing changed writes nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from kube_nudge.model import (
     project_workload,
 )
 from kube_nudge.model.annotations import SNAPSHOT_LABEL
+from kube_nudge.model.notifications import Notification
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.index import ReverseIndex
@@ -89,6 +91,7 @@ class Controller:
         metrics: Metrics,
         recorder: EventRecorder,
         clock: Clock = SYSTEM_CLOCK,
+        notify: Callable[[Notification], None] | None = None,
     ) -> None:
         self.client = client
         self.options = options
@@ -99,6 +102,8 @@ class Controller:
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
         context = StrategyContext(client, self.events, metrics, hmac_key)
+        if notify is not None:
+            context = dataclasses.replace(context, notify=notify)
         strategies = build_strategies(context)
         self.reconciler = Reconciler(
             hmac_key=hmac_key,
@@ -113,6 +118,7 @@ class Controller:
             clock=clock,
             fleet=Fleet(self.index.consumers, self.workload_keys, options.max_concurrent_rollouts),
             annotate=lambda target, annotations: annotate_workload(context, target, annotations),
+            notify=notify,
         )
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._sources: dict[SourceKind, list[Informer[SourceView]]] = {

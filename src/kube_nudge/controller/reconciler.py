@@ -28,10 +28,12 @@ from kube_nudge.model import (
     WorkloadView,
     assess,
     decide,
+    describe_apply,
 )
 from kube_nudge.model.annotations import FAILED, format_failed
 from kube_nudge.model.gates import Sibling, gate
-from kube_nudge.model.tracking import Phase, Tracking, track
+from kube_nudge.model.notifications import Notification, NotificationKind
+from kube_nudge.model.tracking import Phase, Tracking, progress_deadline, track
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
@@ -42,6 +44,7 @@ from kube_nudge.strategies.base import (
     RollingBack,
     Strategy,
     Target,
+    notification,
 )
 
 __all__ = ["Outcome", "Reconciler", "WorkloadKey"]
@@ -54,6 +57,9 @@ MAINTAIN_AFTER_APPLY = 1.0
 """Seconds after a rollout before a maintaining strategy (snapshot) looks at its objects."""
 PodStartLookup = Callable[[str, str], Awaitable[float | None]]
 """(namespace, label selector) -> when the longest-running matching pod read its config."""
+#: Holds that are the release working as configured (its order, a turn, a window): Events
+#: and metrics, but no notification (receivers hear what needs a human).
+ROUTINE_HOLDS = frozenset({"order", "turn", "window"})
 Annotate = Callable[[Target, Mapping[str, str | None]], Awaitable[None]]
 """Writes annotations on a workload's metadata (None removes one)."""
 
@@ -94,6 +100,7 @@ class Reconciler:
         clock: Clock = SYSTEM_CLOCK,
         fleet: Fleet | None = None,
         annotate: Annotate | None = None,
+        notify: Callable[[Notification], None] | None = None,
     ) -> None:
         self.hmac_key = hmac_key
         self.workload = workload
@@ -105,6 +112,7 @@ class Reconciler:
         self.clock = clock
         self.fleet = fleet
         self.annotate = annotate
+        self.notify = notify
         self._memory: dict[WorkloadKey, WorkloadMemory] = {}
         self._followed: dict[WorkloadKey, Phase] = {}
         """The phase each followed rollout was last seen in (Events on completion)."""
@@ -192,6 +200,10 @@ class Reconciler:
                 now = decision.rolled_at[-1]
                 memory.remember_rollout(now, view)
                 action = "rolled"
+                if strategy.capped:
+                    what = describe_apply(decision, assessment.states, namespace)
+                    self._announce(target, NotificationKind.ROLLING, "Rolling",
+                                   f"rolling: {what}", decision.config_hash)  # fmt: skip
         except ApiError as exc:
             memory.applied, memory.strategy = before
             return self._failed(target, exc)
@@ -209,27 +221,30 @@ class Reconciler:
             memory.applied, memory.strategy = before
             raise
         if isinstance(decision, Hold):
-            self._hold(target, decision)
+            self._hold(target, decision, assessment.desired)
             return Outcome("held", decision.retry_after, f"held-{decision.reason}")
         # The pods now run (or are rolling to) what the sources hold: later Events name
         # the keys that change from here.
         memory.rolled_with = assessment.states
+        # Look again when the rollout would be called failed (status changes wake it
+        # sooner; a stuck rollout sends none).
+        wait = None
         if action == "rolled" and strategy.capped:
             self._followed[key] = Phase.ROLLING
+            wait = progress_deadline(view)
         elif followed.phase is Phase.ROLLING and followed.deadline_at is not None:
-            # Look again when it would be called failed (status changes wake it sooner).
             wait = max(followed.deadline_at - self.clock.now(), MAINTAIN_AFTER_APPLY)
-            if not isinstance(strategy, Maintaining):
-                return Outcome(action, wait)
         if not isinstance(strategy, Maintaining):
-            return Outcome(action)
+            return Outcome(action, wait)
         if action == "rolled":
             # The cache doesn't show the new template yet: look again once it does.
             return Outcome(action, MAINTAIN_AFTER_APPLY)
         try:
-            return Outcome(action, await strategy.maintain(target, assessment))
+            maintained = await strategy.maintain(target, assessment)
         except ApiError as exc:
             return self._failed(target, exc)
+        sooner = [t for t in (wait, maintained) if t is not None]
+        return Outcome(action, min(sooner) if sooner else None)
 
     # -- following rollouts -----------------------------------------------------------------
 
@@ -242,7 +257,7 @@ class Reconciler:
             return Tracking(Phase.IDLE)
         if memory.applied is not None and memory.applied != view.applied_hash:
             return Tracking(Phase.ROLLING, memory.applied)
-        return track(view, self.clock.now())
+        return track(view, self.clock.now(), self._followed.get(key))
 
     async def _follow(
         self, key: WorkloadKey, target: Target, tracking: Tracking, strategy: Strategy
@@ -268,12 +283,17 @@ class Reconciler:
                 "%s: rollout to %s complete (%s)", target, tracking.config_hash,
                 tracking.detail, extra=target.log_fields("complete"),
             )  # fmt: skip
-            self.events.post(
-                target.ref, NORMAL, "RolloutComplete",
-                f"rollout complete: {tracking.detail}" if tracking.detail else
-                "rollout complete",
-            )  # fmt: skip
-        self._followed[key] = phase
+            message = (
+                f"rollout complete: {tracking.detail}" if tracking.detail else ("rollout complete")
+            )
+            self.events.post(target.ref, NORMAL, "RolloutComplete", message)
+            self._announce(target, NotificationKind.COMPLETE, "RolloutComplete", message,
+                           tracking.config_hash)  # fmt: skip
+        progress = target.view.progress
+        if progress is None or progress.observed:
+            # (An unobserved status says nothing: remembering it as rolling would announce a
+            # completion that was never a rollout, e.g. after an annotation write.)
+            self._followed[key] = phase
 
     async def _record_failure(self, target: Target, tracking: Tracking, strategy: Strategy) -> None:
         """Write ``kube-nudge.io/failed`` (so a restart or a new leader stops the same line
@@ -303,6 +323,10 @@ class Reconciler:
             )
         log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
         self.events.post(target.ref, WARNING, "RolloutFailed", message)
+        # After the record: a replica that dies in between loses this one announcement
+        # rather than a new leader sending it twice (receivers can also drop repeats by id).
+        self._announce(target, NotificationKind.FAILED, "RolloutFailed", message,
+                       tracking.config_hash)  # fmt: skip
 
     async def _roll_back(self, target: Target, strategy: RollingBack, failed_hash: str) -> None:
         try:
@@ -323,7 +347,22 @@ class Reconciler:
             self.events.post(target.ref, WARNING, "RollbackImpossible", message)
             return
         log.warning("%s: %s", target, done, extra=target.log_fields("rolled-back"))
-        self.events.post(target.ref, WARNING, "RolledBack", f"{done}, after a failed rollout")
+        message = f"{done}, after a failed rollout"
+        self.events.post(target.ref, WARNING, "RolledBack", message)
+        self._announce(target, NotificationKind.ROLLED_BACK, "RolledBack", message, failed_hash)
+
+    def _announce(
+        self,
+        target: Target,
+        kind: NotificationKind,
+        reason: str,
+        message: str,
+        config_hash: str | None,
+    ) -> None:
+        """Tell the configured receivers (in the background; never blocks)."""
+        if self.notify is not None:
+            now = self.clock.now()
+            self.notify(notification(target, kind, reason, message, config_hash or "", now))
 
     def _gate(
         self, key: WorkloadKey, target: Target, assessment: Assessment, plan: Apply
@@ -339,7 +378,7 @@ class Reconciler:
                 rolling = self.rolling_count(exclude=key)
         hold = gate(
             view, now=self.clock.now(), changed_at=assessment.changed_at, siblings=siblings,
-            rolling_elsewhere=rolling,
+            rolling_elsewhere=rolling, window=view.settings.window,
             max_concurrent=fleet.max_concurrent if fleet is not None else None,
             workload_name=_display(target),
         )  # fmt: skip
@@ -425,8 +464,14 @@ class Reconciler:
             self.events.post(target.ref, WARNING, "WriteFailed", f"could not update: {exc}")
         return Outcome("failed")
 
-    def _hold(self, target: Target, hold: Hold) -> None:
+    def _hold(self, target: Target, hold: Hold, config_hash: str) -> None:
         self.metrics.holds.labels(reason=hold.reason).inc()
+        if hold.reason == "line-stopped":
+            self._announce(target, NotificationKind.LINE_STOPPED, hold.event_reason,
+                           hold.message, config_hash)  # fmt: skip
+        elif hold.reason not in ROUTINE_HOLDS:
+            self._announce(target, NotificationKind.HELD, hold.event_reason, hold.message,
+                           config_hash)  # fmt: skip
         retry = f" (next try in {hold.retry_after:.1f} s)" if hold.retry_after else ""
         log.warning(
             "%s: %s%s", target, hold.message, retry,

@@ -51,6 +51,27 @@ class Metrics:
             ["kind", "outcome"],
             registry=r,
         )
+        self.notifications_sent = Counter(
+            "kube_nudge_notifications_sent",
+            "Notifications delivered to a chat/webhook receiver, by receiver label and kind.",
+            ["receiver", "kind"],
+            registry=r,
+        )
+        self.notifications_failed = Counter(
+            "kube_nudge_notifications_failed",
+            "Notifications given up on, by receiver label and reason of the last attempt: "
+            "timeout, network, rate-limited, server-error, rejected (3xx/4xx, not retried), "
+            "error.",
+            ["receiver", "reason"],
+            registry=r,
+        )
+        self.notifications_dropped = Counter(
+            "kube_nudge_notifications_dropped",
+            "Notifications dropped unsent, by receiver label and reason: queue-full (the "
+            "oldest made room), shutdown (still queued when the drain timed out).",
+            ["receiver", "reason"],
+            registry=r,
+        )
         self.errors = Counter("kube_nudge_errors", "Errors, by stage.", ["stage"], registry=r)
         self.writes = Counter(
             "kube_nudge_writes", "API writes to workloads, by kind.", ["kind"], registry=r

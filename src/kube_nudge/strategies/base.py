@@ -9,6 +9,7 @@ becomes optional members here, with defaults, so existing strategies keep workin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -16,6 +17,7 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import Adopt, Apply, Assessment, Hold, WorkloadView
+from kube_nudge.model.notifications import Notification, NotificationKind
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 
@@ -28,6 +30,7 @@ __all__ = [
     "StrategyContext",
     "Target",
     "changes_field",
+    "notification",
 ]
 
 
@@ -62,6 +65,23 @@ class Target:
         }
 
 
+def notification(
+    target: Target,
+    kind: NotificationKind,
+    reason: str,
+    message: str,
+    config_hash: str,
+    now: float,
+    change: str = "",
+) -> Notification:
+    """The notification that goes with an Event about ``target`` (the same words)."""
+    return Notification(
+        kind=kind, namespace=target.namespace, workload_kind=target.kind.resource.kind,
+        workload=target.name, uid=target.view.uid, reason=reason, message=message,
+        config_hash=config_hash, time=now, change=change,
+    )  # fmt: skip
+
+
 def changes_field(plan: Apply) -> dict[str, list[str]] | None:
     """``plan.changes`` as a JSON log field: changed keys (names only) by source."""
     if plan.changes is None:
@@ -78,6 +98,8 @@ class StrategyContext:
     events: BackgroundEvents
     metrics: Metrics
     hmac_key: bytes = field(default=b"", repr=False)
+    notify: Callable[[Notification], None] = field(default=lambda _: None, repr=False)
+    """Sends a notification to the configured receivers; never blocks, never raises."""
 
 
 class Refused(Exception):

@@ -1,7 +1,8 @@
 """The ``notify`` strategy: announce a config change, never touch the workload.
 
 A Normal Event ``ConfigChanged`` on the workload names the sources and keys that changed
-(never values), and ``kube_nudge_notifications_total`` counts it. Nothing is written to
+(never values), ``kube_nudge_notifications_total`` counts it, and the configured receivers
+get it (kind ``changed``). Nothing is written to
 the workload, so kube-nudge's memory of the last announced hash lives in this process
 only: after a restart, a change made while it was down is announced once more as
 "changed while kube-nudge was not watching".
@@ -13,7 +14,8 @@ import logging
 
 from kube_nudge.kube.events import NORMAL
 from kube_nudge.model import Adopt, Apply, Assessment, describe_apply, describe_versions
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
+from kube_nudge.model.notifications import NotificationKind
+from kube_nudge.strategies.base import StrategyContext, Target, changes_field, notification
 
 __all__ = ["NotifyStrategy"]
 
@@ -43,9 +45,13 @@ class NotifyStrategy:
             extra=target.log_fields("notified", config_hash=plan.config_hash,
                                     changes=changes_field(plan)),
         )  # fmt: skip
-        self._context.events.post(
-            target.ref, NORMAL, "ConfigChanged",
+        message = (
             f"config changed: {what}"
             + (f" (versions: {versions})" if versions else "")
-            + "; pods not restarted (kube-nudge.io/strategy: notify)",
-        )  # fmt: skip
+            + "; pods not restarted (kube-nudge.io/strategy: notify)"
+        )
+        self._context.events.post(target.ref, NORMAL, "ConfigChanged", message)
+        self._context.notify(notification(
+            target, NotificationKind.CHANGED, "ConfigChanged", message, plan.config_hash,
+            plan.rolled_at[-1], change=versions,
+        ))  # fmt: skip
