@@ -24,6 +24,7 @@ from kube_nudge.model import (
     CONFIG_HASH,
     template_annotation,
 )
+from kube_nudge.model.notifications import Notification
 from kube_nudge.runtime.manager import Manager
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev.cluster import LocalCluster, free_port
@@ -60,6 +61,7 @@ async def running_controller(
     kubeconfig: Path | None = None,
     watch_inactivity: float = 90.0,
     max_concurrent_rollouts: int | None = None,
+    notify: Callable[[Notification], None] | None = None,
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
     it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
@@ -79,8 +81,9 @@ async def running_controller(
         max_concurrent_rollouts=max_concurrent_rollouts,
     )
     controller = Controller(
-        client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client)
-    )
+        client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client),
+        notify=notify,
+    )  # fmt: skip
     # No elector: this replica leads from the start, as `kube-nudge run` without
     # --leader-elect.
     task = asyncio.create_task(Manager(controller.runnables).run())

@@ -266,7 +266,7 @@ def test_a_failed_sibling_stops_the_line_until_released_or_changed_again() -> No
     assert again is not None and again.reason == "order"
 
 
-def test_approval_counts_only_for_changes_made_in_an_earlier_second() -> None:
+def test_approval_counts_for_changes_made_before_it_or_in_its_second() -> None:
     me = view(deployment(annotations={"kube-nudge.io/approval": "required"}))
     hold = gate(me, now=T0 + 10, changed_at=T0, workload_name="-n shop deployment/web")
     assert hold is not None and hold.reason == "approval" and hold.retry_after is None
@@ -274,7 +274,8 @@ def test_approval_counts_only_for_changes_made_in_an_earlier_second() -> None:
     approved = view(deployment(annotations={"kube-nudge.io/approval": "required",
                                             APPROVED_AT: f"{T0 + 1:.3f}"}))  # fmt: skip
     assert gate(approved, now=T0 + 10, changed_at=T0) is None
-    assert gate(approved, now=T0 + 10, changed_at=T0 + 0.5) is not None  # same second
+    assert gate(approved, now=T0 + 10, changed_at=T0 + 1) is None  # the same (whole) second
+    assert gate(approved, now=T0 + 10, changed_at=T0 + 2) is not None  # a later change
 
 
 def test_a_turn_is_waited_for_with_a_retry() -> None:
@@ -309,3 +310,16 @@ def test_a_closed_window_holds_until_it_opens() -> None:
     hold = gate(me, now=T0, changed_at=T0, window=ClosedUntil(T0 + 30))
     assert hold is not None and hold.reason == "window" and hold.retry_after == 30.0
     assert gate(me, now=T0 + 30, changed_at=T0, window=ClosedUntil(T0 + 30)) is None
+
+
+def test_a_status_not_yet_observed_neither_fails_nor_reopens_a_finished_rollout() -> None:
+    # An annotation write moves a Deployment's generation: its status lags for a moment.
+    long_ago = rolled(generation=3, observed=2, deadline_seconds=60)
+    later = T0 + 3600
+    unobserved = track(view(long_ago), later)
+    assert unobserved.phase is Phase.ROLLING  # not judged (and never failed) until observed
+    assert track(view(long_ago), later, Phase.COMPLETE).phase is Phase.COMPLETE
+    progress = view(long_ago).progress
+    assert progress is not None and not progress.observed
+    observed_stuck = rolled(generation=3, observed=3, deadline_seconds=60)
+    assert track(view(observed_stuck), later, Phase.COMPLETE).phase is Phase.FAILED

@@ -32,6 +32,10 @@ class Progress:
     """e.g. ``3 of 4 updated, 2 available``: for Events and status, never values."""
     own_deadline: float | None = None
     """The workload's own progress deadline (``spec.progressDeadlineSeconds``), seconds."""
+    observed: bool = True
+    """False while its controller has not seen the latest generation: the status says
+    nothing yet. (A Deployment's generation also moves with its annotations, so this
+    happens on every metadata write, not only with a new template.)"""
 
 
 def progress_of(kind: str, obj: Mapping[str, Any]) -> Progress | None:
@@ -46,8 +50,8 @@ def progress_of(kind: str, obj: Mapping[str, Any]) -> Progress | None:
     generation = _int((obj.get("metadata") or {}).get("generation"))
     if progress is not None and _int(status.get("observedGeneration")) < generation:
         # What the status says is about an earlier template.
-        return Progress(False, False, "waiting for its controller to see the new template",
-                        progress.own_deadline)  # fmt: skip
+        return Progress(False, False, "waiting for its controller to see the change",
+                        progress.own_deadline, observed=False)  # fmt: skip
     return progress
 
 

@@ -52,8 +52,11 @@ def progress_deadline(view: WorkloadView) -> float:
     return view.settings.progress_deadline or own or DEFAULT_PROGRESS_DEADLINE
 
 
-def track(view: WorkloadView, now: float) -> Tracking:
-    """The phase of ``view``'s latest kube-nudge rollout at ``now`` (Unix seconds)."""
+def track(view: WorkloadView, now: float, last: Phase | None = None) -> Tracking:
+    """The phase of ``view``'s latest kube-nudge rollout at ``now`` (Unix seconds).
+    ``last`` is the phase seen before, kept while the workload's controller has not yet
+    observed a change of the workload (a metadata write moves a Deployment's generation
+    too: a rollout that completed long ago must not look unfinished, or even failed)."""
     rolled_to = view.rolled_to or view.template_hash
     if view.baseline_hash or not view.rolled_at or rolled_to is None:
         return Tracking(Phase.IDLE)
@@ -68,6 +71,11 @@ def track(view: WorkloadView, now: float) -> Tracking:
     if progress.done:
         return Tracking(Phase.COMPLETE, rolled_to, started, detail=progress.detail)
     deadline_at = started + progress_deadline(view)
+    if not progress.observed:
+        if last is Phase.COMPLETE:
+            return Tracking(Phase.COMPLETE, rolled_to, started)
+        # Judged once observed (its controller catches up within moments).
+        return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)
     if progress.deadline_exceeded or now >= deadline_at:
         return Tracking(Phase.FAILED, rolled_to, started, deadline_at, progress.detail)
     return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)

@@ -1,0 +1,122 @@
+"""Ordered, tracked rollouts survive the controller's death: SIGKILL of the leader mid
+release, then a second failover during a failing release. Run as real `kube-nudge run`
+processes with leader election; the fake kubelet makes the rollouts really progress or
+fail; order and announcements are checked from a watch and the Events."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+
+from kube_nudge.kube.client import KubeClient
+from kube_nudge_dev.cluster import LocalCluster
+from tests.integration.controller_support import Replica, events, start_replica, until
+from tests.integration.fakekubelet import FakeKubelet
+from tests.integration.test_safe_rollouts import (
+    ORDERS,
+    TIMEOUT,
+    Timeline,
+    change,
+    make_fleet,
+    node_for,
+    valid,
+    watching,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.faults]
+ARGS = (
+    "--leader-elect", "--debounce=0",
+    "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
+)  # fmt: skip
+
+
+def assert_in_order(timeline: Timeline, start: int) -> None:
+    """Every workload rolled exactly once since ``start``, each after every lower order
+    completed."""
+    rolled = collections.Counter(n for _, n, w in timeline.entries[start:] if w == "template")
+    assert rolled == dict.fromkeys(ORDERS, 1), rolled
+    for name, order in ORDERS.items():
+        first = timeline.first(name, "template", start)
+        for lower, lower_order in ORDERS.items():
+            if lower_order < order:
+                assert timeline.first(lower, "done", start) < first, (name, lower)
+
+
+def all_done(timeline: Timeline, start: int) -> bool:
+    return all(
+        any(n == name and w == "done" for _, n, w in timeline.entries[start:]) for name in ORDERS
+    )
+
+
+async def leader_of(replicas: list[Replica]) -> Replica:
+    leading: list[Replica] = []
+
+    async def one() -> bool:
+        leading[:] = [r for r in replicas if r.proc.returncode is None and await r.leading()]
+        return len(leading) == 1
+
+    await until(one, 30)
+    return leading[0]
+
+
+async def test_an_ordered_release_survives_sigkill_and_failover(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    async with FakeKubelet(kube, node_for(namespace), valid):
+        await make_fleet(kube, namespace, ORDERS)
+        replicas: list[Replica] = []
+        try:
+            async with watching(kube, namespace) as timeline:
+                await timeline.until(lambda: len(timeline.seen) == 5 and all(
+                    s.done for s in timeline.seen.values()))  # fmt: skip
+                for n in range(3):
+                    log = tmp_path / f"r{n}.log"
+                    replica = await start_replica(
+                        cluster.kubeconfig, namespace, log, extra_args=ARGS
+                    )
+                    replicas.append(replica)
+                leader = await leader_of(replicas)
+
+                # A good change; the leader dies once the first order has started.
+                start = len(timeline.entries)
+                await change(kube, namespace, "v2")
+                await timeline.until(lambda: any(
+                    w == "template" and n in ("a1", "b1") for _, n, w in timeline.entries[start:]
+                ))  # fmt: skip
+                leader.proc.kill()
+                await leader.proc.wait()
+                leader = await leader_of(replicas)
+                await timeline.until(lambda: all_done(timeline, start), TIMEOUT)
+                assert_in_order(timeline, start)
+
+                # A bad change; the next leader dies while order 1 is failing.
+                start = len(timeline.entries)
+                await change(kube, namespace, "broken")
+                await timeline.until(lambda: all(
+                    any(n == name and w == "template" for _, n, w in timeline.entries[start:])
+                    for name in ("a1", "b1")))  # fmt: skip
+                leader.proc.kill()
+                await leader.proc.wait()
+                await leader_of(replicas)
+                await timeline.until(
+                    lambda: timeline.seen["a1"].failed and timeline.seen["b1"].failed, TIMEOUT
+                )
+
+                async def line_stopped() -> bool:
+                    found = await events(kube, namespace, "LineStopped")
+                    return {e["involvedObject"]["name"] for e in found} >= {"a2", "b2", "c3"}
+
+                await until(line_stopped, TIMEOUT)
+                # Announced once per failed workload, by whichever replica saw it fail.
+                failed = await events(kube, namespace, "RolloutFailed")
+                assert sorted(e["involvedObject"]["name"] for e in failed) == ["a1", "b1"]
+                assert [e.get("count", 1) for e in failed] == [1, 1]
+                assert [e for e in timeline.entries[start:]
+                        if e[1] in ("a2", "b2", "c3") and e[2] == "template"] == []  # fmt: skip
+        finally:
+            for replica in replicas:
+                if replica.proc.returncode is None:
+                    replica.proc.kill()
+                    await replica.proc.wait()
