@@ -13,6 +13,7 @@ import asyncio
 import collections
 import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -339,3 +340,39 @@ async def test_a_failed_snapshot_rollout_is_rolled_back_to_the_good_copies(
 
                 await until(holding, TIMEOUT)  # and it does not roll the failed config again
                 assert timeline.seen["web"].template == good
+
+
+def next_minute_window(now: float) -> tuple[str, float]:
+    """A one-hour rollout window (UTC) opening at the next whole minute at least 5 s away,
+    and when it opens (windows have minutes, so this is as soon as one can open)."""
+    opens = (int(now) // 60 + 1) * 60
+    if opens - now < 5:
+        opens += 60
+    start = time.gmtime(opens)
+    end = time.gmtime(opens + 3600)
+    return f"{start.tm_hour:02d}:{start.tm_min:02d}-{end.tm_hour:02d}:{end.tm_min:02d} UTC", opens
+
+
+async def test_a_change_waits_for_its_rollout_window(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    window, opens = next_minute_window(time.time())
+    async with FakeKubelet(kube, node_for(namespace), valid):
+        await make_fleet(kube, namespace, {"web": None}, **{"kube-nudge.io/rollout-window": window})
+        async with watching(kube, namespace) as timeline:
+            await timeline.until(lambda: timeline.seen.get("web", Seen()).done)
+            async with running_controller(cluster, namespace):
+                before = timeline.seen["web"].template
+                await change(kube, namespace, "v2")
+
+                async def outside() -> bool:
+                    return "web" in held(await events(kube, namespace, "OutsideWindow"))
+
+                await until(outside, TIMEOUT)
+                assert timeline.seen["web"].template == before
+                await timeline.until(lambda: timeline.seen["web"].template != before, 120)
+                # Rolled once the window opened, not before (the watch saw it after).
+                assert time.time() >= opens
+                web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+                rolled_at = web["metadata"]["annotations"]["kube-nudge.io/rolled-at"]
+                assert float(rolled_at.split(",")[-1]) >= opens
