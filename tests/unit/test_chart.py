@@ -137,6 +137,31 @@ def test_every_value_becomes_a_flag_kube_nudge_run_accepts(tmp_path: Path) -> No
                 "verbs": ["get", "list", "watch", "patch"]} in role["rules"]  # fmt: skip
 
 
+def test_notifications_come_from_a_mounted_secret_and_pace_is_a_flag(tmp_path: Path) -> None:
+    docs = render("notifications.existingSecret=team-hooks", "notifications.key=hooks.json",
+                  "notifications.clusterName=prod eu", "maxConcurrentRollouts=5")  # fmt: skip
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert {"name": "notify", "secret": {"secretName": "team-hooks"}} in pod["volumes"]
+    assert {"name": "notify", "mountPath": "/etc/kube-nudge/notify", "readOnly": True} in (
+        container["volumeMounts"]
+    )
+    args = container["args"]
+    assert "--notify-receivers-file=/etc/kube-nudge/notify/hooks.json" in args
+    receivers = tmp_path / "hooks.json"
+    receivers.write_text('[{"url": "https://hooks.example.com/T/B/X", "format": "slack"}]')
+    args = [a.replace("/etc/kube-nudge/notify/hooks.json", str(receivers)) for a in args]
+    config = RUN.config(build_parser().parse_args(args))  # raises on a flag it rejects
+    assert config.controller.max_concurrent_rollouts == 5
+    assert config.cluster_name == "prod eu"
+    assert [r.label for r in config.receivers] == ["slack:hooks.example.com#0"]
+    # Off by default: no volume, no flag.
+    [default] = [d for d in render() if d["kind"] == "Deployment"]
+    assert not any("notify" in a for a in default["spec"]["template"]["spec"]["containers"][0][
+        "args"])  # fmt: skip
+
+
 def test_cluster_wide_mode_grants_through_one_cluster_role() -> None:
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
@@ -450,6 +475,7 @@ def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> Non
     ("bad", "says"),
     [
         ("replica=3", "additional properties 'replica' not allowed"),
+        ("maxConcurrentRollouts=-1", "maxConcurrentRollouts"),
         ("watchNamespaces={Not_A_Name}", "watchNamespaces/0"),
         ("debounce=soon", "debounce"),
         ("leaderElection.enabled=false", "needs leaderElection.enabled"),
