@@ -225,6 +225,19 @@ async def start_replica(
     return Replica(proc, port, log)
 
 
+async def kube_nudge_cli(cluster: LocalCluster, namespace: str, *args: str) -> tuple[int, str]:
+    """Run ``kube-nudge ARGS`` against the cluster in ``namespace``: (exit code, stdout);
+    a failure's stderr is in the assertion message of the caller's check of the code."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kube_nudge", *args, f"--kubeconfig={cluster.kubeconfig}",
+        f"--namespace={namespace}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode() + err.decode()
+
+
 async def until(check: Callable[[], Awaitable[bool]], timeout: float) -> None:
     """Wait until an async check (e.g. an HTTP probe of a replica) passes."""
     async with asyncio.timeout(timeout):

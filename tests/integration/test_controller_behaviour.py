@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from typing import Any
 
@@ -32,6 +31,7 @@ from tests.integration.controller_support import (
     eventually,
     expected_hash,
     install_crd,
+    kube_nudge_cli,
     running_controller,
     template_hash,
 )
@@ -332,14 +332,9 @@ async def test_release_lets_a_capped_workload_roll_its_latest_config(
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "b"}})
         flapping = running.metrics.holds.labels(reason="flapping")
         await eventually(lambda: flapping._value.get() >= 1, timeout=10)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kube_nudge", "release", "deployment/app",
-            f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, err
-        assert f"released {namespace}/Deployment/app" in out.decode()
+        code, out = await kube_nudge_cli(cluster, namespace, "release", "deployment/app")
+        assert code == 0, out
+        assert f"released {namespace}/Deployment/app" in out
         rolled = await wait_rolled(kube, namespace, first)
         assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
             kube, DEPLOYMENT, rolled, running.hmac_key

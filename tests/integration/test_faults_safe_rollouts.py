@@ -5,7 +5,6 @@ fail; order and announcements are checked from a watch and the Events."""
 
 from __future__ import annotations
 
-import collections
 import time
 from pathlib import Path
 
@@ -19,7 +18,8 @@ from tests.integration.faults import FaultRun
 from tests.integration.test_safe_rollouts import (
     ORDERS,
     TIMEOUT,
-    Timeline,
+    all_done,
+    assert_in_order,
     change,
     make_fleet,
     node_for,
@@ -32,24 +32,6 @@ ARGS = (
     "--leader-elect", "--debounce=0",
     "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
 )  # fmt: skip
-
-
-def assert_in_order(timeline: Timeline, start: int) -> None:
-    """Every workload rolled exactly once since ``start``, each after every lower order
-    completed."""
-    rolled = collections.Counter(n for _, n, w in timeline.entries[start:] if w == "template")
-    assert rolled == dict.fromkeys(ORDERS, 1), rolled
-    for name, order in ORDERS.items():
-        first = timeline.first(name, "template", start)
-        for lower, lower_order in ORDERS.items():
-            if lower_order < order:
-                assert timeline.first(lower, "done", start) < first, (name, lower)
-
-
-def all_done(timeline: Timeline, start: int) -> bool:
-    return all(
-        any(n == name and w == "done" for _, n, w in timeline.entries[start:]) for name in ORDERS
-    )
 
 
 async def leader_of(replicas: list[Replica]) -> Replica:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
 from tests.integration.controller_support import (
     events,
+    kube_nudge_cli,
     running_controller,
     template_hash,
     until,
@@ -185,6 +185,24 @@ def held(found: list[dict[str, Any]]) -> set[str]:
 ORDERS = {"a1": 1, "b1": 1, "a2": 2, "b2": 2, "c3": 3}
 
 
+def assert_in_order(timeline: Timeline, start: int) -> None:
+    """Every workload rolled exactly once since ``start``, each after every lower order
+    completed."""
+    rolled = collections.Counter(n for _, n, w in timeline.entries[start:] if w == "template")
+    assert rolled == dict.fromkeys(ORDERS, 1), rolled
+    for name, order in ORDERS.items():
+        first = timeline.first(name, "template", start)
+        for lower, lower_order in ORDERS.items():
+            if lower_order < order:
+                assert timeline.first(lower, "done", start) < first, (name, lower)
+
+
+def all_done(timeline: Timeline, start: int) -> bool:
+    return all(
+        any(n == name and w == "done" for _, n, w in timeline.entries[start:]) for name in ORDERS
+    )
+
+
 async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
@@ -199,15 +217,8 @@ async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
             ):
                 start = len(timeline.entries)
                 await change(kube, namespace, "v2")
-                await timeline.until(lambda: all(
-                    any(n == name and w == "done" for _, n, w in timeline.entries[start:])
-                    for name in ORDERS))  # fmt: skip
-                # Each order starts only after every lower order completed healthy.
-                for name, order in ORDERS.items():
-                    rolled = timeline.first(name, "template", start)
-                    for lower, lower_order in ORDERS.items():
-                        if lower_order < order:
-                            assert timeline.first(lower, "done", start) < rolled, (name, lower)
+                await timeline.until(lambda: all_done(timeline, start))
+                assert_in_order(timeline, start)
                 good = {name: timeline.seen[name].template for name in ORDERS}
 
                 start = len(timeline.entries)
@@ -233,14 +244,8 @@ async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
                 # A new change restarts the line, in order again.
                 start = len(timeline.entries)
                 await change(kube, namespace, "v3")
-                await timeline.until(lambda: all(
-                    any(n == name and w == "done" for _, n, w in timeline.entries[start:])
-                    for name in ORDERS))  # fmt: skip
-                for name, order in ORDERS.items():
-                    rolled = timeline.first(name, "template", start)
-                    for lower, lower_order in ORDERS.items():
-                        if lower_order < order:
-                            assert timeline.first(lower, "done", start) < rolled, (name, lower)
+                await timeline.until(lambda: all_done(timeline, start))
+                assert_in_order(timeline, start)
 
                 # Exactly one notification per workload, kind and config: rolling and complete
                 # for v2 and v3, rolling and failed for the broken config on order 1, a stopped
@@ -275,71 +280,67 @@ async def test_max_concurrent_rollouts_is_never_exceeded(
                 assert held(await events(kube, namespace, "WaitingForTurn"))
 
 
-async def test_an_approval_hold_is_released_by_kube_nudge_approve(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
-) -> None:
+@contextlib.asynccontextmanager
+async def one_web(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, **annotations: str
+) -> AsyncIterator[Timeline]:
+    """One Deployment "web" on the fake kubelet, available, with kube-nudge running."""
     async with FakeKubelet(kube, node_for(namespace), valid):
-        await make_fleet(kube, namespace, {"web": None}, **{"kube-nudge.io/approval": "required"})
+        await make_fleet(kube, namespace, {"web": None}, **annotations)
         async with watching(kube, namespace) as timeline:
             await timeline.until(lambda: timeline.seen.get("web", Seen()).done)
             async with running_controller(cluster, namespace):
-                before = timeline.seen["web"].template
-                await change(kube, namespace, "v2")
+                yield timeline
 
-                async def awaiting() -> bool:
-                    return "web" in held(await events(kube, namespace, "AwaitingApproval"))
 
-                await until(awaiting, TIMEOUT)
-                assert timeline.seen["web"].template == before
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "kube_nudge", "approve", "deployment/web",
-                    f"--kubeconfig={cluster.kubeconfig}", f"--namespace={namespace}",
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )  # fmt: skip
-                out, err = await asyncio.wait_for(proc.communicate(), 60)
-                assert proc.returncode == 0, err
-                assert f"approved {namespace}/Deployment/web" in out.decode()
-                await timeline.until(lambda: timeline.seen["web"].template != before
-                                     and timeline.seen["web"].done)  # fmt: skip
+async def held_for(kube: KubeClient, namespace: str, reason: str) -> None:
+    """Wait for a hold's Event on "web"."""
+
+    async def posted() -> bool:
+        return "web" in held(await events(kube, namespace, reason))
+
+    await until(posted, TIMEOUT)
+
+
+async def test_an_approval_hold_is_released_by_kube_nudge_approve(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    approval = {"kube-nudge.io/approval": "required"}
+    async with one_web(kube, cluster, namespace, **approval) as timeline:
+        before = timeline.seen["web"].template
+        await change(kube, namespace, "v2")
+        await held_for(kube, namespace, "AwaitingApproval")
+        assert timeline.seen["web"].template == before
+        code, out = await kube_nudge_cli(cluster, namespace, "approve", "deployment/web")
+        assert code == 0, out
+        assert f"approved {namespace}/Deployment/web" in out
+        await timeline.until(lambda: timeline.seen["web"].template != before
+                             and timeline.seen["web"].done)  # fmt: skip
 
 
 async def test_a_failed_snapshot_rollout_is_rolled_back_to_the_good_copies(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
-    async with FakeKubelet(kube, node_for(namespace), valid):
-        await make_fleet(
-            kube, namespace, {"web": None},
-            **{"kube-nudge.io/strategy": "snapshot", "kube-nudge.io/on-failure": "rollback"},
-        )  # fmt: skip
-        async with watching(kube, namespace) as timeline:
-            await timeline.until(lambda: timeline.seen.get("web", Seen()).done)
-            async with running_controller(cluster, namespace):
-                before = timeline.seen["web"].template
-                await change(kube, namespace, "v2")
-                await timeline.until(lambda: timeline.seen["web"].template != before
-                                     and timeline.seen["web"].done)  # fmt: skip
-                good = timeline.seen["web"].template
-                await change(kube, namespace, "broken")
-                await timeline.until(lambda: timeline.seen["web"].failed)
-
-                async def rolled_back() -> bool:
-                    found = held(await events(kube, namespace, "RolledBack"))
-                    return "web" in found and timeline.seen["web"].template == good
-
-                await until(rolled_back, TIMEOUT)
-                await timeline.until(lambda: timeline.seen["web"].done)
-                web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-                env = web["spec"]["template"]["spec"]["containers"][0]["env"][0]
-                copy = env["valueFrom"]["configMapKeyRef"]["name"]
-                assert copy != "app"  # a snapshot copy, holding the good config
-                data = (await kube.get(CONFIGMAPS.path(namespace, copy)))["data"]
-                assert data == {"MODE": "v2"}
-
-                async def holding() -> bool:
-                    return "web" in held(await events(kube, namespace, "ConfigRolledBack"))
-
-                await until(holding, TIMEOUT)  # and it does not roll the failed config again
-                assert timeline.seen["web"].template == good
+    rollback = {"kube-nudge.io/strategy": "snapshot", "kube-nudge.io/on-failure": "rollback"}
+    async with one_web(kube, cluster, namespace, **rollback) as timeline:
+        before = timeline.seen["web"].template
+        await change(kube, namespace, "v2")
+        await timeline.until(lambda: timeline.seen["web"].template != before
+                             and timeline.seen["web"].done)  # fmt: skip
+        good = timeline.seen["web"].template
+        await change(kube, namespace, "broken")
+        await timeline.until(lambda: timeline.seen["web"].failed)
+        await held_for(kube, namespace, "RolledBack")
+        await timeline.until(lambda: timeline.seen["web"].template == good)
+        await timeline.until(lambda: timeline.seen["web"].done)
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        env = web["spec"]["template"]["spec"]["containers"][0]["env"][0]
+        copy = env["valueFrom"]["configMapKeyRef"]["name"]
+        assert copy != "app"  # a snapshot copy, holding the good config
+        data = (await kube.get(CONFIGMAPS.path(namespace, copy)))["data"]
+        assert data == {"MODE": "v2"}
+        await held_for(kube, namespace, "ConfigRolledBack")  # and the failed config not again
+        assert timeline.seen["web"].template == good
 
 
 def next_minute_window(now: float) -> tuple[str, float]:
@@ -357,22 +358,16 @@ async def test_a_change_waits_for_its_rollout_window(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
     window, opens = next_minute_window(time.time())
-    async with FakeKubelet(kube, node_for(namespace), valid):
-        await make_fleet(kube, namespace, {"web": None}, **{"kube-nudge.io/rollout-window": window})
-        async with watching(kube, namespace) as timeline:
-            await timeline.until(lambda: timeline.seen.get("web", Seen()).done)
-            async with running_controller(cluster, namespace):
-                before = timeline.seen["web"].template
-                await change(kube, namespace, "v2")
-
-                async def outside() -> bool:
-                    return "web" in held(await events(kube, namespace, "OutsideWindow"))
-
-                await until(outside, TIMEOUT)
-                assert timeline.seen["web"].template == before
-                await timeline.until(lambda: timeline.seen["web"].template != before, 120)
-                # Rolled once the window opened, not before (the watch saw it after).
-                assert time.time() >= opens
-                web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-                rolled_at = web["metadata"]["annotations"]["kube-nudge.io/rolled-at"]
-                assert float(rolled_at.split(",")[-1]) >= opens
+    async with one_web(kube, cluster, namespace, **{"kube-nudge.io/rollout-window": window}) as (
+        timeline
+    ):
+        before = timeline.seen["web"].template
+        await change(kube, namespace, "v2")
+        await held_for(kube, namespace, "OutsideWindow")
+        assert timeline.seen["web"].template == before
+        await timeline.until(lambda: timeline.seen["web"].template != before, 120)
+        # Rolled once the window opened, not before (the watch saw it after).
+        assert time.time() >= opens
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        rolled_at = web["metadata"]["annotations"]["kube-nudge.io/rolled-at"]
+        assert float(rolled_at.split(",")[-1]) >= opens

@@ -537,12 +537,19 @@ def _parse_strategy(name: str, value: str, strategies: tuple[str, ...]) -> str:
     return value
 
 
-def _parse_adopt(name: str, value: str) -> str:
-    if value not in (ADOPT_ROLL_STALE, ADOPT_NEVER_ROLL):
-        raise ValueError(
-            f'{name} must be "{ADOPT_ROLL_STALE}" or "{ADOPT_NEVER_ROLL}", got {show(value)}'
-        )
-    return value
+def _one_of(*choices: str) -> Callable[[str, str], str]:
+    """A parser accepting exactly ``choices``; its message lists them."""
+    wanted = " or ".join(f'"{c}"' for c in choices)
+
+    def parse(name: str, value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"{name} must be {wanted}, got {show(value)}")
+        return value
+
+    return parse
+
+
+_parse_adopt = _one_of(ADOPT_ROLL_STALE, ADOPT_NEVER_ROLL)
 
 
 def _parse_order(name: str, value: str) -> int:
@@ -566,18 +573,8 @@ def _parse_progress_deadline(name: str, value: str) -> float:
     return seconds
 
 
-def _parse_approval(name: str, value: str) -> str:
-    if value not in (APPROVAL_REQUIRED, "none"):
-        raise ValueError(f'{name} must be "{APPROVAL_REQUIRED}" or "none", got {show(value)}')
-    return value
-
-
-def _parse_on_failure(name: str, value: str) -> str:
-    if value not in (ON_FAILURE_HOLD, ON_FAILURE_ROLLBACK):
-        raise ValueError(
-            f'{name} must be "{ON_FAILURE_HOLD}" or "{ON_FAILURE_ROLLBACK}", got {show(value)}'
-        )
-    return value
+_parse_approval = _one_of(APPROVAL_REQUIRED, "none")
+_parse_on_failure = _one_of(ON_FAILURE_HOLD, ON_FAILURE_ROLLBACK)
 
 
 def parse_failed(value: object) -> tuple[str, float] | None:
