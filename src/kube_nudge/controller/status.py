@@ -10,6 +10,7 @@ consumers certainly so: those never refresh in a running pod).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -224,6 +225,9 @@ def _waiting(view: WorkloadView) -> str:
     reasons = []
     if view.settings.approval_required:
         reasons.append("approval (kube-nudge.io/approval: required; kube-nudge approve)")
+    window = view.settings.window
+    if window is not None and not window.is_open(time.time()):
+        reasons.append(f"its rollout window ({window.describe()})")
     if view.settings.rollout_order is not None:
         reasons.append(f"lower rollout orders (kube-nudge.io/rollout-order: "
                        f"{view.settings.rollout_order})")  # fmt: skip
