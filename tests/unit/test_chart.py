@@ -1,6 +1,8 @@
 """The Helm chart (deploy/helm/kube-nudge), rendered and linted by the pinned helm: lint is
 clean, deploy/manifests is exactly what it renders, and what it renders is what we promise
-(the controller's real flags, least-privilege RBAC per mode, a hardened pod)."""
+(the controller's real flags, least-privilege RBAC per mode, a hardened pod, optional
+monitoring objects that carry the chart's dashboard and alert rules as they are, a
+NetworkPolicy that opens only what kube-nudge uses)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,9 @@ from kube_nudge_dev.build import helm_binary
 REPO = Path(__file__).resolve().parents[2]
 REGENERATE = "make manifests  (or: .venv/bin/kube-nudge-dev manifests)"
 Doc = dict[str, Any]
+# The dashboard and alert rules the chart ships (tests/unit/test_monitoring.py checks them).
+DASHBOARD = REPO / chart.CHART / "monitoring" / "grafana-dashboard.json"
+ALERTS = REPO / chart.CHART / "monitoring" / "alerts.yaml"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,9 +45,25 @@ def render(*sets: str, release: str = chart.RELEASE) -> list[Doc]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
+def values_file(values: Doc, into: Path) -> Path:
+    """``values`` as a values file in ``into`` (lists of objects are awkward in --set)."""
+    path = into / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def render_values(values: Doc, into: Path, *sets: str) -> list[Doc]:
+    text = chart.template(REPO, values_file(values, into), sets=sets)
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
 def only(docs: list[Doc], kind: str) -> Doc:
     [found] = [d for d in docs if d["kind"] == kind]
     return found
+
+
+def kinds(docs: list[Doc]) -> set[str]:
+    return {d["kind"] for d in docs}
 
 
 def container_args(docs: list[Doc]) -> list[str]:
@@ -252,6 +273,140 @@ def test_service_monitor_is_optional() -> None:
     monitor = only(render("metrics.serviceMonitor.enabled=true"), "ServiceMonitor")
     assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics",
                                              "interval": "30s"}]  # fmt: skip
+
+
+def test_pod_monitor_is_optional_and_scrapes_the_pods_without_the_service() -> None:
+    assert "PodMonitor" not in kinds(render())
+    docs = render("metrics.podMonitor.enabled=true", "metrics.podMonitor.labels.release=prom",
+                  "metrics.podMonitor.interval=1m", "metrics.service.enabled=false")  # fmt: skip
+    assert "Service" not in kinds(docs) and "ServiceMonitor" not in kinds(docs)
+    monitor = only(docs, "PodMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == chart.NAMESPACE
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    deployment = only(docs, "Deployment")
+    assert monitor["spec"]["selector"] == deployment["spec"]["selector"]
+    assert monitor["spec"]["podMetricsEndpoints"] == [{"port": "metrics", "path": "/metrics",
+                                                       "interval": "1m"}]  # fmt: skip
+    # it selects the pods, and names a port they have
+    template = deployment["spec"]["template"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"][
+        "labels"].items()  # fmt: skip
+    [container] = template["spec"]["containers"]
+    assert {"name": "metrics", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+
+
+def test_network_policy_is_optional_and_opens_only_what_kube_nudge_uses() -> None:
+    assert "NetworkPolicy" not in kinds(render(*WEBHOOK))
+    docs = render("networkPolicy.enabled=true", "metrics.port=9090")
+    policy = only(docs, "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == chart.NAMESPACE
+    spec = policy["spec"]
+    deployment = only(docs, "Deployment")
+    assert spec["podSelector"] == deployment["spec"]["selector"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    # in: the metrics port only (the pod's port, not the Service's), from anywhere by default
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert [p["containerPort"] for p in container["ports"]] == [9090]
+    assert spec["ingress"] == [{"ports": [{"port": 9090, "protocol": "TCP"}]}]
+    # out: DNS over UDP and TCP, and the API server on 443 and 6443, to any destination
+    dns = {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
+    api = {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
+    assert spec["egress"] == [dns, api]
+    # with the webhook: its pod port too, from anywhere (the API server calls it)
+    hooked = render(*WEBHOOK, "networkPolicy.enabled=true", "snapshotStrategy.webhook.port=9444")
+    [container] = only(hooked, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {"name": "webhook", "containerPort": 9444, "protocol": "TCP"} in container["ports"]
+    assert only(hooked, "NetworkPolicy")["spec"]["ingress"] == [
+        {"ports": [{"port": 8080, "protocol": "TCP"}]},
+        {"ports": [{"port": 9444, "protocol": "TCP"}]},
+    ]  # fmt: skip
+    assert only(hooked, "NetworkPolicy")["spec"]["egress"] == [dns, api]
+
+
+def test_network_policy_peers_api_server_and_extra_egress_come_from_values(
+    tmp_path: Path,
+) -> None:
+    prometheus = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "mon"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+    }
+    kube_dns = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    }
+    receivers = {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}],
+                 "ports": [{"port": 443, "protocol": "TCP"}]}  # fmt: skip
+    docs = render_values({"networkPolicy": {
+        "enabled": True, "metricsFrom": [prometheus], "dnsTo": [kube_dns],
+        "apiServer": {"cidrs": ["10.0.0.1/32", "fd00::1/128"], "ports": [6443]},
+        "extraEgress": [receivers],
+    }}, tmp_path)  # fmt: skip
+    spec = only(docs, "NetworkPolicy")["spec"]
+    assert spec["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}],
+                                "from": [prometheus]}]  # fmt: skip
+    assert spec["egress"] == [
+        {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+         "to": [kube_dns]},
+        {"ports": [{"port": 6443, "protocol": "TCP"}],
+         "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}, {"ipBlock": {"cidr": "fd00::1/128"}}]},
+        receivers,
+    ]  # fmt: skip
+
+
+def test_the_dashboard_config_map_carries_the_dashboard_file_as_it_is() -> None:
+    assert "ConfigMap" not in kinds(render())
+    docs = render("monitoring.grafanaDashboard.enabled=true",
+                  "monitoring.grafanaDashboard.annotations.grafana_folder=Kubernetes")  # fmt: skip
+    configmap = only(docs, "ConfigMap")
+    assert configmap["metadata"]["name"] == "kube-nudge-dashboard"
+    assert configmap["metadata"]["namespace"] == chart.NAMESPACE
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"  # the sidecar's default
+    assert configmap["metadata"]["annotations"] == {"grafana_folder": "Kubernetes"}
+    [(key, text)] = configmap["data"].items()
+    assert key == "kube-nudge.json"
+    assert text == DASHBOARD.read_text()  # byte for byte, so also:
+    assert json.loads(text) == json.loads(DASHBOARD.read_text())
+    # elsewhere (the sidecar's namespace), with another label instead of the default one
+    moved = only(render("monitoring.grafanaDashboard.enabled=true",
+                        "monitoring.grafanaDashboard.namespace=grafana",
+                        "monitoring.grafanaDashboard.labels.grafana_dashboard=null",
+                        "monitoring.grafanaDashboard.labels.dashboards=kube"),
+                 "ConfigMap")  # fmt: skip
+    assert moved["metadata"]["namespace"] == "grafana"
+    assert "grafana_dashboard" not in moved["metadata"]["labels"]
+    assert moved["metadata"]["labels"]["dashboards"] == "kube"
+    assert "annotations" not in moved["metadata"]
+
+
+def test_the_prometheus_rule_carries_the_alert_rules_file_groups() -> None:
+    assert "PrometheusRule" not in kinds(render())
+    docs = render("monitoring.prometheusRule.enabled=true",
+                  "monitoring.prometheusRule.labels.release=prometheus")  # fmt: skip
+    rule = only(docs, "PrometheusRule")
+    source = yaml.safe_load(ALERTS.read_text())
+    assert (rule["apiVersion"], rule["kind"]) == (source["apiVersion"], source["kind"])
+    assert rule["metadata"]["name"] == "kube-nudge"
+    assert rule["metadata"]["namespace"] == chart.NAMESPACE
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    assert rule["spec"] == {"groups": source["spec"]["groups"]}
+    # Prometheus's own templates in the annotations reach it untouched by Helm's
+    assert "{{ $labels.stage }}" in json.dumps(rule["spec"])
+
+
+def test_helm_lint_is_clean_with_every_optional_object(tmp_path: Path) -> None:
+    values = values_file({
+        "metrics": {"podMonitor": {"enabled": True}},
+        "monitoring": {"grafanaDashboard": {"enabled": True},
+                       "prometheusRule": {"enabled": True}},
+        "networkPolicy": {"enabled": True, "metricsFrom": [{"podSelector": {}}],
+                          "extraEgress": [{"ports": [{"port": 443, "protocol": "TCP"}]}]},
+    }, tmp_path)  # fmt: skip
+    docs = [d for d in yaml.safe_load_all(chart.template(REPO, values, sets=WEBHOOK)) if d]
+    assert {"PodMonitor", "ConfigMap", "PrometheusRule", "NetworkPolicy"} <= kinds(docs)
+    out = chart.helm("lint", "--strict", str(chart.CHART), f"--values={values}",
+                     *(f"--set={s}" for s in WEBHOOK), cwd=REPO)  # fmt: skip
+    assert "0 chart(s) failed" in out
+    assert "[WARNING]" not in out and "[ERROR]" not in out
 
 
 def test_the_webhook_is_opt_in_and_leaves_nothing_behind_when_off() -> None:
@@ -486,6 +641,22 @@ def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> Non
             "snapshotStrategy.webhook.certManager.enabled=true",
             "issuerRef.name is required",
         ),
+        ("networkPolicy.enabled=yes", "/networkPolicy/enabled': got string, want boolean"),
+        ("networkPolicy.egress=[]", "additional properties 'egress' not allowed"),
+        ("networkPolicy.apiServer.cidrs={10.0.0.1}", "/networkPolicy/apiServer/cidrs/0"),
+        ("networkPolicy.apiServer.ports=null", "missing property 'ports'"),
+        ("networkPolicy.apiServer.ports={70000}", "/networkPolicy/apiServer/ports/0"),
+        (
+            "networkPolicy.metricsFrom[0].namespaceSelectors.matchLabels.team=mon",
+            "additional properties 'namespaceSelectors' not allowed",
+        ),
+        ("metrics.podMonitor.interval=1.5s", "/metrics/podMonitor/interval"),
+        (
+            "metrics.podMonitor.enabled=true metrics.serviceMonitor.enabled=true",
+            "enable one of metrics.serviceMonitor and metrics.podMonitor",
+        ),
+        ("monitoring.prometheusRule.enabled=on", "/monitoring/prometheusRule/enabled"),
+        ("monitoring.grafanaDashboard.namespace=Not_A_Name", "grafanaDashboard/namespace"),
     ],
 )
 def test_bad_values_are_refused(bad: str, says: str) -> None:

@@ -1,4 +1,5 @@
-"""The Grafana dashboard and the alert rules in deploy/monitoring: well-formed, and every
+"""The Grafana dashboard and the alert rules in the chart's monitoring/ directory (the chart
+ships them as optional objects; tests/unit/test_chart.py checks those): well-formed, and every
 metric they query is one the controller really exports (a renamed metric or a typo in a panel
 fails here, not silently as an empty graph or an alert that can never fire)."""
 
@@ -21,8 +22,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from kube_nudge.runtime.metrics import Metrics
 
 REPO = Path(__file__).resolve().parents[2]
-DASHBOARD = REPO / "deploy" / "monitoring" / "grafana-dashboard.json"
-ALERTS = REPO / "deploy" / "monitoring" / "alerts.yaml"
+# Inside the chart, whose templates can read only its own files (.Files.Get).
+MONITORING = REPO / "deploy" / "helm" / "kube-nudge" / "monitoring"
+DASHBOARD = MONITORING / "grafana-dashboard.json"
+ALERTS = MONITORING / "alerts.yaml"
 
 # Series Prometheus adds itself to every scrape, not the controller.
 SCRAPE_SERIES = frozenset({"up"})
