@@ -276,11 +276,10 @@ class Controller:
         self.metrics.queue_depth.set(len(self.queue))
 
     def _wake_waiting(self, key: WorkloadKey, view: WorkloadView) -> None:
-        """A rollout moved on (progressed, failed, was released): the workloads that may
-        wait for it (same sources: order, stopped line; any: a turn) look again."""
-        waiting = {other for ref in view.consumed for other in self.index.consumers(ref)}
-        if self.options.max_concurrent_rollouts is not None:
-            waiting.update(self.reconciler.held_for_turn())
+        """A rollout moved on (progressed, failed, was released): the workloads held for
+        another's rollout (its order, a stopped line, a turn) look again. Only those: a
+        thousand workloads rolling one change must not queue each other a million times."""
+        waiting = set(self.reconciler.waiting())
         waiting.discard(key)
         for other in waiting:
             if (other_view := self.workload(other)) is not None:
@@ -401,6 +400,11 @@ class Workers:
 
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
+        self._follow_ups: dict[WorkloadKey, asyncio.TimerHandle] = {}
+        """One timer per workload whose rollout is followed: it queues the workload at
+        the rollout's deadline, if nothing else has brought it back by then. Timers, not
+        delayed queue entries: work that is merely scheduled is not work in progress
+        (``Controller.settled``)."""
 
     async def run(self) -> None:
         """Wait for the caches, queue every workload once, then work until cancelled."""
@@ -417,6 +421,22 @@ class Workers:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            for timer in self._follow_ups.values():
+                timer.cancel()  # the next leader's resync follows every rollout again
+            self._follow_ups.clear()
+
+    def _follow_up(self, key: WorkloadKey, delay: float | None) -> None:
+        previous = self._follow_ups.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        if delay is not None:
+            loop = asyncio.get_running_loop()
+            self._follow_ups[key] = loop.call_later(delay, self._due, key)
+
+    def _due(self, key: WorkloadKey) -> None:
+        self._follow_ups.pop(key, None)
+        self._controller.queue.add(key)
+        self._controller.metrics.queue_depth.set(len(self._controller.queue))
 
     async def _work(self) -> None:
         controller = self._controller
@@ -429,6 +449,8 @@ class Workers:
                 outcome = await controller.reconciler.reconcile(key)
                 failed = outcome.action == "failed"
                 requeue = outcome.requeue_after
+                if outcome.action != "failed":
+                    self._follow_up(key, outcome.follow_up)
             except Exception:
                 metrics.errors.labels(stage="reconcile").inc()
                 log.exception("reconciling %s %s/%s failed", key[0], key[1], key[2])

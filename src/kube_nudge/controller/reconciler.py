@@ -60,6 +60,7 @@ PodStartLookup = Callable[[str, str], Awaitable[float | None]]
 #: Holds that are the release working as configured (its order, a turn, a window): Events
 #: and metrics, but no notification (receivers hear what needs a human).
 ROUTINE_HOLDS = frozenset({"order", "turn", "window"})
+_WAITING = frozenset({"held-order", "held-line-stopped", "held-turn"})
 Annotate = Callable[[Target, Mapping[str, str | None]], Awaitable[None]]
 """Writes annotations on a workload's metadata (None removes one)."""
 
@@ -82,6 +83,9 @@ class Outcome:
     action: str  # "none" | "adopted" | "rolled" | "held" | "gone" | "failed"
     requeue_after: float | None = None
     state: str | None = None  # for holds: held-missing | held-flapping | held-invalid
+    follow_up: float | None = None
+    """Seconds until a rollout in progress would be called failed: look again then if
+    nothing (a status change) brings the workload back before."""
 
 
 class Reconciler:
@@ -116,16 +120,25 @@ class Reconciler:
         self._memory: dict[WorkloadKey, WorkloadMemory] = {}
         self._followed: dict[WorkloadKey, Phase] = {}
         """The phase each followed rollout was last seen in (Events on completion)."""
+        self._failed_rollouts: set[WorkloadKey] = set()
+        """Workloads whose current rollout is recorded as failed: what can stop a line.
+        Kept from every view, so the gates never walk all consumers of a source (a fan-out
+        to a thousand workloads would otherwise cost a million lookups)."""
 
     def observed(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
         """Called by the workload cache on every change of ``key``'s view; True when the
         change is our own last write coming back."""
         if view is None:
             self._followed.pop(key, None)
+            self._failed_rollouts.discard(key)
             gone = self._memory.pop(key, None)
             if gone is not None:
                 self._count_state(gone, None)
             return False
+        if view.failed is not None and view.failed[0] == (view.rolled_to or view.template_hash):
+            self._failed_rollouts.add(key)
+        else:
+            self._failed_rollouts.discard(key)
         memory = self._memory.get(key)
         return memory is not None and memory.observe(view)
 
@@ -173,6 +186,11 @@ class Reconciler:
             await self._follow(key, target, followed, strategy)
         except ApiError as exc:
             return self._failed(target, exc)
+        # Look again when a rollout in progress would be called failed (status changes
+        # wake it sooner; a stuck rollout sends none), whatever this pass decides.
+        follow_up = None
+        if followed.phase is Phase.ROLLING and followed.deadline_at is not None:
+            follow_up = max(followed.deadline_at - self.clock.now(), MAINTAIN_AFTER_APPLY)
         oldest = await self._oldest_pod_start(target, memory)
         decision = self._decide(view, assessment, memory, strategy, oldest)
         if isinstance(decision, Apply) and decision.config_hash != view.applied_hash:
@@ -222,29 +240,24 @@ class Reconciler:
             raise
         if isinstance(decision, Hold):
             self._hold(target, decision, assessment.desired)
-            return Outcome("held", decision.retry_after, f"held-{decision.reason}")
+            return Outcome("held", decision.retry_after, f"held-{decision.reason}", follow_up)
         # The pods now run (or are rolling to) what the sources hold: later Events name
         # the keys that change from here.
         memory.rolled_with = assessment.states
-        # Look again when the rollout would be called failed (status changes wake it
-        # sooner; a stuck rollout sends none).
-        wait = None
         if action == "rolled" and strategy.capped:
             self._followed[key] = Phase.ROLLING
-            wait = progress_deadline(view)
-        elif followed.phase is Phase.ROLLING and followed.deadline_at is not None:
-            wait = max(followed.deadline_at - self.clock.now(), MAINTAIN_AFTER_APPLY)
+            if view.progress is not None:  # a kind whose rollout can be followed
+                follow_up = progress_deadline(view)
         if not isinstance(strategy, Maintaining):
-            return Outcome(action, wait)
+            return Outcome(action, follow_up=follow_up)
         if action == "rolled":
             # The cache doesn't show the new template yet: look again once it does.
-            return Outcome(action, MAINTAIN_AFTER_APPLY)
+            return Outcome(action, MAINTAIN_AFTER_APPLY, follow_up=follow_up)
         try:
             maintained = await strategy.maintain(target, assessment)
         except ApiError as exc:
             return self._failed(target, exc)
-        sooner = [t for t in (wait, maintained) if t is not None]
-        return Outcome(action, min(sooner) if sooner else None)
+        return Outcome(action, maintained, follow_up=follow_up)
 
     # -- following rollouts -----------------------------------------------------------------
 
@@ -387,13 +400,26 @@ class Reconciler:
     def _siblings(
         self, key: WorkloadKey, assessment: Assessment, plan: Apply, fleet: Fleet
     ) -> list[Sibling]:
-        """The other workloads consuming a source that changed for ``plan``."""
+        """The other workloads consuming a source that changed for ``plan`` that a gate
+        may wait for: those whose rollout failed, and, for an ordered workload, those of a
+        lower order. Unordered workloads with no failure about cost nothing here."""
+        order = self.workload(key)
+        mine = order.settings.rollout_order if order is not None else None
+        if mine is None and not self._failed_rollouts:
+            return []
         changed = plan.changes.keys() if plan.changes else assessment.visible.keys()
         keys = {other for ref in changed for other in fleet.consumers(ref) if other != key}
         found = []
         for other in sorted(keys, key=lambda k: (str(k[0]), k[1], k[2])):
             view = self.workload(other)
             if view is None:
+                continue
+            lower = (
+                mine is not None
+                and view.settings.rollout_order is not None
+                and view.settings.rollout_order < mine
+            )
+            if not lower and other not in self._failed_rollouts:
                 continue
             memory = self._memory.get(other) or WorkloadMemory()
             strategy = self.strategies[view.settings.strategy]
@@ -479,9 +505,10 @@ class Reconciler:
         )  # fmt: skip
         self.events.post(target.ref, WARNING, hold.event_reason, hold.message)
 
-    def held_for_turn(self) -> list[WorkloadKey]:
-        """Workloads whose last reconcile held them for a turn (--max-concurrent-rollouts)."""
-        return [key for key, memory in self._memory.items() if memory.state == "held-turn"]
+    def waiting(self) -> list[WorkloadKey]:
+        """Workloads whose last reconcile held them for another workload's rollout: its
+        order, a stopped line, or a turn (--max-concurrent-rollouts)."""
+        return [key for key, memory in self._memory.items() if memory.state in _WAITING]
 
     def memory(self, key: WorkloadKey) -> WorkloadMemory | None:
         """The memory record of ``key`` (for tests and status)."""
