@@ -167,6 +167,14 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
         try:
             # Denied by RBAC, or (where RBAC must grant more: the snapshot strategy's writes,
             # creating the key Secret) by the chart's admission policy.
+            # The API server loads admission policies asynchronously: wait (with a dry run
+            # that writes nothing) until the chart's is in force, then ask for real.
+            async def policy_in_force() -> bool:
+                probe = manifests.secret("probe", {})
+                return await denied(sa.request("POST", SECRETS.path(state), params={
+                    "dryRun": "All"}, body=probe))  # fmt: skip
+
+            await until(policy_in_force, 30)
             user_secret = SECRETS.path(namespace, "user")
             assert await denied(sa.merge_patch(user_secret, {"data": {"k": "eA=="}}))
             assert await denied(sa.delete(user_secret))
@@ -174,6 +182,17 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
             assert await denied(sa.create(SECRETS.path(state), manifests.secret("x", {})))
             assert await denied(sa.delete(CONFIGMAPS.path(namespace, "app")))
             assert await denied(sa.delete(DEPLOYMENTS.path(namespace, "app")))
+            # Patching workloads is granted; the policy keeps it to config: never what runs.
+            workload = DEPLOYMENTS.path(namespace, "app")
+            container = {"name": "app", "image": "registry.invalid/other:1"}
+            for change in (
+                {"spec": {"template": {"spec": {"containers": [container]}}}},
+                {"spec": {"template": {"spec": {"serviceAccountName": "admin"}}}},
+                {"spec": {"replicas": 7}},
+                {"metadata": {"labels": {"rbac-test": "elsewhere"}}},
+            ):
+                assert await denied(sa.merge_patch(workload, change)), change
+            await sa.merge_patch(workload, {"metadata": {"annotations": {"k": "v"}}})  # allowed
             if scoped:  # nothing outside the watched namespace
                 assert await denied(sa.get(CONFIGMAPS.path()))
                 assert await denied(sa.get(SECRETS.path("default")))

@@ -188,8 +188,14 @@ def test_cluster_wide_mode_grants_through_one_cluster_role() -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                             "ServiceAccount", "Deployment", "Service", "PodDisruptionBudget",
-                            "ValidatingAdmissionPolicy",
+                            "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
+                            "ValidatingAdmissionPolicyBinding",
                             "ValidatingAdmissionPolicyBinding"])  # fmt: skip
+    # One policy for ConfigMaps and Secrets, one for workloads, each with its binding.
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"].startswith("Validating")) == [
+        "kube-nudge-own-sources-only", "kube-nudge-own-sources-only",
+        "kube-nudge-workload-config-only", "kube-nudge-workload-config-only",
+    ]  # fmt: skip
     assert not [a for a in container_args(docs) if a.startswith("--namespace")]
     state = only(docs, "Role")
     assert state["metadata"] == {**state["metadata"], "name": "kube-nudge-state",
