@@ -27,6 +27,7 @@ from tests.integration.controller_support import (
     expected_hash,
     running_controller,
     template_hash,
+    until,
 )
 from tests.integration.manifests import ENABLED
 
@@ -405,3 +406,46 @@ async def test_namespace_deleted_while_its_workloads_are_queued(
         except ApiError as exc:
             if not exc.not_found:
                 raise
+
+
+async def test_a_created_optional_source_rolls_and_a_deleted_required_one_holds(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("base", {"A": "1"}))
+    for name, source, optional in (("opt", "extra", True), ("req", "base", False)):
+        ref: dict[str, Any] = {"name": source, "optional": optional}
+        spec = manifests.pod_spec(containers=[{
+            "name": "app", "image": "registry.invalid/app:1", "envFrom": [{"configMapRef": ref}],
+        }])  # fmt: skip
+        body = manifests.deployment(name, spec=spec, annotations=ENABLED)
+        await kube.create(DEPLOYMENTS.path(namespace), body)
+    async with running_controller(cluster, namespace) as running:
+        await adopted(kube, namespace, "opt")
+        await adopted(kube, namespace, "req")
+
+        # An optional source that appears is new config for its consumer: it rolls.
+        await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("extra", {"B": "2"}))
+        rolled = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "opt",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+        )  # fmt: skip
+        assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
+            kube, DEPLOYMENT, rolled, running.hmac_key
+        )
+        causes = [e["message"] for e in await events(kube, namespace, "Rolling")]
+        assert [m for m in causes if m.startswith("rolling: configmap/extra keys [B]")], causes
+
+        # A required source deleted: rolling would start pods that cannot start. Held.
+        await kube.delete(CONFIGMAPS.path(namespace, "base"))
+
+        async def held() -> bool:
+            found = await events(kube, namespace, "ConfigMissing")
+            return [e["involvedObject"]["name"] for e in found] == ["req"]
+
+        await until(held, 30)
+        await running.controller.settled(timeout=30)
+        req = await kube.get(DEPLOYMENTS.path(namespace, "req"))
+        assert template_hash(req, DEPLOYMENT) is None  # never rolled
+        [missing] = await events(kube, namespace, "ConfigMissing")
+        assert missing["type"] == "Warning"
+        assert missing["message"] == "not rolling: configmap/base not found"
