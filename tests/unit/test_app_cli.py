@@ -72,7 +72,14 @@ def test_good_flags_make_a_config() -> None:
 
 def test_every_command_is_in_the_parser() -> None:
     parser = build_parser()
-    assert [command.name for command in COMMANDS] == ["run", "status", "wait", "release", "approve"]
+    assert [command.name for command in COMMANDS] == [
+        "run",
+        "status",
+        "wait",
+        "release",
+        "approve",
+        "agent",
+    ]
     for command in COMMANDS:
         args = ["deployment/app"] if command.name in ("wait", "release", "approve") else []
         assert parser.parse_args([command.name, *args]).command == command.name

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from kube_nudge import __version__
+from kube_nudge.app.agent_command import AGENT
 from kube_nudge.app.release_command import APPROVE, RELEASE
 from kube_nudge.app.run_command import RUN
 from kube_nudge.app.status_command import STATUS
@@ -33,7 +34,7 @@ class Command(Protocol):
         ...
 
 
-COMMANDS: tuple[Command, ...] = (RUN, STATUS, WAIT, RELEASE, APPROVE)
+COMMANDS: tuple[Command, ...] = (RUN, STATUS, WAIT, RELEASE, APPROVE, AGENT)
 
 
 def build_parser() -> argparse.ArgumentParser:

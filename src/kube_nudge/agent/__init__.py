@@ -1,0 +1,24 @@
+"""``kube-nudge agent``: a sidecar that reloads an app in place when its mounted config changes.
+
+Standard library only (plus ``kube_nudge.__version__``), so a running agent stays small: it
+must never import the controller's layers or their dependencies (see ``LEAN_EXCLUDED``).
+"""
+
+from __future__ import annotations
+
+# Imported by the controller and its command line, never by the agent: loading any of them
+# means the agent is not running lean (``kube_nudge.app.agent_command`` re-executes then).
+LEAN_EXCLUDED = (
+    "lightkube",
+    "httpx2",
+    "orjson",
+    "aiolimiter",
+    "prometheus_client",
+    "uvicorn",
+    "starlette",
+    "kube_nudge.model",
+    "kube_nudge.kube",
+    "kube_nudge.runtime",
+    "kube_nudge.strategies",
+    "kube_nudge.controller",
+)

@@ -1,0 +1,257 @@
+"""The agent's loop (poll, validate, reload, record) and its entry point.
+
+A failed reload never stops the agent: it is logged with its stage, counted, and the agent
+waits for the next change (each action retries what may pass, bounded, with backoff). A
+change that lands during a reload is seen by the next poll (the watcher fingerprints the
+files before hashing them), so the app is reloaded once more, at most once per debounce.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from kube_nudge import __version__
+from kube_nudge.agent.config import AgentConfig, HttpSpec, add_flags, build_config, shown_url
+from kube_nudge.agent.logs import setup_logging
+from kube_nudge.agent.metrics import AgentMetrics
+from kube_nudge.agent.podrecord import PodRecorder, RecordWorker, pod_from_env
+from kube_nudge.agent.reload import (
+    HttpAction,
+    Reloader,
+    ReloadFailed,
+    SignalAction,
+    Sleep,
+    Validator,
+    backoff_delays,
+)
+from kube_nudge.agent.server import start_server
+from kube_nudge.agent.watch import Watcher
+
+log = logging.getLogger("kube_nudge.agent")
+
+Record = Callable[[str, float], None]
+
+
+def _short(content_hash: str | None) -> str:
+    return "(unknown)" if content_hash is None else content_hash[:12]
+
+
+class Agent:
+    """Turns settled changes of the watched files into reloads, one step per poll."""
+
+    def __init__(
+        self,
+        watcher: Watcher,
+        reloader: Reloader,
+        metrics: AgentMetrics,
+        *,
+        validator: Validator | None = None,
+        record: Record | None = None,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.watcher = watcher
+        self.reloader = reloader
+        self.validator = validator
+        self.metrics = metrics
+        self.record = record
+        self.loaded: str | None = None
+        self._wall = wall
+        self._monotonic = monotonic
+        self._problems: dict[str, str] = {}
+        self.last_step = monotonic()
+
+    def start(self) -> None:
+        """Take the files present now as what the app loaded when it started."""
+        try:
+            self.loaded = self.watcher.baseline()
+        except OSError as exc:
+            self.metrics.watch_failed()
+            log.error("cannot read the watched files: %s; reloading at the next change", exc)
+        else:
+            self.metrics.loaded(self.loaded)
+        self._report_problems()
+        log.info(
+            "kube-nudge agent %s watching %s; the app runs %s",
+            __version__, ", ".join(self.watcher.dirs), _short(self.loaded),
+            extra={"hash": self.loaded},
+        )  # fmt: skip
+
+    def _report_problems(self) -> None:
+        """Log each directory once when it goes missing and once when it is back."""
+        now = self.watcher.problems
+        for directory in self.watcher.dirs:
+            before, after = self._problems.get(directory), now.get(directory)
+            if before == after:
+                continue
+            self.metrics.set_missing(directory, after is not None)
+            if after is not None:
+                log.warning(
+                    "watched directory %s is %s; waiting for it (a change when it appears "
+                    "reloads the app)", directory, after, extra={"dir": directory},
+                )  # fmt: skip
+            else:
+                log.info("watched directory %s is back", directory, extra={"dir": directory})
+        self._problems = now
+
+    def step(self) -> None:
+        """One poll: reload if a settled change differs from what the app runs."""
+        self.last_step = self._monotonic()
+        try:
+            content_hash = self.watcher.poll()
+        except OSError as exc:
+            self.metrics.watch_failed()
+            log.error("cannot read the watched files: %s; waiting for the next change", exc)
+            content_hash = None
+        self._report_problems()
+        if content_hash is None:
+            return
+        if content_hash == self.loaded:
+            log.info(
+                "files changed, but to what the app runs (%s): no reload", _short(content_hash)
+            )
+            return
+        self.reload(content_hash)
+
+    def reload(self, content_hash: str) -> bool:
+        """Validate, then reload; whether the app now runs ``content_hash``."""
+        fields = {"hash": content_hash, "previous_hash": self.loaded}
+        log.info(
+            "config changed (%s -> %s): reloading",
+            _short(self.loaded), _short(content_hash), extra=fields,
+        )  # fmt: skip
+        try:
+            if self.validator is not None:
+                self.validator.check()
+            done = self.reloader.reload()
+        except ReloadFailed as exc:
+            self.metrics.failed(exc.stage)
+            log.error(
+                "no reload to %s (%s failed): %s; the app keeps %s until the files change "
+                "again", _short(content_hash), exc.stage, exc, _short(self.loaded),
+                extra={**fields, "stage": exc.stage},
+            )  # fmt: skip
+            return False
+        at = self._wall()
+        self.loaded = content_hash
+        self.metrics.reloaded(content_hash, at)
+        log.info("reloaded: %s; the app runs %s", done, _short(content_hash), extra=fields)
+        if self.record is not None:
+            self.record(content_hash, at)
+        return True
+
+    def run(self, stop: threading.Event, interval: float) -> None:
+        """Poll every ``interval`` seconds until ``stop`` is set; never raises."""
+        while not stop.is_set():
+            try:
+                self.step()
+            except Exception:
+                log.exception("unexpected error in the watch loop; carrying on")
+            stop.wait(interval)
+
+    def health(self, grace: float) -> Callable[[], str | None]:
+        """For /healthz: None while the loop has run within ``grace`` seconds."""
+
+        def check() -> str | None:
+            late = self._monotonic() - self.last_step
+            return None if late <= grace else f"the watch loop has not run for {late:.0f}s"
+
+        return check
+
+
+def build_reloader(config: AgentConfig, sleep: Sleep) -> Reloader:
+    """The reload action the flags ask for."""
+    if isinstance(config.action, HttpSpec):
+        return HttpAction(config.action, config.retry_backoff, sleep)
+    return SignalAction(config.action, config.retry_backoff, sleep)
+
+
+def _grace(config: AgentConfig) -> float:
+    """The longest a healthy loop may go between polls: a reload with every retry."""
+    action = config.action
+    delays = sum(backoff_delays(config.retry_backoff, action.retries))
+    calls = (action.retries + 1) * action.timeout if isinstance(action, HttpSpec) else 0.0
+    check = config.validate.timeout + 5 if config.validate else 0.0
+    return 3 * config.poll_interval + 30 + delays + calls + check
+
+
+def _describe(config: AgentConfig) -> str:
+    action = config.action
+    if isinstance(action, HttpSpec):
+        return f"{action.method} {shown_url(action.url)}"
+    return f"{signal.Signals(action.signum).name} to {action.process}"
+
+
+def run(config: AgentConfig) -> int:
+    """Run the agent until SIGTERM or SIGINT; 2 if --listen cannot be bound, else 0."""
+    setup_logging(config.log_format)
+    stop = threading.Event()
+    metrics = AgentMetrics(config.dirs)
+    worker = None
+    pod = pod_from_env()
+    if pod is None or config.api.server is None:
+        missing = "POD_NAME/POD_NAMESPACE" if pod is None else "an API server (--api-server)"
+        log.warning("not recording the loaded hash on the pod: no %s", missing)
+    else:
+        worker = RecordWorker(PodRecorder(config.api, config.api.server, pod, stop.wait), metrics)
+        worker.start()
+    agent = Agent(
+        Watcher(config.dirs, config.debounce, key=config.hash_key),
+        build_reloader(config, stop.wait),
+        metrics,
+        validator=None if config.validate is None else Validator(config.validate),
+        record=None if worker is None else worker.submit,
+    )
+    server = None
+    if config.listen is not None:
+        try:
+            server = start_server(config.listen, metrics, agent.health(_grace(config)))
+        except OSError as exc:
+            host, port = config.listen
+            print(
+                f"kube-nudge: --listen {host}:{port}: {exc.strerror or exc}; choose another "
+                "address, e.g. --listen :9091",
+                file=sys.stderr,
+            )
+            return 2
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    log.info(
+        "reload by %s%s, poll %gs, debounce %gs%s",
+        _describe(config),
+        f" after {' '.join(config.validate.argv)}" if config.validate else "",
+        config.poll_interval, config.debounce,
+        f", metrics on {server.server_address[1]}" if server else "",
+    )  # fmt: skip
+    agent.start()
+    agent.run(stop, config.poll_interval)
+    if server is not None:
+        server.shutdown()
+    if worker is not None:
+        worker.stop()
+    log.info("stopped")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m kube_nudge.agent`` (the same flags as ``kube-nudge agent``)."""
+    parser = argparse.ArgumentParser(prog="kube-nudge agent")
+    add_flags(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Validate the flags (one line and exit code 2 when wrong), then run."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = build_config(args)
+    except ValueError as exc:
+        print(f"kube-nudge: {exc}", file=sys.stderr)
+        return 2
+    return run(config)

@@ -1,0 +1,202 @@
+"""Change detection for mounted directories, by polling: no inotify in the standard library.
+
+Each poll takes a cheap fingerprint of every directory. A directory the kubelet manages (its
+``..data`` is a symlink) is fingerprinted by that link's target alone: the kubelet writes a
+new ``..<timestamp>`` directory, points ``..data_tmp`` at it and renames that over ``..data``,
+so one ``readlink`` sees every update, atomically. Any other directory is fingerprinted by the
+path, mtime, ctime, size and inode of each file. Once a change has settled (``debounce``
+seconds after the first change seen, as the controller debounces) the content hash is
+computed and reported; the caller decides whether that differs from what the app loaded.
+
+The content hash (``content_hash``), version 1, for reproducing it elsewhere: SHA-256 (or
+HMAC-SHA256 under the ``--hash-key-file`` key) over ``b"kube-nudge-agent/v1\\n"`` and then,
+for each directory in sorted order, its normalized path as a field, then ``b"\\0"`` if it is
+missing or ``b"\\1"`` followed by, for each file in sorted order of its path relative to
+the directory (for a kubelet directory: relative to ``..data``), the path (UTF-8) as a field
+and the 32-byte SHA-256 of its content. A field is its length as 8 bytes big-endian, then
+its bytes. Entries whose names start with ``..`` are never part of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import time
+from collections.abc import Callable, Iterator
+
+DATA = "..data"
+HASH_DOMAIN = b"kube-nudge-agent/v1\n"
+_READ_CHUNK = 64 * 1024
+_SWAP_RETRIES = 5
+
+Fingerprint = tuple[object, ...]
+MISSING: Fingerprint = ("missing",)
+
+
+def _walk(root: str, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(relative path, full path) of each file under ``root``, skipping ``..`` entries.
+
+    Symlinks to files are followed; symlinks to directories are not (no cycles).
+    """
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.name.startswith(".."):
+                continue
+            rel = f"{prefix}{entry.name}"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    yield from _walk(entry.path, f"{rel}/")
+                elif entry.is_file():
+                    yield rel, entry.path
+            except FileNotFoundError:
+                continue  # removed while we looked: the next poll sees the new state
+
+
+def _data_target(directory: str) -> str | None:
+    """Where the kubelet's ``..data`` link points, or None if this is a plain directory."""
+    try:
+        return os.readlink(os.path.join(directory, DATA))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == 22:  # EINVAL: ``..data`` is there but not a symlink
+            return None
+        raise
+
+
+def fingerprint(directory: str) -> Fingerprint:
+    """A cheap summary of ``directory`` that changes whenever its content may have changed."""
+    try:
+        target = _data_target(directory)
+        if target is not None:
+            return ("kubelet", target)
+        entries = []
+        for rel, full in _walk(directory):
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue
+            entries.append((rel, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+        return ("plain", tuple(sorted(entries)))
+    except (FileNotFoundError, NotADirectoryError):
+        return MISSING
+    except OSError as exc:
+        return ("unreadable", exc.strerror or str(exc))
+
+
+def _file_digest(path: str) -> bytes:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_READ_CHUNK):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def directory_files(directory: str) -> list[tuple[str, bytes]] | None:
+    """Sorted (relative path, SHA-256 of content) of the files ``directory`` presents.
+
+    None if the directory is missing. For a kubelet directory the files are read from the
+    ``..data`` target, re-reading the link afterwards: if the kubelet swapped it meanwhile
+    (or removed the old directory under us), read again.
+    """
+    for _ in range(_SWAP_RETRIES):
+        try:
+            target = _data_target(directory)
+            root = directory if target is None else os.path.join(directory, target)
+            files = sorted((rel, _file_digest(full)) for rel, full in _walk(root))
+            if target is None or _data_target(directory) == target:
+                return files
+        except (FileNotFoundError, NotADirectoryError):
+            if not os.path.isdir(directory):
+                return None
+    raise OSError(f"{directory}: its files kept changing while they were read")
+
+
+def _field(digest: hashlib._Hash | hmac.HMAC, data: bytes) -> None:
+    digest.update(len(data).to_bytes(8, "big"))
+    digest.update(data)
+
+
+def content_hash(dirs: tuple[str, ...], key: bytes | None = None) -> str:
+    """The hash of everything ``dirs`` present (see the module docstring), as hex."""
+    digest: hashlib._Hash | hmac.HMAC = (
+        hashlib.sha256() if key is None else hmac.new(key, digestmod=hashlib.sha256)
+    )
+    digest.update(HASH_DOMAIN)
+    for directory in sorted(dirs):
+        _field(digest, os.fsencode(directory))
+        files = directory_files(directory)
+        if files is None:
+            digest.update(b"\0")
+            continue
+        digest.update(b"\1")
+        for rel, file_digest in files:
+            _field(digest, os.fsencode(rel))
+            digest.update(file_digest)
+    return digest.hexdigest()
+
+
+class Watcher:
+    """Polls fingerprints and reports the content hash once a change has settled."""
+
+    def __init__(
+        self,
+        dirs: tuple[str, ...],
+        debounce: float,
+        *,
+        key: bytes | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        fingerprint: Callable[[str], Fingerprint] = fingerprint,
+    ) -> None:
+        self.dirs = dirs
+        self.debounce = debounce
+        self._key = key
+        self._clock = clock
+        self._fingerprint = fingerprint
+        self._seen: dict[str, Fingerprint] = {}
+        self._pending_since: float | None = None
+
+    def _take(self) -> dict[str, Fingerprint]:
+        return {d: self._fingerprint(d) for d in self.dirs}
+
+    @property
+    def problems(self) -> dict[str, str]:
+        """Directories that could not be looked at in the last poll, with why."""
+        out = {}
+        for d, fp in self._seen.items():
+            if fp == MISSING:
+                out[d] = "missing"
+            elif fp[0] == "unreadable":
+                out[d] = f"unreadable ({fp[1]})"
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """Whether a change was seen that has not settled yet."""
+        return self._pending_since is not None
+
+    def baseline(self) -> str:
+        """The content hash now, taken as what the app loaded when it started."""
+        self._seen = self._take()
+        self._pending_since = None
+        return content_hash(self.dirs, self._key)
+
+    def poll(self) -> str | None:
+        """The content hash if a change settled in this poll, else None.
+
+        Raises OSError if the files cannot be read; the change is then dropped (the next
+        change of the fingerprints is reported again).
+        """
+        now = self._clock()
+        seen = self._take()
+        if seen != self._seen:
+            self._seen = seen
+            if self._pending_since is None:
+                self._pending_since = now
+        if self._pending_since is None or now - self._pending_since < self.debounce:
+            return None
+        self._pending_since = None
+        # Fingerprints from just before hashing: anything written after them is a new change.
+        self._seen = self._take()
+        return content_hash(self.dirs, self._key)

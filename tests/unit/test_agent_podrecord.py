@@ -1,0 +1,180 @@
+"""The Pod annotation patch, as a unit test of the request: a local HTTPS server with its own
+CA stands in for the API server (method, path, content type, token, body, TLS trust). What a
+real API server makes of the patch is for an integration test against the local cluster."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import ssl
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from kube_nudge.agent.config import ApiSpec
+from kube_nudge.agent.metrics import AgentMetrics
+from kube_nudge.agent.podrecord import (
+    LOADED_AT,
+    LOADED_HASH,
+    PodRecorder,
+    PodRef,
+    RecordFailed,
+    RecordWorker,
+    pod_from_env,
+)
+from tests.unit.test_agent_support import Recorder, serve, stop
+
+POD = PodRef("team-a", "web-7f9c-abcde")
+HASH = "ab" * 32
+
+
+def _ca(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test api server")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    certfile, keyfile = directory / "ca.crt", directory / "tls.key"
+    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return certfile, keyfile
+
+
+class Api:
+    def __init__(self, tmp_path: Path, recorder: Recorder) -> None:
+        self.ca, key = _ca(tmp_path)
+        self.token = tmp_path / "token"
+        self.token.write_text("token-1\n")
+        self.recorder = recorder
+
+        def tls(server: ThreadingHTTPServer) -> None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.ca, key)
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+
+        self.url = serve(recorder, tls)
+        self.spec = ApiSpec(self.url, str(self.token), str(self.ca))
+
+    def recorder_for(self, retries: int = 2, **changes: str) -> PodRecorder:
+        spec = ApiSpec(**{**self.spec.__dict__, **changes})
+        assert spec.server is not None
+        return PodRecorder(spec, spec.server, POD, lambda d: False, retries=retries, timeout=5)
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    server = Api(tmp_path, Recorder())
+    yield server
+    stop(server.url)
+
+
+def test_the_patch_request(api: Api) -> None:
+    api.recorder_for().record(HASH, 1_763_892_000.1234)
+    (hit,) = api.recorder.hits
+    assert hit.method == "PATCH"
+    assert hit.path == f"/api/v1/namespaces/team-a/pods/{POD.name}?fieldManager=kube-nudge-agent"
+    assert hit.headers["Content-Type"] == "application/merge-patch+json"
+    assert hit.headers["Authorization"] == "Bearer token-1"
+    assert hit.headers["User-Agent"].startswith("kube-nudge-agent/")
+    assert json.loads(hit.body) == {
+        "metadata": {"annotations": {LOADED_HASH: HASH, LOADED_AT: "1763892000.123"}}
+    }
+
+
+def test_the_token_is_read_again_for_each_request(api: Api) -> None:
+    recorder = api.recorder_for()
+    recorder.record(HASH, 1.0)
+    api.token.write_text("token-2")  # the kubelet rotated the projected token
+    recorder.record(HASH, 2.0)
+    assert [h.headers["Authorization"] for h in api.recorder.hits] == [
+        "Bearer token-1",
+        "Bearer token-2",
+    ]
+
+
+def test_a_refusal_is_not_retried_and_says_what_to_do(api: Api) -> None:
+    api.recorder.statuses = [403]
+    api.recorder.body = json.dumps(
+        {"kind": "Status", "message": 'pods "web-7f9c-abcde" is forbidden: no patch'}
+    ).encode()
+    with pytest.raises(RecordFailed) as failed:
+        api.recorder_for().record(HASH, 1.0)
+    assert "403; pods \"web-7f9c-abcde\" is forbidden: no patch; the pod's service account " \
+        "needs 'patch' on 'pods' in team-a" in str(failed.value)  # fmt: skip
+    assert api.recorder.count() == 1
+
+
+def test_server_errors_are_retried_a_bounded_number_of_times(api: Api) -> None:
+    api.recorder.statuses = [500, 500, 500, 500]
+    with pytest.raises(RecordFailed, match=r"500.*giving up"):
+        api.recorder_for(retries=2).record(HASH, 1.0)
+    assert api.recorder.count() == 3
+
+
+def test_an_untrusted_server_is_refused(api: Api, tmp_path: Path) -> None:
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other_ca, _ = _ca(other_dir)
+    with pytest.raises(RecordFailed, match="CERTIFICATE_VERIFY_FAILED"):
+        api.recorder_for(retries=0, ca_file=str(other_ca)).record(HASH, 1.0)
+    assert api.recorder.count() == 0
+
+
+def test_a_missing_token_says_how_to_get_one(api: Api) -> None:
+    with pytest.raises(RecordFailed, match="cannot read token file /nonexistent/token"):
+        api.recorder_for(token_file="/nonexistent/token").record(HASH, 1.0)
+
+
+def test_the_worker_counts_failures_and_carries_on(api: Api) -> None:
+    metrics = AgentMetrics()
+    worker = RecordWorker(api.recorder_for(retries=0), metrics)
+    worker.start()
+    try:
+        api.recorder.statuses = [403]
+        worker.submit("1" * 64, 1.0)
+        assert worker.idle(20)
+        assert metrics.record_failures == 1
+        worker.submit(HASH, 2.0)
+        assert worker.idle(20)
+    finally:
+        worker.stop()
+    assert metrics.record_failures == 1
+    assert [json.loads(h.body)["metadata"]["annotations"][LOADED_HASH]
+            for h in api.recorder.hits] == ["1" * 64, HASH]  # fmt: skip
+
+
+def test_the_pod_comes_from_the_downward_api(tmp_path: Path) -> None:
+    namespace_file = tmp_path / "namespace"
+    assert pod_from_env({"POD_NAME": "p", "POD_NAMESPACE": "n"}, str(namespace_file)) == PodRef(
+        "n", "p"
+    )
+    assert pod_from_env({"POD_NAME": "p"}, str(namespace_file)) is None
+    namespace_file.write_text("from-sa\n")
+    assert pod_from_env({"POD_NAME": "p"}, str(namespace_file)) == PodRef("from-sa", "p")
+    assert pod_from_env({}, str(namespace_file)) is None

@@ -1,0 +1,196 @@
+"""The agent as it runs in a pod: a real process started by the product's command line,
+watching a kubelet-style directory, calling a local app, patching a stand-in API server,
+serving /healthz and /metrics, lean in imports and memory, stopped by SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kube_nudge.agent import LEAN_EXCLUDED
+from kube_nudge.agent.podrecord import LOADED_HASH
+from kube_nudge.agent.watch import content_hash
+from tests.unit.test_agent_support import (  # noqa: F401 # the fixture http
+    WAIT,
+    Recorder,
+    http_fixture,
+    kubelet_write,
+    wait_for,
+)
+
+Http = Callable[..., tuple[str, Recorder]]
+MAX_RSS_KB = 30 * 1024
+
+
+def test_the_agents_import_closure_is_the_standard_library() -> None:
+    probe = (
+        "import json, sys; before = set(sys.modules); import kube_nudge.agent.main; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    loaded = json.loads(out)
+    ours = [m for m in loaded if m.split(".")[0] == "kube_nudge"]
+    others = [m for m in loaded if m.split(".")[0] != "kube_nudge"]
+    assert all(m == "kube_nudge" or m.startswith("kube_nudge.agent") for m in ours), ours
+    assert [m for m in others if m.split(".")[0] not in sys.stdlib_module_names] == []
+    assert not [m for m in loaded if m.startswith(LEAN_EXCLUDED)]
+
+
+def _rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+    assert match is not None
+    return int(match[1])
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+class Running:
+    def __init__(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.process = process
+        self.log = log
+
+    def lines(self) -> list[dict[str, object]]:
+        text = self.log.read_text() if self.log.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    def said(self, pattern: str) -> re.Match[str] | None:
+        for line in self.lines():
+            match = re.search(pattern, str(line["msg"]))
+            if match:
+                return match
+        return None
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., Running]]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run(*flags: str, env: dict[str, str] | None = None) -> Running:
+        log = tmp_path / f"agent-{len(started)}.log"
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kube_nudge", "agent", "--log-format=json", *flags],
+                stderr=out, env={**environment, **(env or {})},
+            )  # fmt: skip
+        started.append(process)
+        return Running(process, log)
+
+    yield run
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_the_agent_reloads_records_and_reports(
+    tmp_path: Path, http: Http, start: Callable[..., Running]
+) -> None:
+    app_url, app = http()
+    api_url, api = http()
+    target = tmp_path / "config"
+    kubelet_write(target, {"app.conf": b"v1"})
+    token = tmp_path / "token"
+    token.write_text("sa-token")
+    agent = start(
+        f"--watch={target}", f"--http-url={app_url}/-/reload", "--poll-interval=50ms",
+        "--debounce=200ms", "--listen=127.0.0.1:0", f"--api-server={api_url}",
+        f"--token-file={token}",
+        env={"POD_NAME": "web-0", "POD_NAMESPACE": "team-a"},
+    )  # fmt: skip
+    wait_for(lambda: agent.said(r"the app runs"), "the agent to start")
+    port_line = agent.said(r"metrics on (\d+)")
+    assert port_line is not None
+    metrics_url = f"http://127.0.0.1:{port_line[1]}"
+
+    pid = agent.process.pid
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[1:3] == [b"-m", b"kube_nudge.agent"]  # re-executed lean, same process
+    assert "orjson" not in Path(f"/proc/{pid}/maps").read_text()
+    rss = _rss_kb(pid)
+    assert rss < MAX_RSS_KB, f"the agent uses {rss} kB"
+    assert _get(f"{metrics_url}/healthz") == (200, "ok\n")
+
+    kubelet_write(target, {"app.conf": b"v2"})
+    wait_for(lambda: api.count("PATCH") == 1, "the loaded hash on the pod")
+    loaded = content_hash((str(target),))
+    assert app.count("POST") == 1
+    (patch,) = api.hits
+    assert patch.path.startswith("/api/v1/namespaces/team-a/pods/web-0?")
+    assert json.loads(patch.body)["metadata"]["annotations"][LOADED_HASH] == loaded
+    status, text = _get(f"{metrics_url}/metrics")
+    assert status == 200
+    assert "\nkube_nudge_agent_reloads_total 1\n" in text
+    assert f'\nkube_nudge_agent_loaded_info{{hash="{loaded}"}} 1\n' in text
+    assert '\nkube_nudge_agent_reload_failures_total{stage="http"} 0\n' in text
+
+    agent.process.send_signal(signal.SIGTERM)
+    assert agent.process.wait(WAIT) == 0
+    assert agent.said(r"^stopped$")
+
+
+def test_a_broken_app_is_counted_and_the_agent_keeps_running(
+    tmp_path: Path, http: Http, start: Callable[..., Running]
+) -> None:
+    app_url, app = http(statuses=[500] * 100)
+    target = tmp_path / "config"
+    kubelet_write(target, {"app.conf": b"v1"})
+    agent = start(
+        f"--watch={target}", f"--watch={tmp_path}/absent", f"--http-url={app_url}/-/reload",
+        "--http-retries=1", "--retry-backoff=10ms", "--poll-interval=50ms", "--debounce=0",
+        "--listen=127.0.0.1:0", "--validate-command=true",
+    )  # fmt: skip
+    wait_for(lambda: agent.said(r"the app runs"), "the agent to start")
+    port_line = agent.said(r"metrics on (\d+)")
+    assert port_line is not None
+    kubelet_write(target, {"app.conf": b"v2"})
+    wait_for(lambda: agent.said(r"\(http failed\)"), "the failed reload")
+    assert app.count() == 2
+    _, text = _get(f"http://127.0.0.1:{port_line[1]}/metrics")
+    assert '\nkube_nudge_agent_reload_failures_total{stage="http"} 1\n' in text
+    assert f'\nkube_nudge_agent_watch_dir_missing{{dir="{tmp_path}/absent"}} 1\n' in text
+    assert agent.process.poll() is None
+    assert _get(f"http://127.0.0.1:{port_line[1]}/healthz")[0] == 200
+
+
+def test_a_port_in_use_exits_2(tmp_path: Path, start: Callable[..., Running]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        agent = start(f"--watch={tmp_path}", "--process=nginx", f"--listen=127.0.0.1:{port}")
+        assert agent.process.wait(WAIT) == 2
+    assert f"kube-nudge: --listen 127.0.0.1:{port}: Address already in use" in (
+        agent.log.read_text()
+    )
+
+
+def test_bad_flags_exit_2_from_the_console_script(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kube_nudge", "agent", f"--watch={tmp_path}", "--process=x",
+         "--http-url=http://127.0.0.1:1/"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("kube-nudge: --signal/--process and --http-url")
+    assert done.stderr.count("\n") == 1
