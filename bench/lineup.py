@@ -1,4 +1,5 @@
-"""Which tools a run compares: kube-nudge, each peer given, and a peer's knob-raised variant."""
+"""Which tools a run compares: kube-nudge, each peer given, a peer's knob-raised variant, and
+the minimal client (the fan-out's and burst's physical limit)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench import minimal
 from bench.config import SCENARIOS, BenchConfig
 from bench.peers import PEERS
 from bench.peers.given import PeerBinary
@@ -15,6 +17,7 @@ from bench.tools import KubeNudge, KubeNudgeSnapshot, Tool, ToolSettings
 
 NO_DEBOUNCE = "no debounce window (reacts to each change at once)"
 SNAPSHOT_ONLY = "strategy snapshot runs where its extra work per change shows: latency, fan-out"
+NOT_APPLICABLE = "not applicable (it only sends the fan-out's and the burst's patches)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +61,8 @@ def _peer(binary: PeerBinary) -> Callable[[Path, ToolSettings], Tool]:
 
 
 def lineup(config: BenchConfig) -> list[Entry]:
-    """kube-nudge first, then the peers in the order given; ``BENCH_TOOLS`` filters labels."""
+    """kube-nudge first, then the peers in the order given, then the minimal client;
+    ``BENCH_TOOLS`` filters labels."""
     from kube_nudge import __version__
 
     entries = [
@@ -88,6 +92,13 @@ def lineup(config: BenchConfig) -> list[Entry]:
                 variant.label, binary.name, binary.version, binary.commit, variant.args, make,
                 marker, only=variant.scenarios, skip=skip, note=variant.note,
             ))  # fmt: skip
+    entries.append(Entry(
+        minimal.MinimalClient.name, minimal.KIND, "bench", entries[0].commit,
+        ("--concurrency", str(minimal.CONCURRENCY)), minimal.MinimalClient,
+        minimal.MinimalClient.marker_text,
+        skip={s: NOT_APPLICABLE for s in SCENARIOS if s not in ("fanout", "burst")},
+        note=minimal.NOTE,
+    ))  # fmt: skip
     wanted = [t.strip() for t in os.environ.get("BENCH_TOOLS", "").split(",") if t.strip()]
     if wanted:
         unknown = sorted(set(wanted) - {e.label for e in entries})

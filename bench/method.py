@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import minimal
+
 BUILDING = [
     "## Building the peers",
     "",
@@ -115,6 +117,13 @@ def method(sizes: dict[str, Any]) -> list[str]:
         "documented knob). Reloader's client has client-go's default rate limit (5 requests/s, "
         "burst 10) and no flag to change it. Set-up phases (taking 1,000 workloads in) run "
         "with the throttle lifted so that they don't take 15 minutes per run.",
+        "- **Minimal client** (fan-out and burst only): the physical limit beside the tools, "
+        "bench/minimal.py as a subprocess. It watches nothing and computes nothing: the "
+        "benchmark tells it on a pipe of each workload whose ConfigMap PATCH has just been "
+        "answered (sooner than any watch delivers it), and it sends the one merge patch per "
+        "workload a perfect controller would send (a pod-template annotation), "
+        f"{minimal.CONCURRENCY} at a time over connections opened beforehand, with a lean "
+        "HTTP/1.1 client. kube-nudge's target is to stay within 1.5x of its time.",
         f"- **Projection** (≈): a fan-out or burst still rolling after {sizes['roll_timeout']:g}"
         " s is stopped; its finish is the limit plus the workloads left divided by the rate "
         "of the second half of the window.",

@@ -236,8 +236,8 @@ def markdown(document: dict[str, Any], out: Output) -> str:
     if document.get("peers_missing"):
         missing = ", ".join(document["peers_missing"])
         lines += [
-            f"**Peers not given** (`BENCH_PEERS`): {missing}; this run has kube-nudge "
-            "alone. See *Building the peers* below.",
+            f"**Peers not given** (`BENCH_PEERS`): {missing}; this run compares no peer "
+            "with kube-nudge. See *Building the peers* below.",
             "",
         ]
     errors = failures(results)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KUBE_NUDGE = "kube-nudge"
+MINIMAL = "minimal"  # the minimal client's kind (bench/minimal.py): the limit, not a peer
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +33,12 @@ class Figures:
         return [
             label
             for label, info in self.tools.items()
-            if info["kind"] != KUBE_NUDGE and not (defaults_only and info["args"])
+            if info["kind"] not in (KUBE_NUDGE, MINIMAL) and not (defaults_only and info["args"])
         ]
+
+    def minimal(self) -> str | None:
+        """The minimal client's column, if this run has one."""
+        return next((label for label, info in self.tools.items() if info["kind"] == MINIMAL), None)
 
     def best_peer(self, scenario: str, metric: str, *, defaults_only: bool = False,
                   lowest: bool = True) -> tuple[str, float] | None:  # fmt: skip
@@ -85,7 +90,19 @@ def _faster(scenario: str) -> Check:
 
 
 def _minimal(f: Figures) -> Verdict:
-    return "", "no minimal-client row in this benchmark yet", "not measured"
+    limit = f.minimal()
+    mine, compare, ratios = [], [], []
+    for scenario, name in (("fanout", "fan-out"), ("burst", "burst")):
+        ours = f.median(KUBE_NUDGE, scenario, "fanout_s")
+        floor = f.median(limit, scenario, "fanout_s") if limit else None
+        if ours is None or floor is None:
+            continue
+        ratios.append(ours / floor if floor else math.inf)
+        mine.append(f"{name} {_n(ours, 's')}")
+        compare.append(f"{name} {_n(floor, 's')} ({ratios[-1]:,.2f}x)")
+    if not ratios:
+        return "n/a", "no minimal-client figures", "n/a"
+    return ", ".join(mine), f"{limit}: " + ", ".join(compare), _status(max(ratios) <= 1.5)
 
 
 def _steady(f: Figures) -> Verdict:

@@ -3,18 +3,22 @@
 A tool runs as a subprocess against a kubeconfig. The scenarios only ask it to start, become
 ready, stop, and to say how it marks workloads: which annotations opt one in, what on the
 pod template shows a rollout, and which user agent its API writes carry (audit counting).
+They also tell it of each change they make, which only the minimal client (bench/minimal.py)
+listens to: the controllers learn of changes from their watches.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -102,9 +106,17 @@ class Tool(ABC):
         """The marker each workload should carry now (None: the tool cannot say)."""
         return [None for _ in workloads]
 
+    def changed(self, namespace: str, names: Sequence[str], value: str) -> None:
+        """The benchmark has just changed the source of these workloads to ``value``.
+        Controllers learn it from their watches (nothing to do); the minimal client is told."""
+        return None
+
 
 class SubprocessTool(Tool):
     """Runs ``argv()`` as a child process, logging to a file."""
+
+    #: Give the child a pipe on its stdin (``_process.stdin``) instead of ours.
+    stdin_pipe = False
 
     def __init__(self, log_path: Path) -> None:
         self.log_path = log_path
@@ -142,7 +154,7 @@ class SubprocessTool(Tool):
         self.log_offset = self._log.tell()
         self._process = subprocess.Popen(
             self.argv(kubeconfig), env=self.env(kubeconfig), stdout=self._log,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT, stdin=subprocess.PIPE if self.stdin_pipe else None,
         )  # fmt: skip
 
     def stop(self) -> int | None:
@@ -157,6 +169,9 @@ class SubprocessTool(Tool):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
         if self._log is not None:
             self._log.close()
             self._log = None

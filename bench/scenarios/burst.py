@@ -13,7 +13,7 @@ from bench.rolling import wait_rolled
 from bench.scenarios import Context, Metrics
 from bench.scenarios.fanout import outcome
 from bench.scenarios.phases import SETTLE, adopt_then_start
-from bench.tools import ToolSettings
+from bench.tools import Tool, ToolSettings
 from bench.watcher import WorkloadWatcher
 from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
@@ -31,14 +31,17 @@ def pairs(namespace: str, count: int, opt_in: dict[str, str]) -> Iterator[tuple[
                                                       [configmap_env(name, KEY)])  # fmt: skip
 
 
-async def change_all(kube: KubeClient, namespace: str, count: int, value: str) -> float:
-    """PATCH every ConfigMap with CREATE_CONCURRENCY senders; return seconds it took."""
-    names = iter(f"config-{n:05d}" for n in range(count))
+async def change_all(kube: KubeClient, tool: Tool, namespace: str, count: int, value: str) -> float:
+    """PATCH every ConfigMap with CREATE_CONCURRENCY senders, telling ``tool`` of each as
+    it is answered; return seconds it took."""
+    numbers = iter(range(count))
     started = time.perf_counter()
 
     async def sender() -> None:
-        for name in names:
-            await kube.merge_patch(CONFIGMAPS.path(namespace, name), {"data": {KEY: value}})
+        for n in numbers:
+            path = CONFIGMAPS.path(namespace, f"config-{n:05d}")
+            await kube.merge_patch(path, {"data": {KEY: value}})
+            tool.changed(namespace, [f"app-{n:05d}"], value)
 
     await asyncio.gather(*(sender() for _ in range(CREATE_CONCURRENCY)))
     return time.perf_counter() - started
@@ -58,7 +61,7 @@ async def run(ctx: Context) -> Metrics:
         assert tool.pid is not None
         cpu = CpuMeter(tool.pid)
         t0 = time.perf_counter()
-        sent = await change_all(ctx.kube, namespace, count, "1")
+        sent = await change_all(ctx.kube, tool, namespace, count, "1")
         say(f"  sent {count} ConfigMap changes in {sent:.2f} s")
         rolled = await wait_rolled(watch, before, count, t0, ctx.sizes.roll_timeout)
         tool_cpu, machine_busy = cpu.read()

@@ -39,6 +39,7 @@ async def run(ctx: Context) -> Metrics:
         cpu = CpuMeter(tool.pid)
         await ctx.kube.merge_patch(CONFIGMAPS.path(namespace, CONFIGMAP), {"data": {KEY: "1"}})
         t0 = time.perf_counter()
+        tool.changed(namespace, [f"app-{n:05d}" for n in range(count)], "1")
         rolled = await wait_rolled(watch, before, count, t0, ctx.sizes.roll_timeout)
         tool_cpu, machine_busy = cpu.read()
         if not rolled.complete:  # stop it at the limit: the counts below are of that moment
