@@ -5,6 +5,7 @@ fail; order and announcements are checked from a watch and the Events."""
 
 from __future__ import annotations
 
+import collections
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tests.integration.test_safe_rollouts import (
     ORDERS,
     TIMEOUT,
     all_done,
+    announced,
     assert_in_order,
     change,
     make_fleet,
@@ -26,6 +28,7 @@ from tests.integration.test_safe_rollouts import (
     valid,
     watching,
 )
+from tests.webhook_receiver import Server
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
 ARGS = (
@@ -51,7 +54,12 @@ async def test_an_ordered_release_survives_sigkill_and_failover(
     namespace: str,
     tmp_path: Path,
     fault_runs: list[FaultRun],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    receiver = Server()  # every replica notifies it (the default kinds: what needs a human)
+    await receiver.start()
+    hook = f'[{{"url": "{receiver.url("hook")}"}}]'
+    monkeypatch.setenv("KUBE_NUDGE_NOTIFY_RECEIVERS", hook)  # inherited by the replicas
     async with FakeKubelet(kube, node_for(namespace), valid):
         await make_fleet(kube, namespace, ORDERS)
         replicas: list[Replica] = []
@@ -103,6 +111,11 @@ async def test_an_ordered_release_survives_sigkill_and_failover(
                 failed = await events(kube, namespace, "RolloutFailed")
                 assert sorted(e["involvedObject"]["name"] for e in failed) == ["a1", "b1"]
                 assert [e.get("count", 1) for e in failed] == [1, 1]
+                # And notified exactly once per workload and kind, across three replicas.
+                expected = collections.Counter({("a1", "failed"): 1, ("b1", "failed"): 1} | {
+                    (n, "line-stopped"): 1 for n in ("a2", "b2", "c3")})  # fmt: skip
+                await receiver.wait(lambda: announced(receiver) >= expected)
+                assert announced(receiver) == expected
                 assert [e for e in timeline.entries[start:]
                         if e[1] in ("a2", "b2", "c3") and e[2] == "template"] == []  # fmt: skip
                 rollouts = sum(1 for _, _, w in timeline.entries if w == "template")
@@ -111,6 +124,7 @@ async def test_an_ordered_release_survives_sigkill_and_failover(
                 if replica.proc.returncode is None:
                     replica.proc.kill()
                     await replica.proc.wait()
+            await receiver.close()
     # Every assertion above held: nothing lost, nothing rolled twice or out of order, and the
     # broken config reached order 1 only (5 + 2 rollouts).
     fault_runs.append(FaultRun(

@@ -263,11 +263,11 @@ async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
 async def test_max_concurrent_rollouts_is_never_exceeded(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
-    names = {f"w{i}": None for i in range(6)}
+    names = {f"w{i}": None for i in range(10)}
     async with FakeKubelet(kube, node_for(namespace), valid):
         await make_fleet(kube, namespace, names)
         async with watching(kube, namespace) as timeline:
-            await timeline.until(lambda: len(timeline.seen) == 6 and all(
+            await timeline.until(lambda: len(timeline.seen) == 10 and all(
                 s.done for s in timeline.seen.values()))  # fmt: skip
             async with running_controller(cluster, namespace, max_concurrent_rollouts=2):
                 start = len(timeline.entries)
