@@ -5,15 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime
-from typing import Any
 
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
-    "message",
-    "asctime",
-    "taskName",
-}
+from kube_nudge.logrecords import TEXT_FORMAT, log_entry
 
 
 class JsonFormatter(logging.Formatter):
@@ -21,18 +14,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """Render ``record`` as a single line of JSON."""
-        entry: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and key not in entry:
-                entry[key] = value
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return json.dumps(log_entry(record, self), default=str)
 
 
 def setup_logging(log_format: str) -> None:

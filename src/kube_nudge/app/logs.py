@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TextIO
 
 import orjson
 
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# Attributes every LogRecord has; anything else on a record came from ``extra=``.
-_STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
-    "message",
-    "asctime",
-    "taskName",
-}
+from kube_nudge.logrecords import TEXT_FORMAT, log_entry
+
 # Loggers that log every HTTP request at INFO: useful only when debugging.
 _CHATTY = ("httpx2", "httpcore2", "httpx", "httpcore", "uvicorn")  # INFO chatter of libraries
 
@@ -25,24 +19,12 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """Render ``record`` as a single line of JSON."""
-        entry: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        for key, value in record.__dict__.items():
-            if key in _STANDARD or key in entry:
-                continue
+        entry = log_entry(record, self)
+        for key, value in list(entry.items()):
             try:
                 orjson.dumps(value)
             except TypeError:
-                continue  # not JSON-serializable: leave it out rather than lose the line
-            entry[key] = value
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
+                del entry[key]  # not JSON-serializable: leave it out rather than lose the line
         return orjson.dumps(entry).decode()
 
 
