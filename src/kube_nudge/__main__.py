@@ -1,5 +1,5 @@
 """``python -m kube_nudge`` runs the command line."""
 
-from kube_nudge.app.cli import main
+from kube_nudge.launch import main
 
 raise SystemExit(main())

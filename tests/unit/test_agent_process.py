@@ -127,7 +127,7 @@ def test_the_agent_reloads_records_and_reports(
 
     pid = agent.process.pid
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    assert cmdline[1:3] == [b"-m", b"kube_nudge.agent"]  # re-executed lean, same process
+    assert cmdline[1:4] == [b"-m", b"kube_nudge", b"agent"]  # the launcher, lean from start
     assert "orjson" not in Path(f"/proc/{pid}/maps").read_text()
     rss = _rss_kb(pid)
     assert rss < MAX_RSS_KB, f"the agent uses {rss} kB"

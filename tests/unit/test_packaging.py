@@ -84,7 +84,7 @@ def test_image_entrypoint_is_the_wheels_console_script(wheel: Path) -> None:
         [name] = [m for m in archive.namelist() if m.endswith(".dist-info/entry_points.txt")]
         scripts = configparser.ConfigParser()
         scripts.read_string(archive.read(name).decode())
-    assert scripts["console_scripts"]["kube-nudge"] == "kube_nudge.app.cli:main"
+    assert scripts["console_scripts"]["kube-nudge"] == "kube_nudge.launch:main"
 
 
 def test_image_locks_pin_every_dependency_of_the_wheel(wheel: Path) -> None:
