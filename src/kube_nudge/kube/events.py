@@ -40,6 +40,9 @@ class _Recent:
     count: int
     at: float
     posted: bool = False
+    patching: bool = False
+    """A count update is in flight: repeats meanwhile ride on the next one, so one Event is
+    never patched twice at once (a throttled API server then sees one request, not a burst)."""
 
 
 class EventRecorder:
@@ -72,15 +75,22 @@ class EventRecorder:
                 recent.count += 1
                 recent.at = time.monotonic()
                 self._recent.move_to_end(key)
-                if not recent.posted:
-                    return True  # its creation is in flight; a later repeat carries the count
-                await self.client.request(
-                    "PATCH",
-                    CORE_EVENTS.path(obj.namespace, recent.name),
-                    body={"count": recent.count, "lastTimestamp": now_iso},
-                    content_type=MERGE_PATCH,
-                    limiter=self.client.event_limiter,
-                )
+                if not recent.posted or recent.patching:
+                    return True  # a request in flight (or the next repeat) carries the count
+                recent.patching = True
+                try:
+                    sent = 0
+                    while sent != recent.count:  # repeats during the PATCH: one more, at most
+                        sent = recent.count
+                        await self.client.request(
+                            "PATCH",
+                            CORE_EVENTS.path(obj.namespace, recent.name),
+                            body={"count": sent, "lastTimestamp": now_iso},
+                            content_type=MERGE_PATCH,
+                            limiter=self.client.event_limiter,
+                        )
+                finally:
+                    recent.patching = False
                 return True
             name = f"{obj.name}.{secrets.token_hex(8)}"
             # Reserved before the await, so concurrent repeats count instead of duplicating.
