@@ -1,4 +1,4 @@
-"""The words of BENCHMARKS.md: what each scenario measures, and how the peers are built."""
+"""The words of BENCHMARKS.md: what each scenario measures, and how the peers are given."""
 
 from __future__ import annotations
 
@@ -7,22 +7,11 @@ from typing import Any
 from bench import minimal
 
 BUILDING = [
-    "## Building the peers",
+    "## The peers",
     "",
-    "Reloader and Wave are built by hand for each session that needs them, outside this "
-    "repository: neither their code, nor a binary, nor a script that builds them is ever "
-    "committed here. Take each project's source at the commit to compare (a clone of "
-    "github.com/stakater/Reloader and github.com/wave-k8s/wave, or a snapshot of it), note "
-    "the commit and the release it is at or after (`git describe --tags`), and build its "
-    "main package with the machine's Go and `GOTOOLCHAIN=local`, dependencies coming from "
-    "the Go module proxy: for Reloader the package at the repository root, for Wave "
-    "`./cmd/manager`. Pass the version the way each project's own build does, so the binary "
-    "reports it: Reloader's Dockerfile sets `-X github.com/stakater/Reloader/pkg/common.Version` "
-    "and `...Commit`, Wave's Makefile sets `-X main.VERSION` (`wave --version` prints it). "
-    "If the module proxy refuses one of their pinned dependency versions, replace that "
-    "module with the nearest version it serves (`go mod edit -replace`) in the build "
-    "directory and say so beside the figures (`BENCH_NOTE`). Then hand the binaries to the "
-    "benchmark as "
+    "Reloader and Wave are inputs to the benchmark, never part of this repository: neither "
+    "their code, nor a binary, nor a recipe to make one is kept here. Hand the benchmark the "
+    "binaries to compare as "
     "`BENCH_PEERS=reloader=/path/to/reloader@VERSION+COMMIT,wave=/path/to/wave@VERSION+COMMIT` "
     "(the version and short commit are printed in the tables; the benchmark cannot read them "
     "from Reloader, whose every command needs a cluster). "

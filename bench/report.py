@@ -237,7 +237,7 @@ def markdown(document: dict[str, Any], out: Output) -> str:
         missing = ", ".join(document["peers_missing"])
         lines += [
             f"**Peers not given** (`BENCH_PEERS`): {missing}; this run compares no peer "
-            "with kube-nudge. See *Building the peers* below.",
+            "with kube-nudge. See *The peers* below.",
             "",
         ]
     errors = failures(results)

@@ -1,10 +1,10 @@
-"""``BENCH_PEERS``: which peer binaries to run, and what they were built from.
+"""``BENCH_PEERS``: which peer binaries to run, and which version and commit each is.
 
 ``BENCH_PEERS=reloader=/path/to/reloader@v1.4.21+655a2b3,wave=/path/to/wave@v0.11.0+b4e8d70``
 
-Each entry is ``NAME=PATH@VERSION+COMMIT``. The peers are built by hand outside this
-repository (see BENCHMARKS.md), so the benchmark cannot know what a binary was built from:
-the entry says it, and BENCHMARKS.md prints it beside the figures.
+Each entry is ``NAME=PATH@VERSION+COMMIT``. The binaries are inputs from outside this
+repository, so the benchmark cannot know which version a binary is: the entry says it, and
+BENCHMARKS.md prints it beside the figures.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stakater Reloader (github.com/stakater/Reloader), run at its defaults.
+"""Stakater Reloader, run at its defaults.
 
 Out of cluster it reads the kubeconfig from ``$KUBECONFIG`` (it has no flag for it) and
 watches every namespace. Its default reload strategy, ``env-vars``, rolls a workload by

@@ -1,4 +1,4 @@
-"""Wave (github.com/wave-k8s/wave), run at its defaults.
+"""Wave (the Pusher / wave-k8s controller), run at its defaults.
 
 It takes the kubeconfig from ``--kubeconfig`` (controller-runtime's flag); leader election
 and webhooks are off by default. It writes a hash of the consumed config as the pod-template
