@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit test test-unit test-integration control-plane helm manifests demo clean
+.PHONY: help install lint audit test test-unit test-integration control-plane helm promtool manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -56,17 +56,21 @@ control-plane: $(STAMP)
 helm: $(STAMP)
 	$(BIN)/kube-nudge-dev build helm
 
+# The pinned promtool (its own cache directory) that checks the chart's alert rules; ~5 min cold.
+promtool: $(STAMP)
+	$(BIN)/kube-nudge-dev build promtool
+
 # Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
 
-test-unit: helm
+test-unit: helm promtool
 	$(BIN)/pytest tests/unit
 
 test-integration: control-plane helm
 	$(BIN)/pytest tests/integration
 
-test: lint control-plane helm
+test: lint control-plane helm promtool
 	$(BIN)/pytest
 
 demo: control-plane

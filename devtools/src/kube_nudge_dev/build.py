@@ -217,33 +217,71 @@ _HELM_LDFLAGS = " ".join(
 )
 
 
+@dataclass(frozen=True)
+class GoTool:
+    """A tool the tests need that is a Go module: pinned, built with ``go install`` from the
+    module proxy into a cache directory of its own."""
+
+    name: str
+    package: str
+    version: str
+    ldflags: str
+    cold: str
+    """How long a cold build takes, for the progress line."""
+
+    def cache_dir(self) -> Path:
+        """Where it is built: ``<cache root>/<name>-<version>/bin``."""
+        return cache_root() / f"{self.name}-{self.version}" / "bin"
+
+
+HELM = GoTool("helm", "helm.sh/helm/v3/cmd/helm", HELM_VERSION, _HELM_LDFLAGS, "about 3 minutes")
+
+# promtool checks the chart's alert rules (tests/unit/test_monitoring.py). Prometheus 3.x
+# publishes its Go module as v0.3XX.Y (3.XX.Y); this one is Prometheus 3.16.0.
+PROMTOOL_VERSION = "v0.316.0"
+PROMTOOL = GoTool(
+    "promtool",
+    "github.com/prometheus/prometheus/cmd/promtool",
+    PROMTOOL_VERSION,
+    "-s -w -X github.com/prometheus/common/version.Version=3.16.0",
+    "about 5 minutes",
+)
+
+
 def helm_cache_dir() -> Path:
     """Where the pinned helm is built: ``<cache root>/helm-<version>/bin``."""
-    return cache_root() / f"helm-{HELM_VERSION}" / "bin"
+    return HELM.cache_dir()
 
 
 def helm_binary(*, progress: Callable[[str], None] | None = None) -> Path:
     """The pinned helm, built from the Go module proxy into its cache on first use."""
-    target = helm_cache_dir() / "helm"
+    return go_tool_binary(HELM, progress=progress)
+
+
+def promtool_binary(*, progress: Callable[[str], None] | None = None) -> Path:
+    """The pinned promtool, built from the Go module proxy into its cache on first use."""
+    return go_tool_binary(PROMTOOL, progress=progress)
+
+
+def go_tool_binary(tool: GoTool, *, progress: Callable[[str], None] | None = None) -> Path:
+    """``tool``'s binary, built into its cache on first use."""
+    target = tool.cache_dir() / tool.name
     if target.is_file() and os.access(target, os.X_OK):
         return target
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     go = shutil.which("go")
     if go is None:
-        raise BuildError(f"cannot build helm {HELM_VERSION}: no Go toolchain on PATH (Go >= 1.26)")
+        raise BuildError(
+            f"cannot build {tool.name} {tool.version}: no Go toolchain on PATH (Go >= 1.26)"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     log = target.parent.parent / "build.log"
-    say(f"building helm {HELM_VERSION} into {target.parent} (log: {log}; about 3 minutes cold)")
+    say(f"building {tool.name} {tool.version} into {target.parent} (log: {log}; {tool.cold} cold)")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kube-nudge-build-") as tmp:
         env = _go_env()
         env["GOBIN"] = tmp
-        cmd = [
-            go,
-            "install",
-            f"-ldflags={_HELM_LDFLAGS}",
-            f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}",
-        ]
+        cmd = [go, "install", f"-ldflags={tool.ldflags}", f"{tool.package}@{tool.version}"]
         with log.open("ab") as sink:
             sink.write(f"\n$ {' '.join(cmd)}\n".encode())
             sink.flush()
@@ -251,9 +289,9 @@ def helm_binary(*, progress: Callable[[str], None] | None = None) -> Path:
                 cmd, cwd=tmp, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False
             )
         if result.returncode != 0:
-            raise BuildError(f"building helm failed (exit {result.returncode}); log: {log}")
-        partial = target.parent / ".helm.partial"
-        shutil.copy2(Path(tmp) / "helm", partial)
+            raise BuildError(f"building {tool.name} failed (exit {result.returncode}); log: {log}")
+        partial = target.parent / f".{tool.name}.partial"
+        shutil.copy2(Path(tmp) / tool.name, partial)
         partial.replace(target)  # atomic: a killed build never leaves half a binary
-    say(f"helm {HELM_VERSION} built in {time.monotonic() - started:.0f} s")
+    say(f"{tool.name} {tool.version} built in {time.monotonic() - started:.0f} s")
     return target

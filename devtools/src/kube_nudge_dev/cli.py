@@ -18,11 +18,12 @@ def _run_cluster(args: argparse.Namespace) -> int:
 
 
 def _run_build(args: argparse.Namespace) -> int:
-    from kube_nudge_dev.build import BuildError, ensure_binaries, helm_binary
+    from kube_nudge_dev.build import HELM, PROMTOOL, BuildError, ensure_binaries, go_tool_binary
 
     try:
-        if args.target == "helm":
-            print(f"helm\t{helm_binary()}")
+        tools = {HELM.name: HELM, PROMTOOL.name: PROMTOOL}
+        if args.target in tools:
+            print(f"{args.target}\t{go_tool_binary(tools[args.target])}")
             return 0
         for name, path in ensure_binaries().items():
             print(f"{name}\t{path}")
@@ -70,15 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser(
         "build",
-        help="build (or find) the control-plane binaries, or helm, and print their paths",
+        help="build (or find) the control-plane binaries, helm or promtool, and print their paths",
         description="Print NAME<TAB>PATH for each control-plane binary (or for the pinned "
-        "helm), building the missing ones into the cache first (the first build takes "
-        "minutes).",
+        "helm or promtool), building the missing ones into the cache first (the first build "
+        "takes minutes).",
     )
     build.add_argument(
         "target",
         nargs="?",
-        choices=("control-plane", "helm"),
+        choices=("control-plane", "helm", "promtool"),
         default="control-plane",
         help="what to build (default: control-plane)",
     )
