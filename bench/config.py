@@ -36,6 +36,8 @@ class Sizes:
     steady_after: float = 10.0
     #: How long a fan-out or burst may take; a tool still rolling then is projected.
     roll_timeout: float = 300.0
+    #: ``..data`` swaps per reload-agent setting (BENCH_AGENT_SWAPS).
+    agent_swaps: int = 50
     repeat: int = 3
     memory_repeat: int = 3
 
@@ -56,6 +58,7 @@ QUICK = Sizes(
     flap_seconds=10.0,
     steady_after=3.0,
     roll_timeout=60.0,
+    agent_swaps=10,
     repeat=1,
     memory_repeat=1,
 )
@@ -88,7 +91,9 @@ class BenchConfig:
         return outputs(self.output or ("quick" if self.quick else "latest"))
 
 
-SCENARIOS = ("latency", "latency-debounce", "fanout", "burst", "memory", "api-cost", "flapping")
+SCENARIOS = (
+    "latency", "latency-debounce", "fanout", "burst", "memory", "api-cost", "flapping", "agent",
+)  # fmt: skip
 
 
 def outputs(name: str) -> Output:
@@ -127,7 +132,8 @@ def _list_env(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
 
 def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_SCENARIOS, BENCH_PEERS,
-    BENCH_ROLL_TIMEOUT (seconds), BENCH_TOOL_ARGS (extra kube-nudge flags), BENCH_OUTPUT.
+    BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_TOOL_ARGS (extra kube-nudge flags),
+    BENCH_OUTPUT.
     Raises ValueError with one line naming what is wrong."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     sizes = QUICK if quick else Sizes()
@@ -140,6 +146,9 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     roll_timeout = _int_env("BENCH_ROLL_TIMEOUT")
     if roll_timeout is not None:
         sizes = replace(sizes, roll_timeout=float(roll_timeout))
+    agent_swaps = _int_env("BENCH_AGENT_SWAPS")
+    if agent_swaps is not None:
+        sizes = replace(sizes, agent_swaps=agent_swaps)
     scenarios = _list_env("BENCH_SCENARIOS", SCENARIOS)
     unknown = sorted(set(scenarios) - set(SCENARIOS))
     if unknown:

@@ -18,6 +18,7 @@ from bench.tools import KubeNudge, KubeNudgeSnapshot, Tool, ToolSettings
 NO_DEBOUNCE = "no debounce window (reacts to each change at once)"
 SNAPSHOT_ONLY = "strategy snapshot runs where its extra work per change shows: latency, fan-out"
 NOT_APPLICABLE = "not applicable (it only sends the fan-out's and the burst's patches)"
+NO_AGENT = "no in-pod reload agent (the scenario measures kube-nudge's `agent` sidecar)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +85,7 @@ def lineup(config: BenchConfig) -> list[Entry]:
     ))  # fmt: skip
     for binary in config.peers:
         make, marker = _peer(binary), PEERS[binary.name].marker_text
-        skip = {"latency-debounce": NO_DEBOUNCE}
+        skip = {"latency-debounce": NO_DEBOUNCE, "agent": NO_AGENT}
         entries.append(Entry(binary.name, binary.name, binary.version, binary.commit, (), make,
                              marker, skip=skip))  # fmt: skip
         for variant in PEERS[binary.name].variants:

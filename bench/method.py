@@ -75,6 +75,24 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "increments of the Deployment's `deployment.kubernetes.io/revision` (one per new "
             "ReplicaSet) until no rollout came for 5 s after the last write (at most 60 s)."
         ),
+        "agent": (
+            "No cluster: `kube-nudge agent` started as a sidecar starts it (the `kube-nudge` "
+            "console script), watching a temporary directory the benchmark updates as the "
+            "kubelet's AtomicWriter does (a new `..<timestamp>` directory, `..data_tmp` renamed "
+            "over `..data`), and reloading by POST (`--http-url`) to a local HTTP server of the "
+            "benchmark's that timestamps each request on arrival. Three settings, a fresh agent "
+            "each: its defaults (debounce 1 s, poll 1 s: what a user gets), `--debounce 0` (the "
+            "poll alone), and `--debounce 0 --poll-interval 10ms` (the mechanism's own cost: "
+            "the `readlink`, hashing the files, the HTTP call). Each takes "
+            f"{sizes.get('agent_swaps', 50)} swaps one at a time, each waited for, after a "
+            "random (seeded) fraction of the poll interval, so that swaps land anywhere in the "
+            "poll cycle. Latency: from right after the rename to the request's arrival, one "
+            "monotonic clock in one process. Reloads: the requests received (after a window of "
+            "two polls plus the debounce past the last swap) against the swaps, and the "
+            "agents' own count. Memory of the agent at its defaults from /proc/PID/status: "
+            "VmRSS at ready and after the swaps (each followed by a `/metrics` scrape), VmHWM "
+            "then. No API server here, so the agents record nothing on a Pod."
+        ),
     }[scenario]
 
 

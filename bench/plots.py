@@ -28,6 +28,7 @@ FOR_SCENARIO: dict[str, tuple[tuple[str, str], ...]] = {
     "burst": (("burst", "Burst progress over time"),),
     "memory": (("memory", "RSS over the initial sync"),),
     "flapping": (("flapping", "Rollouts under a flapping Secret"),),
+    "agent": (("agent", "Reload agent: swap to reload latency distribution"),),
 }
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 STYLES: tuple[Any, ...] = ("-", "--", "-.", (0, (1, 1)), (0, (5, 1, 1, 1, 1, 1)))
@@ -216,15 +217,38 @@ def flapping(results: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def agent(results: dict[str, Any], path: Path) -> bool:
+    """Cumulative distribution of swap-to-reload latencies per agent setting (all
+    repetitions), log scale."""
+    runs = _runs(results, "agent")
+    if not runs:
+        return False
+    figure, ax = _axes()
+    for tool_runs in runs.values():
+        found: dict[str, list[float]] = {}
+        for _, series in tool_runs:
+            for setting in series.get("settings", []):
+                label = " ".join(setting["flags"]) or "defaults (debounce 1s, poll 1s)"
+                found.setdefault(label, []).extend(s * 1000 for s in setting["latency_s"])
+        for n, (label, samples) in enumerate(found.items()):
+            _ecdf(ax, sorted(samples), label, COLORS[n % len(COLORS)], STYLES[n % len(STYLES)])
+    _log_x(ax)
+    ax.set_xlabel("from the ..data swap to the reload request, ms (log scale)")
+    ax.set_ylabel("share of swaps")
+    _finish(figure, ax, path, "Reload agent: share of swaps reloaded within x ms")
+    return True
+
+
 def draw(results: dict[str, Any], directory: Path, prefix: str) -> list[str]:
     """Draw every plot the results allow into ``directory``; return the names drawn."""
     drawn = []
-    for name in ("latency", "fanout", "burst", "memory", "flapping"):
+    for name in ("latency", "fanout", "burst", "memory", "flapping", "agent"):
         path = directory / f"{prefix}{name}.png"
         if name in ("fanout", "burst"):
             made = progress(results, name, path)
         else:
-            made = {"latency": latency, "memory": memory, "flapping": flapping}[name](results, path)
+            draw_one = {"latency": latency, "memory": memory, "flapping": flapping, "agent": agent}
+            made = draw_one[name](results, path)
         if made:
             drawn.append(name)
     return drawn

@@ -88,6 +88,28 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("template_writes", "writes to the Deployment", "", "lower"),
         Row("last_rollout_after_stop_s", "last rollout, after the last change", "s"),
     ),
+    "agent": (
+        Row("default_p50_ms", "swap to reload p50, agent defaults (debounce 1 s, poll 1 s)", "ms"),
+        Row("default_p99_ms", "swap to reload p99, agent defaults", "ms"),
+        Row("default_max_ms", "swap to reload max, agent defaults", "ms"),
+        Row("nodebounce_p50_ms", "swap to reload p50, `--debounce 0` (poll 1 s)", "ms"),
+        Row("nodebounce_p99_ms", "swap to reload p99, `--debounce 0`", "ms"),
+        Row("nodebounce_max_ms", "swap to reload max, `--debounce 0`", "ms"),
+        Row("fastpoll_p50_ms", "swap to reload p50, `--debounce 0 --poll-interval 10ms`", "ms"),
+        Row("fastpoll_p99_ms", "swap to reload p99, `--debounce 0 --poll-interval 10ms`", "ms"),
+        Row("fastpoll_max_ms", "swap to reload max, `--debounce 0 --poll-interval 10ms`", "ms"),
+        Row("swaps", "`..data` swaps (the three settings)"),
+        Row("reloads", "reload requests received"),
+        Row("agent_reloads", "reloads the agents counted (`kube_nudge_agent_reloads_total`)"),
+        Row("reload_failures", "reload failures the agents counted"),
+        Row("ready_s", "process start to ready, defaults", "s"),
+        Row("start_rss_mib", "RSS at ready (VmRSS), defaults", "MiB"),
+        Row("rss_mib", "RSS after the swaps and scrapes (VmRSS), defaults", "MiB"),
+        Row("peak_rss_mib", "peak RSS by then (VmHWM), defaults", "MiB"),
+        Row("peak_rss_any_mib", "peak RSS of any of the three agents (VmHWM)", "MiB"),
+        Row("default_cpu_pct", "agent CPU over the swaps, defaults", "% of a core"),
+        Row("fastpoll_cpu_pct", "agent CPU over the swaps, 10 ms poll", "% of a core"),
+    ),
 }
 TITLES = {
     "latency": "Reaction latency",
@@ -97,6 +119,7 @@ TITLES = {
     "memory": "Memory at scale",
     "api-cost": "API cost",
     "flapping": "Flapping Secret",
+    "agent": "Reload agent: `..data` swap to reload, and its memory",
 }
 
 
@@ -287,7 +310,9 @@ def markdown(document: dict[str, Any], out: Output) -> str:
         "`BENCH_SCENARIOS=latency,fanout` picks scenarios, `BENCH_TOOLS=kube-nudge,wave` "
         "picks tools, `BENCH_NOTE='...'` adds a note under *Tools* (e.g. how a peer was "
         "built), `BENCH_ROLL_TIMEOUT=S` sets how long a fan-out or burst may take before "
-        "the rest is projected, `BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, and "
+        "the rest is projected, `BENCH_AGENT_SWAPS=N` sets the reload agent's swaps per setting "
+        "(`BENCH_SCENARIOS=agent` alone starts no cluster), "
+        "`BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, and "
         "`BENCH_OUTPUT=name` writes bench/results/name.* (`BENCH_OUTPUT=/some/dir`: that "
         "directory) instead of latest.json, its plots and this page.",
         "",

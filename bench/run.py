@@ -1,6 +1,7 @@
 """``make bench``: every scenario for kube-nudge and each peer given, then results and the page.
 
-Per scenario and repetition the tools take turns, each on a fresh local cluster.
+Per scenario and repetition the tools take turns, each on a fresh local cluster; a scenario
+in ``LOCAL`` (the reload agent's) starts no cluster.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from bench.procfs import machine
 from bench.progress import say
 from bench.scenarios import (
     Context,
+    LocalContext,
+    LocalScenario,
     Metrics,
     Scenario,
+    agent,
     api_cost,
     burst,
     fanout,
@@ -47,11 +51,16 @@ SCENARIOS: dict[str, Scenario] = {
     "api-cost": api_cost.run,
     "flapping": flapping.run,
 }
+#: Scenarios that need no cluster: the reload agent runs beside the app, not against the API.
+LOCAL: dict[str, LocalScenario] = {"agent": agent.run}
 Run = tuple[Metrics, dict[str, Any]]
 
 
 def run_once(config: BenchConfig, entry: Entry, scenario: str, label: str) -> Run:
-    """One repetition of one scenario for one tool, in a fresh cluster."""
+    """One repetition of one scenario for one tool, in a fresh cluster (none for ``LOCAL``)."""
+    if scenario in LOCAL:
+        ctx = LocalContext(config.sizes, config.out().logs, f"{_slug(entry.label)}-{label}")
+        return LOCAL[scenario](ctx), ctx.series
     with LocalCluster() as cluster:
         say(f"  cluster up in {cluster.startup_seconds:.1f} s")
         return asyncio.run(_in_cluster(config, cluster, entry, scenario, label))

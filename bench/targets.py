@@ -150,6 +150,19 @@ def _fewest_rollouts(f: Figures) -> Verdict:
     return _n(mine), f"fewest of the peers: {best[0]} {_n(best[1])}", _status(mine <= best[1])
 
 
+AGENT_RSS_MIB = 30e6 / 2**20  # the 30 MB, in MiB as the tables give memory
+
+
+def _agent_rss(f: Figures) -> Verdict:
+    peaks = [run["peak_rss_any_mib"] for run in f.runs(KUBE_NUDGE, "agent")
+             if "peak_rss_any_mib" in run]  # fmt: skip
+    if not peaks:
+        return "n/a", "", "n/a"
+    steady = f.median(KUBE_NUDGE, "agent", "rss_mib")
+    return (f"steady {_n(steady, 'MiB')}, peak {_n(max(peaks), 'MiB')} (worst run)",
+            f"30 MB = {_n(AGENT_RSS_MIB, 'MiB')}", _status(max(peaks) < AGENT_RSS_MIB))  # fmt: skip
+
+
 TARGETS: tuple[tuple[str, Check], ...] = (
     ("Latency p99 <= 25 ms and no worse than the best peer", _latency),
     ("Fan-out at least 10x faster than the best peer at its defaults", _faster("fanout")),
@@ -167,6 +180,11 @@ TARGETS: tuple[tuple[str, Check], ...] = (
         _every_run("burst", "change_writes", lambda run: run["workloads"]),
     ),
     ("The fewest rollouts under a flapping Secret", _fewest_rollouts),
+    ("Reload agent RSS under 30 MB (steady and peak)", _agent_rss),
+    (
+        "Exactly one reload per `..data` swap (reload agent)",
+        _every_run("agent", "reloads", lambda run: run["swaps"]),
+    ),
 )
 
 

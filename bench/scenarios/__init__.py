@@ -1,12 +1,14 @@
 """Benchmark scenarios: each runs once in a fresh cluster and returns flat metrics.
 
 Raw samples a plot needs (latencies, rollout times, RSS over time) go to ``Context.series``.
+A ``LocalScenario`` (the reload agent's) needs no cluster: it gets a ``LocalContext``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.audit import AuditLog
@@ -48,3 +50,17 @@ class Context:
 
 
 Scenario = Callable[[Context], Awaitable[Metrics]]
+
+
+@dataclass
+class LocalContext:
+    """What a scenario without a cluster gets: the sizes, where its logs go, a label for
+    their names (tool, scenario, repetition), and the series for the plots."""
+
+    sizes: Sizes
+    logs: Path
+    label: str
+    series: dict[str, Any] = field(default_factory=dict)
+
+
+LocalScenario = Callable[[LocalContext], Metrics]
