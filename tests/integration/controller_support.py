@@ -182,6 +182,22 @@ async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str
     return list(found.get("items", []))
 
 
+async def posted(
+    kube: KubeClient, namespace: str, reason: str, timeout: float = 30
+) -> list[dict[str, Any]]:
+    """The Events with ``reason`` in ``namespace`` once there is one (the controller posts
+    them in the background, after the write they are about)."""
+    found: list[dict[str, Any]] = []
+
+    async def any_posted() -> bool:
+        nonlocal found
+        found = await events(kube, namespace, reason)
+        return bool(found)
+
+    await until(any_posted, timeout)
+    return found
+
+
 class Replica:
     """One `kube-nudge run` process and its probe port."""
 

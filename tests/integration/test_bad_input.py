@@ -25,6 +25,7 @@ from tests.integration.controller_support import (
     events,
     eventually,
     expected_hash,
+    posted,
     running_controller,
     template_hash,
     until,
@@ -432,7 +433,7 @@ async def test_a_created_optional_source_rolls_and_a_deleted_required_one_holds(
         assert template_hash(rolled, DEPLOYMENT) == await expected_hash(
             kube, DEPLOYMENT, rolled, running.hmac_key
         )
-        causes = [e["message"] for e in await events(kube, namespace, "Rolling")]
+        causes = [e["message"] for e in await posted(kube, namespace, "Rolling")]
         assert [m for m in causes if m.startswith("rolling: configmap/extra keys [B]")], causes
 
         # A required source deleted: rolling would start pods that cannot start. Held.

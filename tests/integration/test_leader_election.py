@@ -186,6 +186,7 @@ class Partitionable(KubeClient):
         content_type: str = "application/json",
         limiter: AsyncLimiter | None = None,
         accept: str = "application/json",
+        retry_throttled: bool = True,
     ) -> JSON:
         if self.partitioned:
             if self.mode == "hang":
@@ -193,7 +194,7 @@ class Partitionable(KubeClient):
             raise ApiError(0, "TransportError", "partitioned")
         return await super().request(
             method, path, params=params, body=body, content_type=content_type, limiter=limiter,
-            accept=accept,
+            accept=accept, retry_throttled=retry_throttled,
         )  # fmt: skip
 
 

@@ -76,7 +76,7 @@ async def test_status_finds_stale_pods_and_clears_once_rolled(
         "legacy", "Deployment", False, "stale"
     )  # fmt: skip
     assert row["stalePods"] == 1 and row["pods"] == {"-": 1}
-    assert "certainly stale (env or subPath): configmap/app" in row["detail"]
+    assert "certainly stale (env, subPath or init container): configmap/app" in row["detail"]
     assert row["sources"] == ["configmap/app [LEVEL]"]
     assert "debug" not in out and "info" not in out  # names and hashes, never values
 

@@ -23,10 +23,12 @@ from kube_nudge.agent.metrics import AgentMetrics
 from kube_nudge.agent.podrecord import (
     LOADED_AT,
     LOADED_HASH,
+    RELOAD_FAILED_AT,
     PodRecorder,
     PodRef,
     RecordFailed,
     RecordWorker,
+    loaded_annotations,
     pod_from_env,
 )
 from tests.unit.test_agent_support import Recorder, serve, stop
@@ -95,7 +97,7 @@ def api(tmp_path: Path) -> Iterator[Api]:
 
 
 def test_the_patch_request(api: Api) -> None:
-    api.recorder_for().record(HASH, 1_763_892_000.1234)
+    api.recorder_for().record(loaded_annotations(HASH, 1_763_892_000.1234))
     (hit,) = api.recorder.hits
     assert hit.method == "PATCH"
     assert hit.path == f"/api/v1/namespaces/team-a/pods/{POD.name}?fieldManager=kube-nudge-agent"
@@ -109,9 +111,9 @@ def test_the_patch_request(api: Api) -> None:
 
 def test_the_token_is_read_again_for_each_request(api: Api) -> None:
     recorder = api.recorder_for()
-    recorder.record(HASH, 1.0)
+    recorder.record(loaded_annotations(HASH, 1.0))
     api.token.write_text("token-2")  # the kubelet rotated the projected token
-    recorder.record(HASH, 2.0)
+    recorder.record(loaded_annotations(HASH, 2.0))
     assert [h.headers["Authorization"] for h in api.recorder.hits] == [
         "Bearer token-1",
         "Bearer token-2",
@@ -124,7 +126,7 @@ def test_a_refusal_is_not_retried_and_says_what_to_do(api: Api) -> None:
         {"kind": "Status", "message": 'pods "web-7f9c-abcde" is forbidden: no patch'}
     ).encode()
     with pytest.raises(RecordFailed) as failed:
-        api.recorder_for().record(HASH, 1.0)
+        api.recorder_for().record(loaded_annotations(HASH, 1.0))
     assert "403; pods \"web-7f9c-abcde\" is forbidden: no patch; the pod's service account " \
         "needs 'patch' on 'pods' in team-a" in str(failed.value)  # fmt: skip
     assert api.recorder.count() == 1
@@ -133,7 +135,7 @@ def test_a_refusal_is_not_retried_and_says_what_to_do(api: Api) -> None:
 def test_server_errors_are_retried_a_bounded_number_of_times(api: Api) -> None:
     api.recorder.statuses = [500, 500, 500, 500]
     with pytest.raises(RecordFailed, match=r"500.*giving up"):
-        api.recorder_for(retries=2).record(HASH, 1.0)
+        api.recorder_for(retries=2).record(loaded_annotations(HASH, 1.0))
     assert api.recorder.count() == 3
 
 
@@ -142,13 +144,13 @@ def test_an_untrusted_server_is_refused(api: Api, tmp_path: Path) -> None:
     other_dir.mkdir()
     other_ca, _ = _ca(other_dir)
     with pytest.raises(RecordFailed, match="CERTIFICATE_VERIFY_FAILED"):
-        api.recorder_for(retries=0, ca_file=str(other_ca)).record(HASH, 1.0)
+        api.recorder_for(retries=0, ca_file=str(other_ca)).record(loaded_annotations(HASH, 1.0))
     assert api.recorder.count() == 0
 
 
 def test_a_missing_token_says_how_to_get_one(api: Api) -> None:
     with pytest.raises(RecordFailed, match="cannot read token file /nonexistent/token"):
-        api.recorder_for(token_file="/nonexistent/token").record(HASH, 1.0)
+        api.recorder_for(token_file="/nonexistent/token").record(loaded_annotations(HASH, 1.0))
 
 
 def test_the_worker_counts_failures_and_carries_on(api: Api) -> None:
@@ -167,6 +169,20 @@ def test_the_worker_counts_failures_and_carries_on(api: Api) -> None:
     assert metrics.record_failures == 1
     assert [json.loads(h.body)["metadata"]["annotations"][LOADED_HASH]
             for h in api.recorder.hits] == ["1" * 64, HASH]  # fmt: skip
+
+
+def test_a_failed_reload_is_recorded_beside_the_last_load(api: Api) -> None:
+    worker = RecordWorker(api.recorder_for(retries=0), AgentMetrics())
+    worker.start()
+    try:
+        worker.submit(HASH, 2.0)
+        assert worker.idle(20)
+        worker.submit_failure(3.25)
+        assert worker.idle(20)
+    finally:
+        worker.stop()
+    bodies = [json.loads(h.body)["metadata"]["annotations"] for h in api.recorder.hits]
+    assert bodies == [{LOADED_HASH: HASH, LOADED_AT: "2.000"}, {RELOAD_FAILED_AT: "3.250"}]
 
 
 def test_the_pod_comes_from_the_downward_api(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from tests.unit.test_agent_support import (  # noqa: F401 # the fixtures app and
 )
 
 Http = Callable[..., tuple[str, Recorder]]
+FAILED = "<failed>"  # what the fixture records for a failed reload
 
 
 def _no_wait(delay: float) -> bool:
@@ -55,6 +56,7 @@ def _agent(
         AgentMetrics((str(target),)),
         validator=validator,
         record=lambda h, at: recorded.append((h, at)),
+        record_failure=lambda at: recorded.append((FAILED, at)),
         wall=clock.now,
         monotonic=clock.monotonic,
     )
@@ -245,7 +247,8 @@ def test_a_failing_validation_reloads_nothing(
     kubelet_write(target, {"app.conf": b"bad"})
     with caplog.at_level(logging.INFO, "kube_nudge.agent"):
         _steps(agent, clock)
-    assert server.count() == 0 and recorded == []
+    assert server.count() == 0
+    assert [h for h, _ in recorded] == [FAILED]  # recorded on the pod: the controller sees it
     assert agent.loaded == loaded
     assert agent.metrics.failures == {"validate": 1, "signal": 0, "http": 0}
     assert "(validate failed)" in caplog.text and "line 1: unknown directive" in caplog.text

@@ -8,6 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from kube_nudge.agent.watch import MISSING, Watcher, content_hash, fingerprint
 from tests.unit.fakes import FakeClock
 from tests.unit.test_agent_support import kubelet_write
@@ -35,6 +37,24 @@ def test_a_kubelet_swap_is_reported_once_after_the_debounce(tmp_path: Path) -> N
     assert after == content_hash((str(target),))
     clock.advance(5)
     assert [watcher.poll() for _ in range(3)] == [None, None, None]  # reported once
+
+
+def test_a_debounce_shorter_than_the_poll_settles_at_the_next_due_poll(tmp_path: Path) -> None:
+    target = tmp_path / "config"
+    kubelet_write(target, {"app.conf": b"a=1\n"})
+    watcher, clock = _watcher(target, debounce=0.25)
+    watcher.baseline()
+    assert watcher.next_poll_in(1.0) == 1.0  # nothing pending: the poll interval
+    kubelet_write(target, {"app.conf": b"a=2\n"})
+    clock.advance(0.1)
+    assert watcher.poll() is None
+    clock.advance(0.1)
+    # When the change settles, not a poll later (the fake clock counts in float32 steps).
+    assert watcher.next_poll_in(1.0) == pytest.approx(0.15, abs=1e-6)
+    clock.advance(0.15)
+    assert watcher.next_poll_in(1.0) == pytest.approx(0.0, abs=1e-6)
+    assert watcher.poll() is not None
+    assert watcher.next_poll_in(1.0) == 1.0
 
 
 def test_the_kubelet_fingerprint_is_the_data_link_alone(tmp_path: Path) -> None:

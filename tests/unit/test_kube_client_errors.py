@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import httpx2 as httpx
@@ -21,3 +22,34 @@ async def test_an_unreachable_api_server_is_named() -> None:
             await client.get("/api/v1/namespaces")
     finally:
         await client.aclose()
+
+
+async def test_a_refused_eviction_is_answered_at_once_and_holds_nothing() -> None:
+    """The Eviction API's 429 (a PodDisruptionBudget allows no more now) is a verdict on one
+    pod: raised at once, not retried, and other requests of the client are not held."""
+    calls: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if request.url.path.endswith("/eviction"):
+            body = {
+                "kind": "Status",
+                "reason": "TooManyRequests",
+                "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            }
+            return httpx.Response(429, json=body, headers={"Retry-After": "10"})
+        return httpx.Response(200, json={"kind": "PodList", "items": []})  # fmt: skip
+
+    http = httpx.AsyncClient(base_url="https://api.invalid", transport=httpx.MockTransport(answer))
+    client = KubeClient(http, ClientOptions(max_retries=5))
+    try:
+        with pytest.raises(ApiError) as refused:
+            await client.request(
+                "POST", "/api/v1/namespaces/a/pods/p/eviction", body={}, retry_throttled=False
+            )
+        assert (refused.value.status, refused.value.retry_after) == (429, 10.0)
+        async with asyncio.timeout(1):  # not held for the 10 s the 429 suggested
+            await client.get("/api/v1/namespaces/a/pods")
+    finally:
+        await client.aclose()
+    assert calls == ["/api/v1/namespaces/a/pods/p/eviction", "/api/v1/namespaces/a/pods"]

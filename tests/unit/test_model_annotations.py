@@ -343,6 +343,32 @@ def test_source_settings_errors() -> None:
     ]
 
 
+@pytest.mark.parametrize("value", ["app=webapp", "app in (a,b),tier!=db", "!legacy", "a/b=c"])
+def test_pod_selector_is_kept_as_given(value: str) -> None:
+    settings, errors = parse_source({a.POD_SELECTOR: f" {value} "})
+    assert (settings.pod_selector, errors) == (value, [])
+    assert parse_source({})[0].pod_selector is None
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("app in webapp", "'app in webapp': not a label selector"),
+        ("app=webapp,", "'app=webapp,': not a label selector"),
+        ("app=a\nb c", "'app=a\\nb c': not a label selector"),
+        ("  ", "'': give a label selector such as app=web"),
+    ],
+)
+def test_a_bad_pod_selector_is_one_line_naming_the_annotation_and_value(
+    value: str, shown: str
+) -> None:
+    settings, errors = parse_source({a.POD_SELECTOR: value, a.SHARE_WITH: "ns-a"})
+    assert settings == SourceSettings(False, frozenset({"ns-a"}))  # the rest still parses
+    [error] = errors
+    assert error.startswith(f"kube-nudge.io/pod-selector {shown}")
+    assert "\n" not in error
+
+
 def test_cross_namespace_allowed() -> None:
     none = SourceSettings(False, frozenset())
     some = SourceSettings(False, frozenset({"web"}))
@@ -410,3 +436,20 @@ def test_parse_duration_message_truncates() -> None:
     with pytest.raises(ValueError) as info:
         parse_duration("9" * 10_000 + "s")
     assert len(str(info.value)) < 200
+
+
+# --- strategy hot ------------------------------------------------------------------------
+
+
+def test_hot_settings_parse_and_bad_values_name_themselves() -> None:
+    settings, errors = parse({"kube-nudge.io/hot-fallback": "warn",
+                              "kube-nudge.io/hot-deadline": "45s"})  # fmt: skip
+    assert errors == []
+    assert (settings.hot_fallback_rollout, settings.hot_deadline) == (False, 45.0)
+    settings, errors = parse({"kube-nudge.io/hot-fallback": "restart",
+                              "kube-nudge.io/hot-deadline": "2s"})  # fmt: skip
+    assert errors == [
+        'kube-nudge.io/hot-fallback must be "rollout" or "warn", got "restart"',
+        'kube-nudge.io/hot-deadline must be a duration between 5s and 1h such as "2m", got "2s"',
+    ]
+    assert (settings.hot_fallback_rollout, settings.hot_deadline) == (True, a.DEFAULT_HOT_DEADLINE)

@@ -205,13 +205,16 @@ def oracle(refs: list[Ref]) -> dict[SourceRef, Consumption]:
         key_sets: list[frozenset[str] | None] = []
         required: set[str] = set()
         via = set()
+        restart: set[str] | None = set()  # env vars only: these volumes are never sub-pathed
         for ref, i in uses:
             if ref.form == "env":
                 keys: frozenset[str] | None = frozenset({ref.keys[0] if ref.keys else "k1"})
                 via.add(f"env c{i}")
+                restart = None if restart is None or keys is None else restart | keys
             elif ref.form == "envFrom":
                 keys = None
                 via.add(f"envFrom c{i}")
+                restart = None
             else:
                 keys = frozenset(ref.keys) or None
                 via.add(f"volume v{i}")
@@ -224,6 +227,7 @@ def oracle(refs: list[Ref]) -> dict[SourceRef, Consumption]:
             optional=all(ref.optional for ref, _ in uses),
             required_keys=frozenset(required),
             via=tuple(sorted(via)),
+            restart_keys=None if restart is None else frozenset(restart),
         )
     return out
 

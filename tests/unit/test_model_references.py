@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -34,12 +35,14 @@ def use(
     optional: bool = False,
     required: set[str] | None = None,
     via: tuple[str, ...],
+    restart: Iterable[str] | None = (),
 ) -> Consumption:
     return Consumption(
         keys=None if keys is None else frozenset(keys),
         optional=optional,
         required_keys=frozenset(required or ()),
         via=via,
+        restart_keys=None if restart is None else frozenset(restart),
     )
 
 
@@ -87,10 +90,30 @@ def test_a_subpath_mount_marks_its_volume_never_refreshed() -> None:
         ])],
     }  # fmt: skip
     found = discover(spec, NS)
-    assert found[cm("app")] == use(via=("volume cfg (subPath)",))
-    assert found[secret("tls")].via == ("volume expr (subPath)",)
+    assert found[cm("app")] == use(via=("volume cfg (subPath)",), restart=None)
+    assert found[secret("tls")].via == ("volume expr (subPath) (init container)",)
     assert [ref.name for ref, u in found.items() if u.never_refreshed] == ["app", "tls"]
     assert not found[cm("flags")].never_refreshed  # a whole-volume mount refreshes
+
+
+def test_restart_keys_are_those_only_a_restart_delivers() -> None:
+    spec = {
+        "volumes": [
+            {"name": "live", "configMap": {"name": "app"}},
+            {"name": "seed", "configMap": {"name": "seed", "items": [{"key": "s", "path": "s"}]}},
+        ],
+        "containers": [container(
+            env=[{"name": "L", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "level"}}}],
+            volumeMounts=[{"name": "live", "mountPath": "/etc/app"}],
+        )],
+        "initContainers": [container("init", volumeMounts=[{"name": "seed", "mountPath": "/s"}])],
+    }  # fmt: skip
+    found = discover(spec, NS)
+    assert found[cm("app")].restart_keys == frozenset({"level"})
+    assert found[cm("app")].needs_restart(["level", "port"]) == ["level"]
+    assert found[cm("app")].needs_restart(["port"]) == []
+    assert found[cm("seed")].via == ("volume seed (init container)",)
+    assert found[cm("seed")].needs_restart(["s"]) == ["s"]
 
 
 def test_env_consumers_are_never_refreshed() -> None:
@@ -181,8 +204,8 @@ def test_env_key_refs() -> None:
         {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
     assert discover({"containers": [container(env=env)]}, NS) == {
-        cm("app"): use({"b"}, required={"b"}, via=("env app",)),
-        secret("db"): use({"password"}, optional=True, via=("env app",)),
+        cm("app"): use({"b"}, required={"b"}, via=("env app",), restart={"b"}),
+        secret("db"): use({"password"}, optional=True, via=("env app",), restart={"password"}),
     }
 
 
@@ -192,8 +215,8 @@ def test_env_from_refs_ignore_prefix() -> None:
         {"secretRef": {"name": "db", "optional": True}},
     ]
     assert discover({"containers": [container(envFrom=env_from)]}, NS) == {
-        cm("app"): use(via=("envFrom app",)),
-        secret("db"): use(optional=True, via=("envFrom app",)),
+        cm("app"): use(via=("envFrom app",), restart=None),
+        secret("db"): use(optional=True, via=("envFrom app",), restart=None),
     }
 
 
@@ -201,7 +224,8 @@ def test_env_from_refs_ignore_prefix() -> None:
 def test_every_container_list_is_searched(field: str) -> None:
     ref = {"configMapKeyRef": {"name": "app", "key": "k"}}
     spec = {field: [container("c1", env=[{"name": "K", "valueFrom": ref}])]}
-    assert discover(spec, NS) == {cm("app"): use({"k"}, required={"k"}, via=("env c1",))}
+    expected = use({"k"}, required={"k"}, via=("env c1",), restart={"k"})
+    assert discover(spec, NS) == {cm("app"): expected}
 
 
 def test_references_use_the_given_namespace() -> None:
@@ -240,7 +264,8 @@ def test_merge_keys_union_and_required_only_from_non_optional() -> None:
             )
         ]
     }
-    assert discover(spec, NS) == {cm("c"): use({"a", "b"}, required={"a"}, via=("env app",))}
+    expected = use({"a", "b"}, required={"a"}, via=("env app",), restart={"a", "b"})
+    assert discover(spec, NS) == {cm("c"): expected}
 
 
 def test_merge_all_keys_wins_and_optional_is_and() -> None:
@@ -253,7 +278,7 @@ def test_merge_all_keys_wins_and_optional_is_and() -> None:
         ],
     }
     assert discover(spec, NS) == {
-        cm("c"): use(None, required={"a"}, via=("envFrom side", "volume v"))
+        cm("c"): use(None, required={"a"}, via=("envFrom side", "volume v"), restart=None)
     }
 
 
@@ -264,7 +289,8 @@ def test_all_optional_references_stay_optional() -> None:
             container("init", envFrom=[{"secretRef": {"name": "s", "optional": True}}])
         ],
     }
-    assert discover(spec, NS) == {secret("s"): use(optional=True, via=("envFrom init", "volume v"))}
+    expected = use(optional=True, via=("envFrom init", "volume v"), restart=None)
+    assert discover(spec, NS) == {secret("s"): expected}
 
 
 def test_same_name_different_kind_are_different_sources() -> None:
@@ -290,15 +316,15 @@ def test_via_is_unique_and_sorted() -> None:
 
 
 def test_merge_function_combines_and_keeps_disjoint() -> None:
-    found = {cm("a"): use({"k"}, required={"k"}, via=("env app",))}
+    found = {cm("a"): use({"k"}, required={"k"}, via=("env app",), restart={"k"})}
     extra = consume_all([cm("a"), secret("b"), secret("b")], "annotation")
     assert extra == {
-        cm("a"): use(via=("annotation",)),
-        secret("b"): use(via=("annotation",)),
+        cm("a"): use(via=("annotation",), restart=None),
+        secret("b"): use(via=("annotation",), restart=None),
     }
     assert merge(found, extra) == {
-        cm("a"): use(None, required={"k"}, via=("annotation", "env app")),
-        secret("b"): use(via=("annotation",)),
+        cm("a"): use(None, required={"k"}, via=("annotation", "env app"), restart=None),
+        secret("b"): use(via=("annotation",), restart=None),
     }
     assert merge({}, found) == found
     assert merge(found, {}) == found
@@ -357,7 +383,8 @@ def test_malformed_volumes_are_skipped_without_hiding_good_ones(junk: object) ->
 def test_malformed_env_entries_are_skipped(env: object) -> None:
     good = {"name": "G", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}
     spec = {"containers": [container(env=[env, good])]}
-    assert discover(spec, NS) == {secret("s"): use({"k"}, required={"k"}, via=("env app",))}
+    expected = use({"k"}, required={"k"}, via=("env app",), restart={"k"})
+    assert discover(spec, NS) == {secret("s"): expected}
 
 
 @pytest.mark.parametrize(
@@ -392,5 +419,5 @@ def test_unnamed_volume_and_container_still_count() -> None:
     }
     assert discover(spec, NS) == {
         cm("c"): use(via=("volume <unnamed>",)),
-        secret("s"): use(via=("envFrom <unnamed>",)),
+        secret("s"): use(via=("envFrom <unnamed>",), restart=None),
     }

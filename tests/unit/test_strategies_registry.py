@@ -9,7 +9,7 @@ from kube_nudge.strategies.registry import STRATEGIES, strategy_names
 
 def test_the_default_comes_first_and_every_strategy_is_named() -> None:
     assert strategy_names()[0] == "rollout"
-    assert set(strategy_names()) == set(STRATEGIES) == {"rollout", "notify", "snapshot"}
+    assert set(strategy_names()) == set(STRATEGIES) == {"rollout", "notify", "snapshot", "hot"}
     for name, factory in STRATEGIES.items():
         assert factory.name == name  # type: ignore[attr-defined]
 
@@ -20,6 +20,5 @@ def test_the_annotation_accepts_registered_strategies_only() -> None:
     assert (settings.strategy, errors) == ("notify", [])
     settings, errors = parse_workload({"kube-nudge.io/strategy": "restart"}, "ns", defaults)
     assert settings.strategy == "rollout"
-    assert errors == [
-        'kube-nudge.io/strategy must be one of "rollout", "notify", "snapshot", got "restart"'
-    ]
+    names = '"rollout", "hot", "notify", "snapshot"'
+    assert errors == [f'kube-nudge.io/strategy must be one of {names}, got "restart"']

@@ -53,6 +53,7 @@ class Agent:
         *,
         validator: Validator | None = None,
         record: Record | None = None,
+        record_failure: Callable[[float], None] | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -61,6 +62,7 @@ class Agent:
         self.validator = validator
         self.metrics = metrics
         self.record = record
+        self.record_failure = record_failure
         self.loaded: str | None = None
         self._wall = wall
         self._monotonic = monotonic
@@ -137,6 +139,8 @@ class Agent:
                 "again", _short(content_hash), exc.stage, exc, _short(self.loaded),
                 extra={**fields, "stage": exc.stage},
             )  # fmt: skip
+            if self.record_failure is not None:
+                self.record_failure(self._wall())
             return False
         at = self._wall()
         self.loaded = content_hash
@@ -153,7 +157,7 @@ class Agent:
                 self.step()
             except Exception:
                 log.exception("unexpected error in the watch loop; carrying on")
-            stop.wait(interval)
+            stop.wait(self.watcher.next_poll_in(interval))
 
     def health(self, grace: float) -> Callable[[], str | None]:
         """For /healthz: None while the loop has run within ``grace`` seconds."""
@@ -207,6 +211,7 @@ def run(config: AgentConfig) -> int:
         metrics,
         validator=None if config.validate is None else Validator(config.validate),
         record=None if worker is None else worker.submit,
+        record_failure=None if worker is None else worker.submit_failure,
     )
     server = None
     if config.listen is not None:

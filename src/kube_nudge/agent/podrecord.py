@@ -1,11 +1,13 @@
 """Record what the app loaded on the agent's own Pod, so the controller can see it.
 
-One JSON merge patch of two annotations (``kube-nudge.io/loaded-hash`` and
-``kube-nudge.io/loaded-at``, Unix seconds) to ``/api/v1/namespaces/NS/pods/NAME`` with field
-manager ``kube-nudge-agent``, authenticated by the service account token (read again for
-every request: projected tokens rotate) over TLS verified with the service account CA. The
-pod's name and namespace come from the downward API (``POD_NAME``, ``POD_NAMESPACE``).
-Failures are logged and counted by the caller, never raised past ``RecordWorker``.
+One JSON merge patch of annotations (after a reload ``kube-nudge.io/loaded-hash`` and
+``kube-nudge.io/loaded-at``, after a failed one ``kube-nudge.io/reload-failed-at``, Unix
+seconds; the controller's strategy ``hot`` reads them) to
+``/api/v1/namespaces/NS/pods/NAME`` with field manager ``kube-nudge-agent``, authenticated
+by the service account token (read again for every request: projected tokens rotate) over
+TLS verified with the service account CA. The pod's name and namespace come from the
+downward API (``POD_NAME``, ``POD_NAMESPACE``). Failures are logged and counted by the
+caller, never raised past ``RecordWorker``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kube_nudge.agent.reload import USER_AGENT, Sleep, backoff_delays
 
 LOADED_HASH = "kube-nudge.io/loaded-hash"
 LOADED_AT = "kube-nudge.io/loaded-at"
+RELOAD_FAILED_AT = "kube-nudge.io/reload-failed-at"
 FIELD_MANAGER = "kube-nudge-agent"
 MERGE_PATCH = "application/merge-patch+json"
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -66,10 +69,19 @@ def format_loaded_at(at: float) -> str:
     return f"{at:.3f}"
 
 
-def patch_body(content_hash: str, at: float) -> bytes:
-    """The merge patch that records ``content_hash`` as loaded at ``at``."""
-    annotations = {LOADED_HASH: content_hash, LOADED_AT: format_loaded_at(at)}
-    return json.dumps({"metadata": {"annotations": annotations}}).encode()
+def loaded_annotations(content_hash: str, at: float) -> dict[str, str]:
+    """What records ``content_hash`` as loaded at ``at``."""
+    return {LOADED_HASH: content_hash, LOADED_AT: format_loaded_at(at)}
+
+
+def failed_annotations(at: float) -> dict[str, str]:
+    """What records a reload that failed at ``at`` (the app keeps what it loaded)."""
+    return {RELOAD_FAILED_AT: format_loaded_at(at)}
+
+
+def patch_body(annotations: Mapping[str, str]) -> bytes:
+    """The merge patch that sets ``annotations`` on the pod."""
+    return json.dumps({"metadata": {"annotations": dict(annotations)}}).encode()
 
 
 def pod_url(server: str, pod: PodRef) -> str:
@@ -120,10 +132,10 @@ class PodRecorder:
                 "service account token (automountServiceAccountToken) or give --token-file"
             ) from None
 
-    def request(self, content_hash: str, at: float) -> urllib.request.Request:
-        """The PATCH request that records ``content_hash`` (token read now)."""
+    def request(self, annotations: Mapping[str, str]) -> urllib.request.Request:
+        """The PATCH request that sets ``annotations`` (token read now)."""
         return urllib.request.Request(  # noqa: S310 # check_url allows only http(s)
-            pod_url(self.server, self.pod), data=patch_body(content_hash, at), method="PATCH",
+            pod_url(self.server, self.pod), data=patch_body(annotations), method="PATCH",
             headers={
                 "Authorization": f"Bearer {self._token()}", "Content-Type": MERGE_PATCH,
                 "Accept": "application/json", "User-Agent": USER_AGENT,
@@ -143,12 +155,12 @@ class PodRecorder:
         }.get(exc.code, "")
         return "; ".join(part for part in (f"{exc.code}", message, hint) if part)
 
-    def record(self, content_hash: str, at: float) -> None:
+    def record(self, annotations: Mapping[str, str]) -> None:
         """Patch the annotations; RecordFailed when refused or the retries run out."""
         where = f"PATCH {shown_url(self.server)} pod {self.pod.namespace}/{self.pod.name}"
         for delay in [*self._delays, None]:
             try:
-                request = self.request(content_hash, at)
+                request = self.request(annotations)
                 with urllib.request.urlopen(  # noqa: S310  # nosec B310 # http(s) only, checked
                     request, timeout=self._timeout, context=self._context()
                 ) as response:
@@ -169,13 +181,13 @@ class PodRecorder:
 
 
 class RecordWorker:
-    """Records in a thread of its own, latest hash first, so a slow API never delays a reload."""
+    """Records in a thread of its own, latest first, so a slow API never delays a reload."""
 
     def __init__(self, recorder: PodRecorder, metrics: AgentMetrics) -> None:
         self.recorder = recorder
         self._metrics = metrics
         self._cond = threading.Condition()
-        self._latest: tuple[str, float] | None = None
+        self._latest: dict[str, str] | None = None
         self._busy = False
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="agent-record", daemon=True)
@@ -185,9 +197,16 @@ class RecordWorker:
         self._thread.start()
 
     def submit(self, content_hash: str, at: float) -> None:
-        """Record ``content_hash`` soon; replaces one not yet started."""
+        """Record ``content_hash`` as loaded soon; replaces a load not yet recorded."""
+        self._submit(loaded_annotations(content_hash, at))
+
+    def submit_failure(self, at: float) -> None:
+        """Record a failed reload soon."""
+        self._submit(failed_annotations(at))
+
+    def _submit(self, annotations: Mapping[str, str]) -> None:
         with self._cond:
-            self._latest = (content_hash, at)
+            self._latest = {**(self._latest or {}), **annotations}
             self._cond.notify_all()
 
     def stop(self) -> None:
@@ -207,10 +226,10 @@ class RecordWorker:
                 self._cond.wait_for(lambda: self._latest is not None or self._stopped)
                 if self._stopped or self._latest is None:
                     return
-                (content_hash, at), self._latest = self._latest, None
+                annotations, self._latest = self._latest, None
                 self._busy = True
             try:
-                self.recorder.record(content_hash, at)
+                self.recorder.record(annotations)
             except RecordFailed as exc:
                 self._metrics.record_failed()
                 log.warning("could not record the loaded hash on the pod: %s", exc)
@@ -218,7 +237,8 @@ class RecordWorker:
                 self._metrics.record_failed()
                 log.exception("could not record the loaded hash on the pod")
             else:
-                log.info("recorded %s=%s on the pod", LOADED_HASH, content_hash)
+                shown = ", ".join(f"{k}={v}" for k, v in sorted(annotations.items()))
+                log.info("recorded %s on the pod", shown)
             finally:
                 with self._cond:
                     self._busy = False

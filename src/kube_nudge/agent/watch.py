@@ -176,6 +176,14 @@ class Watcher:
         """Whether a change was seen that has not settled yet."""
         return self._pending_since is not None
 
+    def next_poll_in(self, interval: float) -> float:
+        """Seconds until the next poll: ``interval``, or sooner when a pending change settles
+        sooner (else a debounce shorter than the poll would cost a whole extra poll)."""
+        if self._pending_since is None:
+            return interval
+        settles_in = self._pending_since + self.debounce - self._clock()
+        return min(interval, max(settles_in, 0.0))
+
     def baseline(self) -> str:
         """The content hash now, taken as what the app loaded when it started."""
         self._seen = self._take()

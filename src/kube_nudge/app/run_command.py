@@ -12,9 +12,9 @@ from kube_nudge.app.logs import setup_logging
 from kube_nudge.app.run import RunConfig, WebhookConfig, default_state_namespace, run_forever
 from kube_nudge.controller.controller import ControllerOptions, product_defaults
 from kube_nudge.kube.client import ClientOptions
-from kube_nudge.kube.selectors import check_label_selector
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
+from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
 from kube_nudge.runtime.notifier import load_receivers

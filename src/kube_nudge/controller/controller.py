@@ -20,6 +20,7 @@ from typing import Any
 
 from kube_nudge.controller.pending_kinds import PendingKinds
 from kube_nudge.controller.reconciler import Fleet, Reconciler, WorkloadKey
+from kube_nudge.controller.replacer import PodReplacer
 from kube_nudge.kube import resources
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import WARNING, EventRecorder, ObjectRef
@@ -101,7 +102,7 @@ class Controller:
         )
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
-        context = StrategyContext(client, self.events, metrics, hmac_key)
+        context = StrategyContext(client, self.events, metrics, hmac_key, clock=clock)
         if notify is not None:
             context = dataclasses.replace(context, notify=notify)
         strategies = build_strategies(context)
@@ -141,6 +142,10 @@ class Controller:
         self.synced = asyncio.Event()
         self.cache = Cache(self)
         self.workers = Workers(self)
+        self.replacer = PodReplacer(
+            client, self.events, metrics, source=self.source, synced=self.synced, clock=clock,
+            sources=lambda: [SourceRef(k, *key) for k in SourceKind for key in self.source_keys(k)],
+        )  # fmt: skip
         self.pending_kinds = PendingKinds(
             options.pending_kinds,
             resolve=lambda spec: resolve(client, spec),
@@ -153,8 +158,8 @@ class Controller:
         """What the manager runs: the caches everywhere (and, if some ``--workload`` isn't
         served yet, its retry), the workers on the leader."""
         if self.options.pending_kinds:
-            return (self.cache, self.pending_kinds, self.workers)
-        return (self.cache, self.workers)
+            return (self.cache, self.pending_kinds, self.workers, self.replacer)
+        return (self.cache, self.workers, self.replacer)
 
     def watch_kind(self, kind: WorkloadKind) -> None:
         """Start watching a workload kind that became available after start. Its workloads
@@ -238,6 +243,7 @@ class Controller:
         )
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             self._report_source_errors(resource, ref, new)
+        self.replacer.source_changed(ref, old, new)
         if old is not None and new is not None:
             if old.settings.ignore and new.settings.ignore:
                 return  # changes to an ignored source never trigger anything

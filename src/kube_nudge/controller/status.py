@@ -2,7 +2,9 @@
 
 Read straight from the API (no controller needs to run): every workload of the built-in
 kinds in scope, what it consumes, the hash it should run (with the installation key), the
-hash recorded on it, and its pods counted by the hash on their own template annotation.
+hash recorded on it, and its pods counted by the config they run: the hash on their own
+template annotation, or the hash of a change strategy `hot` delivered in place once the
+pod's reload agent confirmed it (``kube-nudge.io/loaded-at`` at or after the delivery).
 With ``include_opted_out``, workloads that never opted in are audited too: pods that
 started before the data they consume last changed run stale config (env and `subPath`
 consumers certainly so: those never refresh in a running pod).
@@ -29,6 +31,8 @@ from kube_nudge.model import (
     assess,
     project_workload,
 )
+from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, parse_hash_at
+from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
 
 __all__ = ["DRIFT_STATES", "SCHEMA", "WorkloadStatus", "collect", "status_document"]
@@ -51,13 +55,13 @@ class WorkloadStatus:
     opted_in: bool
     strategy: str | None
     state: str
-    """current | rolling | drift | held | stale | rolled-back | failed | not-adopted |
-    notify-only"""
+    """current | rolling | reloading | drift | held | stale | rolled-back | failed |
+    not-adopted | notify-only"""
     detail: str
     desired_hash: str | None
     applied_hash: str | None
     pods: Mapping[str, int] = field(default_factory=dict)
-    """Pod count by the config hash on the pod ("-": none)."""
+    """Pod count by the config hash the pod runs ("-": none known)."""
     stale_pods: int = 0
     """Pods that started before the data they consume last changed."""
     sources: tuple[str, ...] = ()
@@ -190,7 +194,8 @@ def _state(
         if stale:
             why = f"{stale} pod(s) started before their config last changed"
             if never_refreshed:
-                why += f"; certainly stale (env or subPath): {', '.join(sorted(never_refreshed))}"
+                names = ", ".join(sorted(never_refreshed))
+                why += f"; certainly stale (env, subPath or init container): {names}"
             return "stale", why
         return "current", "pods started after their config last changed"
     if missing:
@@ -212,6 +217,11 @@ def _state(
             "kube-nudge leaves it until the config changes again"
         )
     running_other = sum(n for h, n in pods.items() if h != view.applied_hash)
+    if view.hot_reload is not None and view.hot_reload[0] == view.applied_hash:
+        return "reloading", (
+            f"reloading {view.applied_hash} in place (strategy hot); {running_other} pod(s) "
+            "have not confirmed it yet"
+        )
     if view.template_hash is not None and running_other:
         return "rolling", f"{running_other} pod(s) still run an older config"
     if view.template_hash is None and stale:
@@ -248,11 +258,23 @@ async def _pods(
                 metadata = pod.get("metadata") or {}
                 if metadata.get("deletionTimestamp"):
                     continue
-                counts[str((metadata.get("annotations") or {}).get(CONFIG_HASH) or NO_HASH)] += 1
-                started = pod_started(pod)
-                if changed_at is not None and started is not None and changed_at > started:
+                annotations = metadata.get("annotations") or {}
+                counts[_running_hash(annotations)] += 1
+                # Its config was last read at start, or at its agent's last reload.
+                loaded_at = reported_at(annotations.get(LOADED_AT)) or 0.0
+                read_at = max(pod_started(pod) or 0.0, loaded_at)
+                if changed_at is not None and read_at and changed_at > read_at:
                     stale += 1
     except ApiError as exc:
         if exc.status != 403:
             raise
     return dict(counts), stale
+
+
+def _running_hash(annotations: Mapping[str, Any]) -> str:
+    """The config a pod runs: a hot change its agent confirmed, else its template's."""
+    delivered = parse_hash_at(annotations.get(HOT_RELOAD))
+    loaded_at = reported_at(annotations.get(LOADED_AT))
+    if delivered is not None and loaded_at is not None and loaded_at >= delivered[1]:
+        return delivered[0]
+    return str(annotations.get(CONFIG_HASH) or NO_HASH)

@@ -146,10 +146,14 @@ class KubeClient:
         content_type: str = "application/json",
         limiter: AsyncLimiter | None = None,
         accept: str = "application/json",
+        retry_throttled: bool = True,
     ) -> JSON:
         """One API call with retries on 429/5xx (honouring Retry-After); returns parsed JSON.
 
-        Writes wait for the client-side write budget (or for ``limiter`` if given)."""
+        Writes wait for the client-side write budget (or for ``limiter`` if given). With
+        ``retry_throttled=False`` a 429 is raised at once and holds no later request: the
+        Eviction API answers 429 when a PodDisruptionBudget refuses, a verdict on one pod,
+        not a throttle on this client."""
         if limiter is None and method != "GET":
             limiter = self._write_limiter
         content = None if body is None else orjson.dumps(body)
@@ -180,7 +184,10 @@ class KubeClient:
             if response.status_code < 300:
                 return orjson.loads(response.content) if response.content else {}
             error = _api_error(response.status_code, response.content, response.headers)
-            if error.status == 429 and error.retry_after is not None:
+            throttled = error.status == 429
+            if throttled and not retry_throttled:
+                raise error
+            if throttled and error.retry_after is not None:
                 until = time.monotonic() + min(error.retry_after, 30.0)
                 self._hold_until = max(self._hold_until, until)
             if response.status_code not in _RETRYABLE or attempt >= self.options.max_retries:

@@ -1,4 +1,5 @@
-"""When a workload's pods started: what tells stale pods from fresh ones at adoption."""
+"""When pods started (what tells stale pods from fresh ones), and the record of a pod the
+pod-selector replacement decides on."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import PODS
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.model.replacement import PodRecord
 
-__all__ = ["oldest_container_start", "pod_started"]
+__all__ = ["oldest_container_start", "pod_record", "pod_started"]
 
 
 def pod_started(pod: Mapping[str, Any]) -> float | None:
@@ -23,6 +25,26 @@ def pod_started(pod: Mapping[str, Any]) -> float | None:
                                      .get("startedAt"))) is not None
     ]  # fmt: skip
     return min(starts) if starts else parse_timestamp(status.get("startTime"))
+
+
+def pod_record(pod: Mapping[str, Any]) -> PodRecord:
+    """What `model.replacement` needs of a pod: names, labels and status, nothing else."""
+    metadata = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    labels = metadata.get("labels") or {}
+    return PodRecord(
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
+        started=pod_started(pod),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        ),
+        terminating=bool(metadata.get("deletionTimestamp")),
+        owned=any(o.get("controller") is True for o in metadata.get("ownerReferences") or ()),
+        finished=status.get("phase") in ("Succeeded", "Failed"),
+    )
 
 
 async def oldest_container_start(client: KubeClient, namespace: str, selector: str) -> float | None:

@@ -52,6 +52,7 @@ DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet")
 CONTROLLERREVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
 CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
 JOBS = Resource("batch", "v1", "jobs", "Job")
+PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

@@ -20,6 +20,7 @@ from kube_nudge.model import compat
 from kube_nudge.model.compat import source_ignored, source_matched, translate_workload
 from kube_nudge.model.quoting import show
 from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.model.windows import RolloutWindow, parse_window
 
 __all__ = [
@@ -39,14 +40,20 @@ __all__ = [
     "ENABLED",
     "EXCLUDE",
     "FAILED",
+    "HOT_DEADLINE",
+    "HOT_FALLBACK",
+    "HOT_RELOAD",
     "IGNORE",
     "KEY_ID",
+    "LOADED_AT",
     "MAX_ROLLOUTS",
     "ON_FAILURE",
     "ON_FAILURE_ROLLBACK",
+    "POD_SELECTOR",
     "PREFIX",
     "PROGRESS_DEADLINE",
     "RELEASED_AT",
+    "RELOAD_FAILED_AT",
     "ROLLED_AT",
     "ROLLED_TO",
     "ROLLOUT_ORDER",
@@ -66,9 +73,11 @@ __all__ = [
     "WorkloadSettings",
     "cross_namespace_allowed",
     "format_failed",
+    "format_hash_at",
     "format_rolled_at",
     "parse_duration",
     "parse_failed",
+    "parse_hash_at",
     "parse_rolled_at",
     "parse_source",
     "parse_workload",
@@ -102,6 +111,13 @@ ROLLOUT_WINDOW: Final = PREFIX + "rollout-window"
 ON_FAILURE: Final = PREFIX + "on-failure"
 ON_FAILURE_HOLD: Final = "hold"
 ON_FAILURE_ROLLBACK: Final = "rollback"
+#: Strategy `hot`: when pods don't report a successful reload of a hot change within
+#: HOT_DEADLINE (or report a failed one), "rollout" (the default) rolls the workload, "warn"
+#: only posts a Warning Event.
+HOT_FALLBACK: Final = PREFIX + "hot-fallback"
+HOT_FALLBACK_ROLLOUT: Final = "rollout"
+HOT_FALLBACK_WARN: Final = "warn"
+HOT_DEADLINE: Final = PREFIX + "hot-deadline"
 COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
 COMPAT_RELOADER: Final = compat.AUTO
 
@@ -141,6 +157,18 @@ APPROVED_AT: Final = PREFIX + "approved-at"
 #: workload so that a restart or a new leader still stops the line (and notifies once).
 FAILED: Final = PREFIX + "failed"
 
+#: Strategy `hot`: `<config hash>@<unix seconds>` of a change delivered without a rollout
+#: and not yet confirmed by the pods' agents (removed once every pod reloaded it, or by
+#: the fallback). The time is when the change was delivered: a reload at or after it counts.
+HOT_RELOAD: Final = PREFIX + "hot-reload"
+
+# On pods, written by the `kube-nudge agent` sidecar (its own copies of these names: the
+# agent imports nothing of the controller; a unit test keeps them equal).
+#: Unix seconds of the app's last successful reload.
+LOADED_AT: Final = PREFIX + "loaded-at"
+#: Unix seconds of the last reload that failed (validation, signal or HTTP call).
+RELOAD_FAILED_AT: Final = PREFIX + "reload-failed-at"
+
 # On the copies the `snapshot` strategy makes.
 #: Label, "true": informers leave copies out; `kubectl get cm -l kube-nudge.io/snapshot`.
 SNAPSHOT_LABEL: Final = PREFIX + "snapshot"
@@ -154,6 +182,9 @@ SNAPSHOT_FOR: Final = PREFIX + "snapshot-for"
 IGNORE: Final = PREFIX + "ignore"
 SHARE_WITH: Final = PREFIX + "share-with"
 SHARE_ALL: Final = "*"
+#: A label selector (`app=web`): when the data changes, kube-nudge evicts the matching pods
+#: of the source's namespace that started before the change (see `model.replacement`).
+POD_SELECTOR: Final = PREFIX + "pod-selector"
 
 DEFAULT_DEBOUNCE: Final = 2.0
 MAX_DEBOUNCE: Final = 3600.0
@@ -165,6 +196,9 @@ MAX_ROLLOUT_WINDOW: Final = 86400.0
 MIN_PROGRESS_DEADLINE: Final = 1.0
 MAX_PROGRESS_DEADLINE: Final = 86400.0
 MAX_ROLLOUT_ORDER: Final = 1_000_000
+DEFAULT_HOT_DEADLINE: Final = 120.0
+MIN_HOT_DEADLINE: Final = 5.0
+MAX_HOT_DEADLINE: Final = 3600.0
 STRATEGY_ROLLOUT: Final = "rollout"
 STRATEGY_SNAPSHOT: Final = "snapshot"
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
@@ -228,6 +262,10 @@ class WorkloadSettings:
     rollback_on_failure: bool = False
     window: RolloutWindow | None = None
     """`kube-nudge.io/rollout-window`: changes roll only while it is open."""
+    hot_fallback_rollout: bool = True
+    """Strategy `hot`: roll when a hot change isn't reloaded in time (else only warn)."""
+    hot_deadline: float = DEFAULT_HOT_DEADLINE
+    """Strategy `hot`: seconds the pods have to report reloading a hot change."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +294,8 @@ class SourceSettings:
     """Namespaces whose workloads may name this source; `*` means all."""
     matched: bool = False
     """With --compat: Reloader's `match` annotation (counts for `search` workloads)."""
+    pod_selector: str | None = None
+    """`kube-nudge.io/pod-selector`: the pods to replace when the data changes; None: none."""
 
 
 def parse_workload(
@@ -306,6 +346,8 @@ def parse_workload(
     approval = _field(ann, APPROVAL, _parse_approval, "", errors)
     release_window = _field(ann, ROLLOUT_WINDOW, parse_window, None, errors)
     on_failure = _field(ann, ON_FAILURE, _parse_on_failure, ON_FAILURE_HOLD, errors)
+    hot_fallback = _field(ann, HOT_FALLBACK, _parse_hot_fallback, HOT_FALLBACK_ROLLOUT, errors)
+    hot_deadline = _field(ann, HOT_DEADLINE, _parse_hot_deadline, DEFAULT_HOT_DEADLINE, errors)
     if on_failure == ON_FAILURE_ROLLBACK and strategy != STRATEGY_SNAPSHOT:
         errors.append(
             f'{ON_FAILURE} "{ON_FAILURE_ROLLBACK}" needs {STRATEGY}: {STRATEGY_SNAPSHOT} (with '
@@ -330,6 +372,8 @@ def parse_workload(
         approval_required=approval == APPROVAL_REQUIRED,
         rollback_on_failure=on_failure == ON_FAILURE_ROLLBACK,
         window=release_window,
+        hot_fallback_rollout=hot_fallback == HOT_FALLBACK_ROLLOUT,
+        hot_deadline=hot_deadline,
     )
     return settings, errors
 
@@ -359,7 +403,11 @@ def parse_source(
         ignore = source_ignored(ann)
     share_with = _field(ann, SHARE_WITH, _parse_share_with, _NO_NAMESPACES, errors)
     matched = compat and source_matched(ann)
-    return SourceSettings(ignore=bool(ignore), share_with=share_with, matched=matched), errors
+    pod_selector = _field(ann, POD_SELECTOR, check_label_selector, None, errors)
+    settings = SourceSettings(
+        ignore=bool(ignore), share_with=share_with, matched=matched, pod_selector=pod_selector
+    )
+    return settings, errors
 
 
 def cross_namespace_allowed(
@@ -561,25 +609,41 @@ def _parse_order(name: str, value: str) -> int:
     return int(value)
 
 
-def _parse_progress_deadline(name: str, value: str) -> float:
-    try:
-        seconds = parse_duration(value)
-    except ValueError:
-        seconds = -1.0
-    if not MIN_PROGRESS_DEADLINE <= seconds <= MAX_PROGRESS_DEADLINE:
-        raise ValueError(
-            f'{name} must be a duration between 1s and 24h such as "10m", got {show(value)}'
-        )
-    return seconds
+def _duration_between(
+    low: float, high: float, shown: str, example: str
+) -> Callable[[str, str], float]:
+    """A parser of a duration from ``low`` to ``high`` seconds (``shown``: "1s and 24h")."""
+
+    def parse(name: str, value: str) -> float:
+        try:
+            seconds = parse_duration(value)
+        except ValueError:
+            seconds = -1.0
+        if not low <= seconds <= high:
+            raise ValueError(
+                f'{name} must be a duration between {shown} such as "{example}", got {show(value)}'
+            )
+        return seconds
+
+    return parse
+
+
+_parse_progress_deadline = _duration_between(
+    MIN_PROGRESS_DEADLINE, MAX_PROGRESS_DEADLINE, "1s and 24h", "10m"
+)
 
 
 _parse_approval = _one_of(APPROVAL_REQUIRED, "none")
 _parse_on_failure = _one_of(ON_FAILURE_HOLD, ON_FAILURE_ROLLBACK)
+_parse_hot_fallback = _one_of(HOT_FALLBACK_ROLLOUT, HOT_FALLBACK_WARN)
+
+_parse_hot_deadline = _duration_between(MIN_HOT_DEADLINE, MAX_HOT_DEADLINE, "5s and 1h", "2m")
 
 
-def parse_failed(value: object) -> tuple[str, float] | None:
-    """`kube-nudge.io/failed` as (config hash, Unix seconds); None if absent or unreadable
-    (which only ever forgets a failure: the line is not stopped by garbage)."""
+def parse_hash_at(value: object) -> tuple[str, float] | None:
+    """`<config hash>@<unix seconds>` (`kube-nudge.io/failed`, `kube-nudge.io/hot-reload`)
+    as (config hash, Unix seconds); None if absent or unreadable (which only ever forgets
+    a record: a line is not stopped by garbage)."""
     if not isinstance(value, str):
         return None
     config_hash, _, stamp = value.rpartition("@")
@@ -590,9 +654,14 @@ def parse_failed(value: object) -> tuple[str, float] | None:
     return (config_hash, moment) if config_hash and math.isfinite(moment) else None
 
 
-def format_failed(config_hash: str, moment: float) -> str:
-    """The value of `kube-nudge.io/failed` for a rollout to `config_hash` failed at `moment`."""
+def format_hash_at(config_hash: str, moment: float) -> str:
+    """`<config hash>@<unix seconds>`, as `parse_hash_at` reads it."""
     return f"{config_hash}@{moment:.3f}"
+
+
+#: `kube-nudge.io/failed`: the rollout to that hash failed then.
+parse_failed = parse_hash_at
+format_failed = format_hash_at
 
 
 def _parse_share_with(name: str, value: str) -> frozenset[str]:

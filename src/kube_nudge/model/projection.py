@@ -18,6 +18,7 @@ from kube_nudge.model.annotations import (
     BASELINE_HASH,
     CONFIG_HASH,
     FAILED,
+    HOT_RELOAD,
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
@@ -28,6 +29,7 @@ from kube_nudge.model.annotations import (
     WorkloadDefaults,
     WorkloadSettings,
     parse_failed,
+    parse_hash_at,
     parse_rolled_at,
     parse_source,
     parse_workload,
@@ -145,6 +147,9 @@ class WorkloadView:
     """`kube-nudge.io/failed`: (config hash, when) of the last rollout that failed."""
     approved_at: float = 0.0
     """`kube-nudge.io/approved-at`: changes of the data before it are approved."""
+    hot_reload: tuple[str, float] | None = None
+    """Strategy `hot`: (config hash, when delivered) of a change delivered without a
+    rollout that the pods have not all confirmed yet (`kube-nudge.io/hot-reload`)."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -222,6 +227,7 @@ def project_workload(
         progress=progress_of(kind, obj),
         failed=parse_failed(annotations.get(FAILED)),
         approved_at=max(parse_rolled_at(annotations.get(APPROVED_AT)), default=0.0),
+        hot_reload=parse_hash_at(annotations.get(HOT_RELOAD)),
     )
 
 

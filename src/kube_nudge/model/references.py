@@ -27,6 +27,7 @@ __all__ = [
 _UNNAMED = "<unnamed>"
 _CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 SUBPATH_SUFFIX = " (subPath)"
+INIT_SUFFIX = " (init container)"
 
 
 class SourceKind(StrEnum):
@@ -67,12 +68,22 @@ class Consumption:
     via: tuple[str, ...]
     """Sorted, unique human-readable forms of the references, e.g. `volume cfg`, `env app`,
     `volume cfg (subPath)` for a volume some container mounts with `subPath`."""
+    restart_keys: frozenset[str] | None = frozenset()
+    """Keys a running container never sees change (env vars, `envFrom`, `subPath` mounts,
+    volumes an init container mounts): only a restart brings their new data. None: every
+    key; empty: none (the source reaches the pods through refreshed volumes only)."""
 
     @property
     def never_refreshed(self) -> bool:
         """True when a running pod never sees a change through some reference (env vars,
-        `envFrom`, `subPath` mounts): only a restart brings it the new data."""
-        return any(v.startswith("env") or v.endswith(SUBPATH_SUFFIX) for v in self.via)
+        `envFrom`, `subPath` mounts, init containers): only a restart brings it new data."""
+        return self.restart_keys is None or bool(self.restart_keys)
+
+    def needs_restart(self, changed: list[str]) -> list[str]:
+        """Which of the ``changed`` keys only a restart delivers."""
+        if self.restart_keys is None:
+            return list(changed)
+        return [key for key in changed if key in self.restart_keys]
 
 
 def discover(pod_spec: Mapping[str, Any], namespace: str) -> dict[SourceRef, Consumption]:
@@ -101,24 +112,37 @@ def merge(
 
 def consume_all(refs: Iterable[SourceRef], via: str) -> dict[SourceRef, Consumption]:
     """Consumption of sources named outside the pod spec: all keys, not optional."""
-    use = Consumption(keys=None, optional=False, required_keys=frozenset(), via=(via,))
+    # How the pods use them is unknown: count them as read at start (a change rolls).
+    use = Consumption(keys=None, optional=False, required_keys=frozenset(), via=(via,),
+                      restart_keys=None)  # fmt: skip
     return {ref: use for ref in sorted(set(refs))}
 
 
 def _combine(a: Consumption, b: Consumption) -> Consumption:
     keys = None if a.keys is None or b.keys is None else a.keys | b.keys
+    restart = (
+        None
+        if a.restart_keys is None or b.restart_keys is None
+        else a.restart_keys | b.restart_keys
+    )
     return Consumption(
         keys=keys,
         optional=a.optional and b.optional,
         required_keys=a.required_keys | b.required_keys,
         via=tuple(sorted(set(a.via) | set(b.via))),
+        restart_keys=restart,
     )
 
 
-def _use(keys: frozenset[str] | None, optional: bool, via: str) -> Consumption:
-    """One reference. The keys it names are required unless it is optional."""
+def _use(
+    keys: frozenset[str] | None, optional: bool, via: str, *, frozen: bool = False
+) -> Consumption:
+    """One reference. The keys it names are required unless it is optional; ``frozen``:
+    a running container never sees them change."""
     required = frozenset() if optional or keys is None else keys
-    return Consumption(keys=keys, optional=optional, required_keys=required, via=(via,))
+    restart = keys if frozen else frozenset()
+    return Consumption(keys=keys, optional=optional, required_keys=required, via=(via,),
+                       restart_keys=restart)  # fmt: skip
 
 
 _Found = tuple[SourceKind, str, Consumption]
@@ -174,6 +198,7 @@ _WHOLE_REFS = ((SourceKind.CONFIGMAP, "configMapRef"), (SourceKind.SECRET, "secr
 
 def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
     subpath_volumes = _subpath_volumes(spec)
+    init_volumes = _init_volumes(spec)
     for slot in _slots(spec):
         name = _name(slot.holder.get(slot.name_field))
         if name is None:
@@ -183,12 +208,17 @@ def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
             via = f"volume {slot.label}"
             if slot.label in subpath_volumes:
                 via += SUBPATH_SUFFIX
-            yield slot.kind, name, _use(_item_keys(holder.get("items")), optional, via)
+            if slot.label in init_volumes:
+                via += INIT_SUFFIX
+            frozen = slot.label in subpath_volumes or slot.label in init_volumes
+            keys = _item_keys(holder.get("items"))
+            yield slot.kind, name, _use(keys, optional, via, frozen=frozen)
         elif slot.form == "env":
             if (key := _name(holder.get("key"))) is not None:
-                yield slot.kind, name, _use(frozenset((key,)), optional, f"env {slot.label}")
+                yield slot.kind, name, _use(frozenset((key,)), optional, f"env {slot.label}",
+                                            frozen=True)  # fmt: skip
         else:
-            yield slot.kind, name, _use(None, optional, f"envFrom {slot.label}")
+            yield slot.kind, name, _use(None, optional, f"envFrom {slot.label}", frozen=True)
 
 
 def rename_references(
@@ -215,6 +245,17 @@ def _subpath_volumes(spec: Mapping[str, Any]) -> set[str]:
         for mount in _dicts(container.get("volumeMounts"))
         if (mount.get("subPath") or mount.get("subPathExpr"))
         and (name := _name(mount.get("name"))) is not None
+    }
+
+
+def _init_volumes(spec: Mapping[str, Any]) -> set[str]:
+    """Names of volumes an init container mounts: it read them once, before the app ran,
+    and whatever it made of them never changes."""
+    return {
+        name
+        for container in _dicts(spec.get("initContainers"))
+        for mount in _dicts(container.get("volumeMounts"))
+        if (name := _name(mount.get("name"))) is not None
     }
 
 

@@ -17,7 +17,8 @@ from prometheus_client import (
 )
 
 HOLD_REASONS = ("missing", "flapping", "invalid")
-ERROR_STAGES = ("reconcile", "write", "event", "watch")
+ERROR_STAGES = ("reconcile", "write", "event", "watch", "replace")
+EVICTION_OUTCOMES = ("evicted", "blocked")
 WORKLOAD_STATES = (
     "current", "applied", "held-missing", "held-flapping", "held-invalid", "failed",
 )  # fmt: skip
@@ -51,6 +52,14 @@ class Metrics:
             ["kind", "outcome"],
             registry=r,
         )
+        self.hot_reloads = Counter(
+            "kube_nudge_hot_reloads",
+            "Changes strategy hot delivered without a rollout, by outcome: reloaded (every "
+            "pod's agent confirmed), failed or timed-out (then the fallback), or rolled (a "
+            "changed key reaches the pods only at a restart: env, subPath, init container).",
+            ["outcome"],
+            registry=r,
+        )
         self.notifications_sent = Counter(
             "kube_nudge_notifications_sent",
             "Notifications delivered to a chat/webhook receiver, by receiver label and kind.",
@@ -70,6 +79,20 @@ class Metrics:
             "Notifications dropped unsent, by receiver label and reason: queue-full (the "
             "oldest made room), shutdown (still queued when the drain timed out).",
             ["receiver", "reason"],
+            registry=r,
+        )
+        self.pod_evictions = Counter(
+            "kube_nudge_pod_evictions",
+            "Evictions of pods matching a ConfigMap's or Secret's kube-nudge.io/pod-selector "
+            "that started before its data changed, by outcome: evicted, blocked (refused with "
+            "429, a PodDisruptionBudget allowing no more now; tried again later).",
+            ["outcome"],
+            registry=r,
+        )
+        self.pods_not_replaced = Counter(
+            "kube_nudge_pods_not_replaced",
+            "Stale pods matching a kube-nudge.io/pod-selector left alone because no controller "
+            "would replace them (counted once per change of the source, with a Warning Event).",
             registry=r,
         )
         self.errors = Counter("kube_nudge_errors", "Errors, by stage.", ["stage"], registry=r)
@@ -144,6 +167,8 @@ class Metrics:
             self.errors.labels(stage=stage)
         for state in WORKLOAD_STATES:
             self.workloads.labels(state=state)
+        for outcome in EVICTION_OUTCOMES:
+            self.pod_evictions.labels(outcome=outcome)
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition of every metric, and its content type."""

@@ -18,6 +18,7 @@ from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import Adopt, Apply, Assessment, Hold, WorkloadView
 from kube_nudge.model.notifications import Notification, NotificationKind
+from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 
@@ -100,6 +101,7 @@ class StrategyContext:
     hmac_key: bytes = field(default=b"", repr=False)
     notify: Callable[[Notification], None] = field(default=lambda _: None, repr=False)
     """Sends a notification to the configured receivers; never blocks, never raises."""
+    clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
 
 
 class Refused(Exception):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from kube_nudge.model.annotations import DEFAULT_STRATEGY
 from kube_nudge.strategies.base import Strategy, StrategyContext
+from kube_nudge.strategies.hot import HotStrategy
 from kube_nudge.strategies.notify import NotifyStrategy
 from kube_nudge.strategies.rollout import RolloutStrategy
 from kube_nudge.strategies.snapshot import SnapshotStrategy
@@ -22,6 +23,7 @@ STRATEGIES: Mapping[str, StrategyFactory] = {
     RolloutStrategy.name: RolloutStrategy,
     NotifyStrategy.name: NotifyStrategy,
     SnapshotStrategy.name: SnapshotStrategy,
+    HotStrategy.name: HotStrategy,
 }
 
 

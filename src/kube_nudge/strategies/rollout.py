@@ -29,7 +29,14 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import FAILED, KEY_ID, ROLLED_TO, SNAPSHOTS, format_rolled_at
+from kube_nudge.model.annotations import (
+    FAILED,
+    HOT_RELOAD,
+    KEY_ID,
+    ROLLED_TO,
+    SNAPSHOTS,
+    format_rolled_at,
+)
 from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
 from kube_nudge.model.references import rename_references
 from kube_nudge.model.snapshots import parse_snapshots, pod_spec_patch
@@ -91,6 +98,7 @@ def _recorded(rolled_at: Sequence[float], key_id: str, cause: str) -> dict[str, 
     # then outranked the template's hash: a restart rolled the workload again.)
     annotations[BASELINE_HASH] = None
     annotations[FAILED] = None  # a new rollout: an earlier failure no longer stops a line
+    annotations[HOT_RELOAD] = None  # strategy hot: a rollout supersedes a change in place
     return annotations
 
 

@@ -1,0 +1,207 @@
+"""Strategy `hot` against the real API server: a change that only refreshed volumes carry
+is delivered without a rollout (the pods get the kubelet nudge; the test plays each pod's
+`kube-nudge agent` by writing what it writes), a change an env var carries rolls, and a
+failed or missing reload falls back as `kube-nudge.io/hot-fallback` says."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kube_nudge.controller.status import collect
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, REPLICASETS
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, RELOAD_FAILED_AT
+from kube_nudge.model.projection import parse_timestamp
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import wait_for_object
+from tests.integration import manifests
+from tests.integration.controller_support import (
+    eventually,
+    posted,
+    running_controller,
+    template_hash,
+    until,
+)
+from tests.integration.manifests import ENABLED
+
+pytestmark = pytest.mark.cluster
+DEPLOYMENT = BUILTIN_KINDS[0]
+HOT = {**ENABLED, "kube-nudge.io/strategy": "hot"}
+
+
+def hot_consumer() -> dict[str, Any]:
+    """Key LEVEL as an env var (read at start); the whole ConfigMap as a mounted volume."""
+    ref = {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}
+    return manifests.pod_spec(
+        volumes=[{"name": "cfg", "configMap": {"name": "app"}}],
+        containers=[{
+            "name": "app", "image": "registry.invalid/app:1",
+            "env": [{"name": "LEVEL", "valueFrom": ref}],
+            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/app"}],
+        }],
+    )  # fmt: skip
+
+
+async def pods(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    found = await kube.get(PODS.path(namespace), labelSelector="app=web")
+    return [p for p in found["items"] if not p["metadata"].get("deletionTimestamp")]
+
+
+async def replicasets(kube: KubeClient, namespace: str) -> int:
+    return len((await kube.get(REPLICASETS.path(namespace)))["items"])
+
+
+async def workload_annotations(kube: KubeClient, namespace: str) -> dict[str, str]:
+    web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+    return dict(web["metadata"].get("annotations") or {})
+
+
+async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str, Any]]:
+    """ConfigMap `app`, Deployment `web` (2 pods, strategy hot), both running; returns the
+    pods, once the wall clock is past the second they started in (start times have whole
+    seconds: a change in that second would count as read at start)."""
+    data = {"LEVEL": "info", "app.conf": "port 80"}
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", data))
+    deployment = manifests.deployment(
+        "web", replicas=2, spec=hot_consumer(), annotations={**HOT, **more}
+    )
+    await kube.create(DEPLOYMENTS.path(namespace), deployment)
+
+    async def running() -> bool:
+        found = await pods(kube, namespace)
+        return len(found) == 2 and all(p["status"].get("phase") == "Running" for p in found)
+
+    await until(running, timeout=60)
+    started = [parse_timestamp(p["status"]["startTime"]) for p in await pods(kube, namespace)]
+    boundary = max(s for s in started if s is not None) + 1
+    await eventually(lambda: time.time() >= boundary, timeout=5)
+    return await pods(kube, namespace)
+
+
+async def nudged(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
+    """The pods once all carry the workload's hot-reload record."""
+    record = ""
+
+    async def all_nudged() -> bool:
+        nonlocal record
+        record = (await workload_annotations(kube, namespace)).get(HOT_RELOAD, "")
+        found = await pods(kube, namespace)
+        return bool(record) and all(
+            (p["metadata"].get("annotations") or {}).get(HOT_RELOAD) == record for p in found
+        )
+
+    await until(all_nudged, timeout=30)
+    return await pods(kube, namespace)
+
+
+async def agent_reports(kube: KubeClient, namespace: str, pod: str, annotation: str) -> None:
+    """What the pod's agent writes after a reload (or a failed one)."""
+    patch = {"metadata": {"annotations": {annotation: f"{time.time():.3f}"}}}
+    await kube.merge_patch(PODS.path(namespace, pod), patch)
+
+
+async def test_a_volume_change_reloads_in_place_and_an_env_change_rolls(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    before = await start(kube, namespace)
+    async with running_controller(cluster, namespace) as running:
+        reloads = running.metrics.hot_reloads
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "port 81"}})
+        found = await nudged(kube, namespace)
+        assert sorted(p["metadata"]["name"] for p in found) == sorted(
+            p["metadata"]["name"] for p in before
+        )  # the same pods: nothing restarted
+        assert await replicasets(kube, namespace) == 1
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert template_hash(web, DEPLOYMENT) is None  # the template was not touched
+        [delivering] = await posted(kube, namespace, "HotReload")
+        assert "configmap/app keys [app.conf] changed" in delivering["message"]
+        assert "asked the kubelet of 2 pods" in delivering["message"]
+        assert "port 81" not in delivering["message"]
+        [row] = await collect(kube, namespaces=[namespace], hmac_key=running.hmac_key)
+        applied = row.applied_hash
+        assert (row.state, row.desired_hash) == ("reloading", applied)
+        assert row.detail.endswith("2 pod(s) have not confirmed it yet")
+
+        for pod in found:  # each pod's agent reloads the app and says so
+            await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT)
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}), timeout=30,
+        )  # fmt: skip
+        [reloaded] = await posted(kube, namespace, "HotReloaded")
+        assert reloaded["message"].startswith("every pod (2) reloaded config v1-")
+        assert reloads.labels(outcome="reloaded")._value.get() == 1
+        assert await replicasets(kube, namespace) == 1
+        [row] = await collect(kube, namespaces=[namespace], hmac_key=running.hmac_key)
+        assert (row.state, dict(row.pods)) == ("current", {applied: 2})
+
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+        )  # fmt: skip
+        [impossible] = await posted(kube, namespace, "HotReloadImpossible")
+        assert impossible["message"] == (
+            "cannot reload in place: configmap/app keys [LEVEL] are read only at start "
+            "(env app); rolling instead"
+        )
+        assert reloads.labels(outcome="rolled")._value.get() == 1
+        await until(lambda: _more_than_one_replicaset(kube, namespace), timeout=30)
+
+
+async def _more_than_one_replicaset(kube: KubeClient, namespace: str) -> bool:
+    return await replicasets(kube, namespace) == 2
+
+
+async def test_a_failed_reload_falls_back_to_a_rollout(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await start(kube, namespace)
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "bad"}})
+        first, second = await nudged(kube, namespace)
+        await agent_reports(kube, namespace, second["metadata"]["name"], LOADED_AT)
+        await agent_reports(kube, namespace, first["metadata"]["name"], RELOAD_FAILED_AT)
+        web = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+        )  # fmt: skip
+        assert HOT_RELOAD not in web["metadata"]["annotations"]
+        [failed] = await posted(kube, namespace, "HotReloadFailed")
+        assert failed["type"] == "Warning"
+        assert failed["message"].startswith("pods reported a failed reload of config v1-")
+        assert failed["message"].endswith(
+            f": {first['metadata']['name']}; rolling instead (kube-nudge.io/hot-fallback: rollout)"
+        )
+        assert running.metrics.hot_reloads.labels(outcome="failed")._value.get() == 1
+        await until(lambda: _more_than_one_replicaset(kube, namespace), timeout=30)
+
+
+async def test_silent_pods_only_warn_when_asked_to(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    settings = {"kube-nudge.io/hot-fallback": "warn", "kube-nudge.io/hot-deadline": "5s"}
+    await start(kube, namespace, **settings)
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "x"}})
+        await nudged(kube, namespace)  # no agent answers
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}), timeout=30,
+        )  # fmt: skip
+        [failed] = await posted(kube, namespace, "HotReloadFailed")
+        assert "did not report reloading config v1-" in failed["message"]
+        assert "within 5 s" in failed["message"]
+        assert failed["message"].endswith(
+            "not rolling (kube-nudge.io/hot-fallback: warn): those pods may run the previous "
+            "config until they restart"
+        )
+        assert running.metrics.hot_reloads.labels(outcome="timed-out")._value.get() == 1
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert template_hash(web, DEPLOYMENT) is None
+        assert await replicasets(kube, namespace) == 1

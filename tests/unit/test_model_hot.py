@@ -1,0 +1,134 @@
+"""Strategy hot, the pure parts: which changes reach running pods, and the pods' verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kube_nudge.agent import podrecord
+from kube_nudge.model import Apply
+from kube_nudge.model.annotations import LOADED_AT, RELOAD_FAILED_AT
+from kube_nudge.model.hashing import ABSENT
+from kube_nudge.model.hot import POLL_SECONDS, PodReport, VerdictKind, judge, restart_reasons
+from kube_nudge.model.references import SourceKind, SourceRef, discover
+
+NS = "team"
+APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")
+T0 = 1_800_000_000.0
+
+
+def spec() -> dict[str, Any]:
+    """Key `level` as an env var, the whole ConfigMap as a live volume, and `seed` for an
+    init container through a second volume."""
+    return {
+        "volumes": [
+            {"name": "live", "configMap": {"name": "app"}},
+            {"name": "seed", "configMap": {"name": "app", "items": [{"key": "seed", "path": "s"}]}},
+        ],
+        "initContainers": [{"name": "init", "volumeMounts": [{"name": "seed", "mountPath": "/s"}]}],
+        "containers": [{
+            "name": "web",
+            "env": [{"name": "L", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "level"}}}],  # noqa: E501
+            "volumeMounts": [{"name": "live", "mountPath": "/etc/app"}],
+        }],
+    }  # fmt: skip
+
+
+def plan(changes: dict[SourceRef, list[str]] | None, **more: Any) -> Apply:
+    return Apply("v1-new", changes, (T0,), had_baseline=True, **more)
+
+
+def reasons(changes: dict[SourceRef, list[str]] | None, **more: Any) -> list[str]:
+    visible = discover(spec(), NS)
+    return restart_reasons(plan(changes, **more), visible, {}, NS)
+
+
+def test_keys_only_a_live_volume_carries_go_hot() -> None:
+    assert reasons({APP: ["port", "tls.conf"]}) == []
+
+
+def test_an_env_or_init_container_key_rolls_and_says_through_what() -> None:
+    assert reasons({APP: ["level", "port"]}) == [
+        "configmap/app keys [level] are read only at start (env web, volume seed (init container))"
+    ]
+    assert reasons({APP: ["seed"]})[0].startswith("configmap/app keys [seed] are read only")
+
+
+def test_unknown_changes_stale_pods_and_appearing_sources_roll() -> None:
+    assert reasons(None) == [
+        "what changed while kube-nudge was not watching is not known key by key"
+    ]
+    assert reasons({APP: ["port"]}, stale_pods=True) == [
+        "the pods started before their config last changed"
+    ]
+    assert reasons({APP: []}) == [
+        "configmap/app was removed (only a restart mounts or unmounts it)"
+    ]
+    other = SourceRef(SourceKind.SECRET, NS, "gone")
+    assert restart_reasons(plan({other: ["k"]}), {}, {other: ABSENT}, NS) == [
+        "secret/gone no longer counts for the workload"
+    ]
+
+
+def pod(name: str, **fields: Any) -> PodReport:
+    return PodReport(name=name, started=fields.pop("started", T0 - 100), **fields)
+
+
+def test_every_pod_reloading_after_the_change_is_done() -> None:
+    pods = [pod("a", loaded_at=T0 + 3), pod("b", started=T0 + 1), pod("c", terminating=True)]
+    verdict = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 5)
+    assert verdict.kind is VerdictKind.RELOADED
+
+
+def test_a_reload_before_the_change_does_not_count() -> None:
+    pods = [pod("a", loaded_at=T0 - 0.5), pod("b", loaded_at=T0 + 1)]
+    verdict = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 5)
+    assert verdict.kind is VerdictKind.WAITING and verdict.pods == ("a",)
+    assert verdict.retry_after == POLL_SECONDS
+    late = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 61.5)
+    assert late.kind is VerdictKind.WAITING and late.retry_after == 0.5
+    timed_out = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 62)
+    assert timed_out.kind is VerdictKind.TIMED_OUT and timed_out.pods == ("a",)
+
+
+def test_a_failed_reload_since_the_change_fails_it_unless_a_later_one_worked() -> None:
+    failed = [pod("b", failed_at=T0 + 3), pod("a", failed_at=T0 + 4, loaded_at=T0 + 3)]
+    verdict = judge(failed, since=T0, delivered_at=T0, deadline=60, now=T0 + 5)
+    assert verdict.kind is VerdictKind.FAILED and verdict.pods == ("a", "b")
+    recovered = [pod("a", failed_at=T0 + 3, loaded_at=T0 + 4), pod("b", failed_at=T0 - 9)]
+    verdict = judge(recovered, since=T0, delivered_at=T0, deadline=60, now=T0 + 5)
+    assert verdict.kind is VerdictKind.WAITING and verdict.pods == ("b",)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.floats(T0 - 50, T0 + 50),
+            st.none() | st.floats(T0 - 50, T0 + 50),
+            st.booleans(),
+        ),
+        max_size=6,
+    ),
+    st.floats(0, 200),
+)
+def test_the_verdict_is_total_and_consistent(
+    reports: list[tuple[float | None, float | None, bool]], elapsed: float
+) -> None:
+    pods = [pod(f"p{i}", loaded_at=loaded, failed_at=failed, terminating=going)
+            for i, (loaded, failed, going) in enumerate(reports)]  # fmt: skip
+    verdict = judge(pods, since=T0, delivered_at=T0, deadline=60, now=T0 + elapsed)
+    live = {p.name for p in pods if not p.terminating}
+    assert set(verdict.pods) <= live
+    if verdict.kind is VerdictKind.RELOADED:
+        assert all(p.loaded_at is not None and p.loaded_at >= T0 for p in pods if p.name in live
+                   and p.started is not None and p.started < T0)  # fmt: skip
+    if verdict.kind is VerdictKind.WAITING:
+        assert elapsed < 60 and verdict.retry_after is not None and verdict.retry_after > 0
+    if verdict.kind is VerdictKind.TIMED_OUT:
+        assert elapsed >= 60 and verdict.pods
+
+
+def test_the_agent_writes_what_the_controller_reads() -> None:
+    assert (podrecord.LOADED_AT, podrecord.RELOAD_FAILED_AT) == (LOADED_AT, RELOAD_FAILED_AT)
