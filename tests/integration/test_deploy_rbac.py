@@ -4,35 +4,45 @@ chart's own command line, authenticated as the chart's ServiceAccount, adopts an
 workload without one Forbidden; what the grant leaves out (writing a user's Secret, reading
 outside the watched namespaces) is denied. With `snapshotStrategy.enabled` the same holds for
 a workload rolling onto copies that its ReplicaSet then owns, and the chart's admission policy
-denies the writes to users' ConfigMaps and Secrets that RBAC then allows."""
+denies the writes to users' ConfigMaps and Secrets that RBAC then allows; with
+`hotStrategy.enabled` (same mode) for a hot change nudging a workload's pods, and the policy
+keeps that grant to the one annotation."""
 
 from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
     NAMESPACES,
+    PODS,
     SECRETS,
     SERVICEACCOUNTS,
     Resource,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import template_annotation
-from kube_nudge.model.annotations import SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.annotations import HOT_RELOAD, POD_SELECTOR, SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
-from tests.integration.controller_support import start_replica, template_hash, until
+from tests.integration.controller_support import (
+    eventually,
+    start_replica,
+    template_hash,
+    until,
+)
 from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
@@ -59,6 +69,7 @@ RESOURCES = {
 # Flags the test sets itself: a free local port for the probes, no debounce to be quick.
 OWN_FLAGS = ("run", "--metrics-addr=")
 SNAPSHOT = {**ENABLED, "kube-nudge.io/strategy": "snapshot"}
+HOT = {**ENABLED, "kube-nudge.io/strategy": "hot"}
 
 
 async def apply(kube: KubeClient, docs: list[dict[str, Any]]) -> list[str]:
@@ -91,9 +102,10 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
 ) -> None:
     state = f"{namespace}-kn"  # the release namespace: its Lease and key Secret
     scoped = mode != "cluster-wide"
-    snapshot = mode == "snapshot"  # namespace-scoped, with the snapshot strategy's grant
+    # namespace-scoped, with the snapshot and hot strategies' grants
+    snapshot = mode == "snapshot"
     sets: tuple[str, ...] = (f"watchNamespaces={{{namespace}}}",) if scoped else ()
-    sets += ("snapshotStrategy.enabled=true",) if snapshot else ()
+    sets += ("snapshotStrategy.enabled=true", "hotStrategy.enabled=true") if snapshot else ()
     # Only this test's workload: cluster-wide, workloads other tests left in namespaces still
     # being deleted would otherwise be adopted, and Events about them refused.
     sets += (f"workloadSelector=rbac-test={namespace}",)
@@ -125,6 +137,17 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
         app = manifests.deployment("app", spec=spec, annotations=SNAPSHOT if snapshot else ENABLED)
         app["metadata"]["labels"] = {"rbac-test": namespace}
         await kube.create(DEPLOYMENTS.path(namespace), app)
+        # kube-nudge.io/pod-selector: listing pods and budgets, evicting (not opted in).
+        await kube.create(CONFIGMAPS.path(namespace), manifests.configmap(
+            "evict", {"K": "1"}, {POD_SELECTOR: "app=evictable"}))  # fmt: skip
+        await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment("evictable"))
+        if snapshot:  # strategy hot: a volume-only change nudges the pods
+            await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("hot", {"K": "1"}))
+            volume = {"name": "c", "configMap": {"name": "hot"}}
+            hot_spec = manifests.pod_spec(volumes=[volume])
+            hot = manifests.deployment("hot", spec=hot_spec, annotations=HOT)
+            hot["metadata"]["labels"] = {"rbac-test": namespace}
+            await kube.create(DEPLOYMENTS.path(namespace), hot)
         # The chart's command line as it is, but for the probe port; cluster-wide, it watches
         # every namespace of the session cluster, as installed.
         chart_flags = [a for a in container["args"] if not a.startswith(OWN_FLAGS)]
@@ -154,8 +177,35 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
                         == ["ReplicaSet"] for o in found.values()),
                     params={"labelSelector": SNAPSHOT_LABEL}, timeout=30,
                 )  # fmt: skip
+            [(old, pod)] = (await wait_for_objects(
+                kube, PODS.path(namespace), lambda found: len(found) == 1 and all(
+                    (p.get("status") or {}).get("startTime") for p in found.values()),
+                params={"labelSelector": "app=evictable"}, timeout=30,
+            )).items()  # fmt: skip
+            # Whole-second times: the change must land in a later second to make it stale.
+            started = parse_timestamp(pod["status"]["startTime"]) or 0.0
+            await eventually(lambda: time.time() >= started + 1.0, timeout=5)
+            await kube.merge_patch(CONFIGMAPS.path(namespace, "evict"), {"data": {"K": "2"}})
+            await wait_for_objects(
+                kube, PODS.path(namespace), lambda found: old not in found and len(found) == 1,
+                params={"labelSelector": "app=evictable"}, timeout=30,
+            )  # fmt: skip
+            if snapshot:
+                await wait_for_object(
+                    kube, DEPLOYMENTS.path(namespace), "hot",
+                    lambda o: "kube-nudge.io/baseline-hash" in o["metadata"]["annotations"],
+                    timeout=30,
+                )  # fmt: skip
+                await kube.merge_patch(CONFIGMAPS.path(namespace, "hot"), {"data": {"K": "2"}})
+                await wait_for_objects(
+                    kube, PODS.path(namespace), lambda found: len(found) == 1 and all(
+                        HOT_RELOAD in (p["metadata"].get("annotations") or {})
+                        for p in found.values()),
+                    params={"labelSelector": "app=hot"}, timeout=30,
+                )  # fmt: skip
             metrics = await replica.get("/metrics")
             assert metrics is not None
+            assert 'kube_nudge_pod_evictions_total{outcome="evicted"} 1.0' in metrics.text
             assert 'kube_nudge_errors_total{stage="event"} 0.0' in metrics.text
             assert "Forbidden" not in (tmp_path / "kn.log").read_text()
         finally:
@@ -193,6 +243,32 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
             ):
                 assert await denied(sa.merge_patch(workload, change)), change
             await sa.merge_patch(workload, {"metadata": {"annotations": {"k": "v"}}})  # allowed
+            # Pods: without strategy hot's grant, no patch at all; with it, its annotation only.
+            [pod] = (await kube.get(PODS.path(namespace), labelSelector="app=app"))["items"]
+            pod_path = PODS.path(namespace, pod["metadata"]["name"])
+
+            def patch_pod(change: dict[str, Any], dry_run: bool = False) -> Any:
+                return sa.request("PATCH", pod_path, body={"metadata": change},
+                                  params={"dryRun": "All"} if dry_run else None,
+                                  content_type=MERGE_PATCH)  # fmt: skip
+
+            nudge = {"annotations": {HOT_RELOAD: "v1-x@1"}}
+            if snapshot:
+
+                async def pod_policy_in_force() -> bool:
+                    return await denied(patch_pod({"labels": {"app": "x"}}, dry_run=True))
+
+                await until(pod_policy_in_force, 30)
+                await patch_pod(nudge)  # allowed
+                pod_changes: list[dict[str, Any]] = [
+                    {"labels": {"app": "elsewhere"}},
+                    {"annotations": {"other": "x"}},
+                    {"ownerReferences": None},
+                ]
+                for pod_change in pod_changes:
+                    assert await denied(patch_pod(pod_change)), pod_change
+            else:
+                assert await denied(patch_pod(nudge))
             if scoped:  # nothing outside the watched namespace
                 assert await denied(sa.get(CONFIGMAPS.path()))
                 assert await denied(sa.get(SECRETS.path("default")))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
+import textwrap
 import threading
 import tomllib
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ import pytest
 import yaml
 from cryptography import x509
 
+from kube_nudge.agent.config import build_config
 from kube_nudge.app.cli import build_parser
 from kube_nudge.app.run_command import RUN
 from kube_nudge.controller.webhook import WEBHOOK_PATH
@@ -663,8 +666,178 @@ def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> Non
         ),
         ("monitoring.prometheusRule.enabled=on", "/monitoring/prometheusRule/enabled"),
         ("monitoring.grafanaDashboard.namespace=Not_A_Name", "grafanaDashboard/namespace"),
+        ("agent.rbac.serviceAccounts[0].namespace=team-a", "missing property 'name'"),
+        (
+            "agent.rbac.serviceAccounts[0].namespace=Team_A agent.rbac.serviceAccounts[0].name=w",
+            "/agent/rbac/serviceAccounts/0/namespace",
+        ),
+        (
+            "agent.rbac.serviceAccounts[0].namespace=a agent.rbac.serviceAccounts[0].name=w'x",
+            "/agent/rbac/serviceAccounts/0/name",
+        ),
+        ("agent.rbac.serviceAccount=web", "additional properties 'serviceAccount' not allowed"),
+        (
+            "agent.rbac.serviceAccounts[0].namespace=a agent.rbac.serviceAccounts[0].name=w "
+            "agent.rbac.serviceAccounts[1].namespace=a agent.rbac.serviceAccounts[1].name=w",
+            "/agent/rbac/serviceAccounts': items at 0 and 1 are equal",
+        ),
     ],
 )
 def test_bad_values_are_refused(bad: str, says: str) -> None:
     with pytest.raises(chart.ChartError, match=r"(?s)" + says.replace("(", r"\(")):
         render(*bad.split(" "))
+
+
+def test_pods_are_evicted_never_deleted() -> None:
+    """kube-nudge.io/pod-selector replaces pods through the Eviction API only, so
+    PodDisruptionBudgets hold; the budgets are read, never written."""
+    for docs in (render(), render("watchNamespaces={team-a}")):
+        rules = next(d for d in docs if d["kind"] in ("ClusterRole", "Role")
+                     and d["metadata"]["name"] == "kube-nudge")["rules"]  # fmt: skip
+        pods = {(resource, verb) for rule in rules if rule["apiGroups"] == [""]
+                for resource in rule["resources"] if resource.startswith("pods")
+                for verb in rule["verbs"]}  # fmt: skip
+        assert ("pods/eviction", "create") in pods
+        assert not {("pods", "delete"), ("pods", "deletecollection")} & pods
+        budgets = [r["verbs"] for r in rules if "poddisruptionbudgets" in r["resources"]]
+        assert budgets == [["list"]]
+
+
+AGENT_ACCOUNTS = {"agent": {"rbac": {"serviceAccounts": [
+    {"namespace": "team-a", "name": "web"}, {"namespace": "team-b", "name": "api"},
+    {"namespace": "team-a", "name": "batch"},
+]}}}  # fmt: skip
+AGENT_USERS = ["system:serviceaccount:team-a:batch", "system:serviceaccount:team-a:web",
+               "system:serviceaccount:team-b:api"]  # fmt: skip
+AGENT_POLICY = "kube-nudge-agent-own-pod-only"
+
+
+def agent_docs(docs: list[Doc]) -> list[Doc]:
+    return [d for d in docs if d["metadata"]["name"].startswith("kube-nudge-agent")]
+
+
+def test_the_agent_grant_is_off_by_default() -> None:
+    for docs in (render(), render("watchNamespaces={team-a}"), render("hotStrategy.enabled=true")):
+        assert agent_docs(docs) == []
+
+
+def test_the_agent_grant_is_a_role_per_namespace_narrowed_by_a_policy(tmp_path: Path) -> None:
+    docs = render_values(AGENT_ACCOUNTS, tmp_path)
+    granted = agent_docs(docs)
+    roles = {d["metadata"]["namespace"]: d for d in granted if d["kind"] == "Role"}
+    bindings = {d["metadata"]["namespace"]: d for d in granted if d["kind"] == "RoleBinding"}
+    assert set(roles) == set(bindings) == {"team-a", "team-b"}
+    for role in roles.values():  # patch on pods, nothing else
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]}]
+    for ns, binding in bindings.items():
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                      "name": "kube-nudge-agent"}  # fmt: skip
+        assert {s["namespace"] for s in binding["subjects"]} == {ns}
+    assert [s["name"] for s in bindings["team-a"]["subjects"]] == ["batch", "web"]
+    assert [s["name"] for s in bindings["team-b"]["subjects"]] == ["api"]
+    # The policy: UPDATE of pods by exactly those users, denied unless it is the token's pod
+    # and only the agent's annotations change.
+    policies = [d for d in granted if d["kind"].startswith("ValidatingAdmissionPolicy")]
+    assert {(d["kind"], d["metadata"]["name"]) for d in policies} == {
+        ("ValidatingAdmissionPolicy", AGENT_POLICY),
+        ("ValidatingAdmissionPolicyBinding", AGENT_POLICY),
+    }  # fmt: skip
+    policy = only(policies, "ValidatingAdmissionPolicy")["spec"]
+    binding = only(policies, "ValidatingAdmissionPolicyBinding")["spec"]
+    assert binding == {"policyName": AGENT_POLICY, "validationActions": ["Deny"]}
+    assert policy["failurePolicy"] == "Fail"
+    assert policy["matchConstraints"]["resourceRules"] == [{
+        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"],
+    }]  # fmt: skip
+    [condition] = policy["matchConditions"]
+    users = ", ".join(f"'{u}'" for u in AGENT_USERS)
+    assert condition["expression"] == f"request.userInfo.username in [{users}]"
+    cel = json.dumps(policy)
+    for needle in ("authentication.kubernetes.io/pod-name", "authentication.kubernetes.io/pod-uid",
+                   "object.metadata.name", "object.metadata.uid", "kube-nudge.io/loaded-hash",
+                   "kube-nudge.io/loaded-at", "kube-nudge.io/reload-failed-at",
+                   "object.spec == oldObject.spec", "ownerReferences", "finalizers",
+                   "bound to no pod"):  # fmt: skip
+        assert needle in cel, needle
+    assert all(v["reason"] == "Forbidden" for v in policy["validations"])
+    # Without the admission policy: the same grant, no policy (and nothing cluster-scoped).
+    plain = agent_docs(render_values(AGENT_ACCOUNTS, tmp_path, "admissionPolicy.enabled=false"))
+    assert sorted(d["kind"] for d in plain) == ["Role", "Role", "RoleBinding", "RoleBinding"]
+    # The controller's own grants do not change.
+    without = [d for d in render() if not d["metadata"]["name"].startswith("kube-nudge-agent")]
+    assert [d for d in docs if d not in granted] == without
+    out = chart.lint(REPO, values_file(AGENT_ACCOUNTS, tmp_path))
+    assert "0 chart(s) failed" in out
+    assert "[WARNING]" not in out and "[ERROR]" not in out
+
+
+def rendered_notes(into: Path, values: Doc, *sets: str) -> str:
+    """The chart's NOTES.txt as helm renders it after an install (``helm template`` leaves
+    NOTES out: a copy of the chart carries it in a document of its own)."""
+    copy = into / "chart"
+    shutil.copytree(REPO / chart.CHART, copy)
+    notes = (copy / "templates" / "NOTES.txt").read_text()
+    (copy / "templates" / "_notes.tpl").write_text(
+        '{{- define "test.notes" -}}\n' + notes + "{{- end -}}\n")  # fmt: skip
+    (copy / "templates" / "zz-notes.yaml").write_text(
+        'kind: Notes\nmetadata: {name: notes}\ntext: |\n{{ include "test.notes" . | indent 2 }}\n'
+    )
+    flags = [f"--values={values_file(values, into)}", *(f"--set={s}" for s in sets)]
+    text = chart.helm("template", chart.RELEASE, str(copy), f"--namespace={chart.NAMESPACE}",
+                      "--show-only=templates/zz-notes.yaml", *flags, cwd=REPO)  # fmt: skip
+    return str(yaml.safe_load(text)["text"])
+
+
+def snippet(text: str) -> Doc:
+    """The indented pod spec snippet in ``text`` (NOTES) or the README's YAML block with the
+    sidecar, parsed."""
+    if "```yaml\n# the app's pod template spec" in text:
+        block = text.split("```yaml\n# the app's pod template spec", 1)[1].split("```", 1)[0]
+    else:
+        block = text.split("\n\n      shareProcessNamespace", 1)[1]
+        block = textwrap.dedent("      shareProcessNamespace" + block)
+    parsed = yaml.safe_load(block)
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def sidecar(spec: Doc) -> Doc:
+    [found] = [c for c in spec["containers"] if c["name"] == "kube-nudge-agent"]
+    return dict(found)
+
+
+def test_notes_print_the_sidecar_with_the_charts_image_when_the_grant_is_on(
+    tmp_path: Path,
+) -> None:
+    assert "kube-nudge agent" not in rendered_notes(tmp_path / "off", {})
+    notes = rendered_notes(tmp_path / "on", AGENT_ACCOUNTS)
+    assert "team-a/web, team-b/api, team-a/batch" in notes and AGENT_POLICY in notes
+    spec = snippet(notes)
+    assert spec["shareProcessNamespace"] is True
+    container = sidecar(spec)
+    assert container["image"] == only(render(), "Deployment")["spec"]["template"]["spec"][
+        "containers"][0]["image"]  # fmt: skip
+    args = container["args"]
+    assert args[0] == "agent"
+    config = build_config(build_parser().parse_args(args))  # raises on a flag it rejects
+    assert config.dirs == ("/etc/app",) and config.listen is not None
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": config.listen[1]}
+    assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/app",
+                                          "readOnly": True}]  # fmt: skip
+    fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
+    assert fields == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    assert container["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["resources"]["limits"]["memory"]
+    # agent.image, and without the policy the notes say what the grant then allows
+    image = ("agent.image.repository=r.example/kn", "agent.image.tag=v9")
+    other = rendered_notes(tmp_path / "image", AGENT_ACCOUNTS, *image,
+                           "admissionPolicy.enabled=false")  # fmt: skip
+    assert sidecar(snippet(other))["image"] == "r.example/kn:v9"
+    assert "any pod of\ntheir namespace" in other and AGENT_POLICY not in other
+    # The README's sidecar is the same but for the image and the app's uid.
+    documented = sidecar(snippet((REPO / "README.md").read_text()))
+    for c in (documented, container):
+        c.pop("image")
+        c["securityContext"] = {k: v for k, v in c["securityContext"].items() if k != "runAsUser"}
+    assert documented == container

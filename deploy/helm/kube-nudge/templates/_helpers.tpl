@@ -57,9 +57,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: [configmaps, secrets]
   verbs: [get, list, watch]
-# Once per workload, at adoption: did its pods start before their config last changed?
+# Once per workload, at adoption: did its pods start before their config last changed? And
+# the pods a ConfigMap's or Secret's kube-nudge.io/pod-selector names.
 - apiGroups: [""]
   resources: [pods]
+  verbs: [list]
+# kube-nudge.io/pod-selector: stale pods are evicted, never deleted, so PodDisruptionBudgets
+# hold; the budgets are listed to know how many may go at once.
+- apiGroups: [""]
+  resources: [pods/eviction]
+  verbs: [create]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
   verbs: [list]
 - apiGroups: [apps]
   resources: [deployments, statefulsets, daemonsets]
@@ -67,6 +76,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [batch]
   resources: [cronjobs]
   verbs: [get, list, watch, patch]
+{{- if .Values.hotStrategy.enabled }}
+# Strategy hot: the annotation on a workload's pods that makes their kubelets refresh their
+# config volumes now (the admission policy keeps the patch to that one annotation).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [patch]
+{{- end }}
 {{- if .Values.snapshotStrategy.enabled }}
 # Strategy snapshot: make the copies, move their ownerReferences, delete unused ones ...
 - apiGroups: [""]
@@ -134,4 +150,37 @@ true
 {{- $_ := set . "kubeNudgeWebhookTLS" $tls -}}
 {{- end -}}
 {{- toJson .kubeNudgeWebhookTLS -}}
+{{- end -}}
+
+{{/* kube-nudge agent sidecars (agent.*): their image, the chart's own unless set ... */}}
+{{- define "kube-nudge.agentImage" -}}
+{{- $image := .Values.agent.image -}}
+{{- if not $image.repository -}}
+{{- include "kube-nudge.image" . -}}
+{{- else if $image.digest -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) -}}
+{{- end -}}
+{{- end -}}
+{{/* ... their ServiceAccounts by namespace, as JSON {"namespace": ["name", ...]} (names
+     sorted, each once) ... */}}
+{{- define "kube-nudge.agentAccounts" -}}
+{{- $byNamespace := dict -}}
+{{- range .Values.agent.rbac.serviceAccounts -}}
+{{- $names := get $byNamespace .namespace | default list -}}
+{{- $_ := set $byNamespace .namespace (append $names .name | uniq | sortAlpha) -}}
+{{- end -}}
+{{- toJson $byNamespace -}}
+{{- end -}}
+{{/* ... and their user names, as a CEL list literal (the schema keeps names to DNS
+     characters, so no quoting is needed). */}}
+{{- define "kube-nudge.agentUsernames" -}}
+{{- $users := list -}}
+{{- range $ns, $names := include "kube-nudge.agentAccounts" . | fromJson -}}
+{{- range $names -}}
+{{- $users = append $users (printf "'system:serviceaccount:%s:%s'" $ns .) -}}
+{{- end -}}
+{{- end -}}
+{{- printf "[%s]" (join ", " $users) -}}
 {{- end -}}
