@@ -89,11 +89,10 @@ class PodReplacer:
         queue = self._queue
         if queue is None:
             return  # not leading (or caches not synced): ``run`` queues every source
-        if _selector(new) is None:
+        if new is None or _selector(new) is None:
             queue.forget(ref)
             self._progress.pop(ref, None)
             return
-        assert new is not None  # a selector implies a view
         if old is None or (old.state, old.settings, old.data_changed_at) != (
             new.state, new.settings, new.data_changed_at,
         ):  # fmt: skip
