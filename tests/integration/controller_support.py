@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -105,24 +105,30 @@ async def eventually(condition: Callable[[], bool], *, timeout: float) -> None:
             await asyncio.sleep(0.01)
 
 
-def controller_writes(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
-    """Audit entries of writes by kube-nudge to workloads in ``namespace``."""
-    writes = []
+def audit_entries(cluster: LocalCluster, namespace: str) -> Iterator[dict[str, Any]]:
+    """Completed requests of kube-nudge about objects in ``namespace``, from the API
+    server's audit log."""
     with Path(cluster.audit_log).open() as log:
         for line in log:
             if not line.endswith("\n"):
                 break  # another client's entry still being written; ours are complete
             entry = json.loads(line)
-            obj = entry.get("objectRef") or {}
             if (
                 entry.get("stage") == "ResponseComplete"
                 and entry.get("userAgent", "").startswith(CONTROLLER_AGENT)
-                and obj.get("namespace") == namespace
-                and obj.get("resource") not in ("secrets", "events")
-                and entry.get("verb") in ("patch", "update", "create")
+                and (entry.get("objectRef") or {}).get("namespace") == namespace
             ):
-                writes.append(entry)
-    return writes
+                yield entry
+
+
+def controller_writes(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
+    """Audit entries of writes by kube-nudge to workloads in ``namespace``."""
+    return [
+        entry
+        for entry in audit_entries(cluster, namespace)
+        if (entry.get("objectRef") or {}).get("resource") not in ("secrets", "events")
+        and entry.get("verb") in ("patch", "update", "create")
+    ]
 
 
 async def expected_hash(

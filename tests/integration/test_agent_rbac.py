@@ -32,38 +32,17 @@ from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
 from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
+from tests.integration.chart_support import CHART_KINDS, apply_documents, cluster_scoped
 from tests.integration.controller_support import until
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
-RBAC = "rbac.authorization.k8s.io"
-ADMISSION = "admissionregistration.k8s.io"
-RESOURCES = {
-    r.kind: r
-    for r in (
-        Resource(RBAC, "v1", "roles", "Role"),
-        Resource(RBAC, "v1", "rolebindings", "RoleBinding"),
-        Resource(ADMISSION, "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
-                 namespaced=False),
-        Resource(ADMISSION, "v1", "validatingadmissionpolicybindings",
-                 "ValidatingAdmissionPolicyBinding", namespaced=False),
-    )
-}  # fmt: skip
 SELF_SUBJECT_REVIEWS = Resource("authentication.k8s.io", "v1", "selfsubjectreviews",
                                 "SelfSubjectReview", namespaced=False)  # fmt: skip
 # What the API server puts in the user info of a token bound to a pod (the service account
 # authenticator's extra keys).
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 ACCOUNT = "web"
-
-
-async def apply(kube: KubeClient, docs: list[dict[str, Any]]) -> None:
-    """Create every document, after a server-side dry run of all of them."""
-    for dry_run in (True, False):
-        for doc in docs:
-            path = RESOURCES[doc["kind"]].path(doc["metadata"].get("namespace"))
-            await kube.request("POST", path, params={"dryRun": "All"} if dry_run else None,
-                               body=doc)  # fmt: skip
 
 
 async def refusal(call: Awaitable[Any]) -> str | None:
@@ -128,11 +107,10 @@ async def test_the_agent_may_record_only_on_its_own_pod(
         for name in ("a", "b")
     ]  # fmt: skip
     # Deleting the namespace does not remove these.
-    cluster_scoped = [RESOURCES[d["kind"]].path(name=d["metadata"]["name"])
-                      for d in docs if not RESOURCES[d["kind"]].namespaced]  # fmt: skip
+    cluster_paths = cluster_scoped(docs)
     clients: list[KubeClient] = []
     try:
-        await apply(kube, docs)
+        await apply_documents(kube, docs)
         bound = client_for(cluster, await token_for(kube, namespace, pod_a), tmp_path / "a.conf")
         unbound = client_for(cluster, await token_for(kube, namespace, None), tmp_path / "u.conf")
         clients += [bound, unbound]
@@ -163,7 +141,7 @@ async def test_the_agent_may_record_only_on_its_own_pod(
 
         await until(policy_in_force, 60)
         # ... and its expressions type-check against the Pod schema without a warning.
-        policy_path = RESOURCES["ValidatingAdmissionPolicy"].path(name=policy)
+        policy_path = CHART_KINDS["ValidatingAdmissionPolicy"].path(name=policy)
 
         async def type_checked() -> bool:
             status = (await kube.get(policy_path)).get("status") or {}
@@ -231,7 +209,7 @@ async def test_the_agent_may_record_only_on_its_own_pod(
     finally:
         for client in clients:
             await client.aclose()
-        for path in cluster_scoped:
+        for path in cluster_paths:
             try:
                 await kube.delete(path)
             except ApiError as exc:

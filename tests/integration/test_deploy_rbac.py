@@ -37,6 +37,7 @@ from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
 from tests.integration import manifests
+from tests.integration.chart_support import ADMISSION, CHART_KINDS, apply_documents
 from tests.integration.controller_support import (
     eventually,
     start_replica,
@@ -47,45 +48,10 @@ from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
-RBAC = "rbac.authorization.k8s.io"
-ADMISSION = "admissionregistration.k8s.io"
-RESOURCES = {
-    r.kind: r
-    for r in (
-        SERVICEACCOUNTS,
-        DEPLOYMENTS,
-        Resource("", "v1", "services", "Service"),
-        Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
-        Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
-        Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
-        Resource(RBAC, "v1", "roles", "Role"),
-        Resource(RBAC, "v1", "rolebindings", "RoleBinding"),
-        Resource(ADMISSION, "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy",
-                 namespaced=False),
-        Resource(ADMISSION, "v1", "validatingadmissionpolicybindings",
-                 "ValidatingAdmissionPolicyBinding", namespaced=False),
-    )
-}  # fmt: skip
 # Flags the test sets itself: a free local port for the probes, no debounce to be quick.
 OWN_FLAGS = ("run", "--metrics-addr=")
 SNAPSHOT = {**ENABLED, "kube-nudge.io/strategy": "snapshot"}
 HOT = {**ENABLED, "kube-nudge.io/strategy": "hot"}
-
-
-async def apply(kube: KubeClient, docs: list[dict[str, Any]]) -> list[str]:
-    """Create every document, after a server-side dry run of all of them; return the paths
-    of the cluster-scoped ones (deleting the namespace does not remove those)."""
-    for dry_run in (True, False):
-        for doc in docs:
-            resource = RESOURCES[doc["kind"]]
-            path = resource.path(doc["metadata"].get("namespace"))
-            await kube.request("POST", path, params={"dryRun": "All"} if dry_run else None,
-                               body=doc)  # fmt: skip
-    return [
-        RESOURCES[d["kind"]].path(name=d["metadata"]["name"])
-        for d in docs
-        if not RESOURCES[d["kind"]].namespaced
-    ]
 
 
 async def denied(call: Any) -> bool:
@@ -120,7 +86,7 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
     await kube.create(NAMESPACES.path(), {"metadata": {"name": state}})
     cluster_scoped: list[str] = []
     try:
-        cluster_scoped = await apply(kube, docs)
+        cluster_scoped = await apply_documents(kube, docs)
         token = await kube.create(
             SERVICEACCOUNTS.path(state, account, "token"),
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
@@ -289,7 +255,7 @@ async def test_the_charts_snapshot_webhook_passes_the_api_servers_validation(
 ) -> None:
     """The chart with the snapshot webhook, in both certificate modes, in a server-side dry
     run (all but cert-manager's Certificate, whose CRD the session cluster lacks)."""
-    kinds = {**RESOURCES, "Secret": SECRETS, "MutatingWebhookConfiguration": WEBHOOKS}
+    kinds = {**CHART_KINDS, "Secret": SECRETS, "MutatingWebhookConfiguration": WEBHOOKS}
     webhook = ("snapshotStrategy.enabled=true", "snapshotStrategy.webhook.enabled=true",
                f"watchNamespaces={{{namespace}}}")  # fmt: skip
     cert_manager = ("snapshotStrategy.webhook.certManager.enabled=true",

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -28,7 +26,7 @@ from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_objects
 from tests.integration import manifests
 from tests.integration.controller_support import (
-    CONTROLLER_AGENT,
+    audit_entries,
     events,
     eventually,
     running_controller,
@@ -115,21 +113,11 @@ class PodWatch:
 def evictions(cluster: LocalCluster, namespace: str) -> list[tuple[str, int]]:
     """(pod, HTTP status) of every eviction kube-nudge asked for in ``namespace``, from the
     API server's audit log."""
-    found = []
-    with Path(cluster.audit_log).open() as log:
-        for line in log:
-            if not line.endswith("\n"):
-                break  # another client's entry still being written; ours are complete
-            entry = json.loads(line)
-            obj = entry.get("objectRef") or {}
-            if (
-                entry.get("stage") == "ResponseComplete"
-                and entry.get("userAgent", "").startswith(CONTROLLER_AGENT)
-                and obj.get("namespace") == namespace
-                and obj.get("subresource") == "eviction"
-            ):
-                found.append((obj["name"], entry["responseStatus"]["code"]))
-    return found
+    return [
+        (entry["objectRef"]["name"], entry["responseStatus"]["code"])
+        for entry in audit_entries(cluster, namespace)
+        if entry["objectRef"].get("subresource") == "eviction"
+    ]
 
 
 async def has_event(kube: KubeClient, namespace: str, reason: str) -> bool:

@@ -65,3 +65,17 @@ async def test_a_key_in_progress_is_queued_again_when_done() -> None:
     assert queue.ready_at("w") == 0.0
     queue.done(key)
     assert await asyncio.wait_for(queue.get(), 1) == "w"
+
+
+def test_settle_retries_failures_with_backoff_and_requeues_successes_when_asked() -> None:
+    clock = FakeClock(100.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.settle("w", failed=True)
+    queue.settle("w", failed=True)
+    assert (queue.ready_at("w"), queue.backoff.failures("w")) == (101.0, 2)
+    queue.settle("w", failed=False)
+    assert queue.backoff.failures("w") == 0  # a success resets the backoff
+    queue.settle("x", failed=False, again=5.0)
+    assert queue.ready_at("x") == 105.0
+    queue.settle("y", failed=False)
+    assert queue.ready_at("y") is None

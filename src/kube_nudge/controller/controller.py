@@ -463,12 +463,7 @@ class Workers:
                 failed = True
             finally:
                 queue.done(key)
-            if failed:
-                queue.add_after_failure(key)
-            else:
-                queue.succeeded(key)
-                if requeue is not None:
-                    queue.add(key, requeue)
+            queue.settle(key, failed=failed, again=requeue)
             metrics.queue_depth.set(len(queue))
 
 

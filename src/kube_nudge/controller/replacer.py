@@ -132,12 +132,7 @@ class PodReplacer:
                 failed = True
             finally:
                 queue.done(ref)
-            if failed:
-                queue.add_after_failure(ref)
-            else:
-                queue.succeeded(ref)
-                if again is not None:
-                    queue.add(ref, again)
+            queue.settle(ref, failed=failed, again=again)
 
     async def replace(self, ref: SourceRef) -> float | None:
         """One pass over ``ref``'s pods; the delay before the next pass, None when done."""

@@ -70,6 +70,16 @@ class WorkQueue(Generic[K]):
         """``key`` was processed without failure: reset its backoff."""
         self.backoff.succeeded(key)
 
+    def settle(self, key: K, *, failed: bool, again: float | None = None) -> None:
+        """After ``done``: retry a failed ``key`` with backoff; else reset its backoff and,
+        with ``again``, queue it after that many seconds."""
+        if failed:
+            self.add_after_failure(key)
+            return
+        self.succeeded(key)
+        if again is not None:
+            self.add(key, again)
+
     def ready_at(self, key: K) -> float | None:
         """When a queued ``key`` becomes ready (monotonic seconds), else None."""
         return self._ready_at.get(key, self._dirty.get(key))
