@@ -117,7 +117,7 @@ class Controller:
                 client, namespace, selector
             ),
             clock=clock,
-            fleet=Fleet(self.index.consumers, self.workload_keys, options.max_concurrent_rollouts),
+            fleet=Fleet(self.index.consumers, options.max_concurrent_rollouts),
             annotate=lambda target, annotations: annotate_workload(context, target, annotations),
             notify=notify,
         )
