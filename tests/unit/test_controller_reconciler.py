@@ -4,14 +4,24 @@ write arriving at the worst moment: before the write's response."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 
-from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
+from kube_nudge.controller.reconciler import Fleet, Reconciler, WorkloadKey
 from kube_nudge.kube.events import EventRecorder, ObjectRef
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import Adopt, Apply, Assessment, SourceRef, SourceView, WorkloadView
+from kube_nudge.model import (
+    Adopt,
+    Apply,
+    Assessment,
+    SourceRef,
+    SourceView,
+    WorkloadView,
+    assess,
+)
+from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Target
@@ -124,3 +134,67 @@ async def test_a_write_cancelled_in_flight_is_not_remembered_as_done() -> None:
     reconciler.strategies = {"rollout": strategy}
     assert (await reconciler.reconcile(KEY_OF_APP)).action == "rolled"
     assert strategy.writes[-1].startswith("apply ")
+
+
+LOW: WorkloadKey = (DEPLOYMENT, NS, "low")
+HIGH: WorkloadKey = (DEPLOYMENT, NS, "high")
+
+
+def ordered(order: int, view: WorkloadView, *, done: bool, observed: bool) -> WorkloadView:
+    """``view`` with a rollout order and its own controller's progress."""
+    progress = Progress(done=done, deadline_exceeded=False, detail="", observed=observed)
+    settings = dataclasses.replace(view.settings, rollout_order=order)
+    return dataclasses.replace(view, settings=settings, progress=progress)
+
+
+class EchoThenSiblingStrategy:
+    """Rolls "low"; its echo (a template whose status its controller has not observed yet)
+    reaches the cache, and "high" is reconciled, all before low's write returns."""
+
+    name = "rollout"
+    capped = True
+
+    def __init__(self, cluster: dict[WorkloadKey, WorkloadView]) -> None:
+        self.cluster = cluster
+        self.reconciler: Reconciler | None = None
+        self.writes: list[str] = []
+        self.high_while_low_in_flight: Any = None
+
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+        raise AssertionError("adopted in the set-up")
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        self.writes.append(target.name)
+        assert self.reconciler is not None
+        if target.name != "low":
+            return
+        echo = ordered(1, workload(template_hash=plan.config_hash, rolled_at=plan.rolled_at),
+                       done=False, observed=False)  # fmt: skip
+        self.cluster[LOW] = echo
+        self.reconciler.observed(LOW, echo)
+        self.high_while_low_in_flight = await self.reconciler.reconcile(HIGH)
+
+
+async def test_a_higher_order_waits_while_the_lower_ones_new_template_is_not_yet_observed() -> None:
+    data = sources(LEVEL="info")
+    cluster: dict[WorkloadKey, WorkloadView] = {}
+    strategy = EchoThenSiblingStrategy(cluster)
+    reconciler = Reconciler(
+        hmac_key=KEY, workload=cluster.get, source=data.get, strategies={"rollout": strategy},
+        events=BackgroundEvents(_as_recorder(RecordedEvents()), on_failure=lambda: None),
+        metrics=Metrics(), clock=FakeClock(),
+        fleet=Fleet(consumers=lambda ref: [LOW, HIGH]),
+    )  # fmt: skip
+    strategy.reconciler = reconciler
+    # Both completed an earlier rollout of the config in the cluster (followed as COMPLETE).
+    current = assess(workload(), data.get, KEY).desired
+    for key, order in ((LOW, 1), (HIGH, 2)):
+        cluster[key] = ordered(order, workload(template_hash=current, rolled_at=(1.0,)),
+                               done=True, observed=True)  # fmt: skip
+        reconciler.observed(key, cluster[key])
+        assert (await reconciler.reconcile(key)).action == "none"
+    data.update(sources(LEVEL="debug"))
+    assert (await reconciler.reconcile(LOW)).action == "rolled"
+    # Low's status says nothing yet about its new template: it is rolling, not complete.
+    assert strategy.high_while_low_in_flight.state == "held-order"
+    assert strategy.writes == ["low"]

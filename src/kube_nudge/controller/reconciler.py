@@ -217,6 +217,15 @@ class Reconciler:
         # recognised as ours queues a reconcile whose earlier ready time would then cut
         # the next change's debounce window short.
         before = (memory.applied, memory.strategy)
+        followed_before = self._followed.get(key)
+
+        def forget_write() -> None:
+            memory.applied, memory.strategy = before
+            if followed_before is None:
+                self._followed.pop(key, None)
+            else:
+                self._followed[key] = followed_before
+
         try:
             if isinstance(decision, Adopt):
                 memory.remember_applied(strategy.name, decision.config_hash)
@@ -231,6 +240,12 @@ class Reconciler:
             if isinstance(decision, Apply):
                 memory.remember_applied(strategy.name, decision.config_hash)
                 self._maybe_rolling.add(key)  # before the write: others count it meanwhile
+                if strategy.capped:
+                    # Also before the write: its echo can come first, and a sibling's order
+                    # gate must not take the new template's not yet observed status for the
+                    # previous rollout's completion (a higher order rolled into a broken
+                    # change that way, under load).
+                    self._followed[key] = Phase.ROLLING
                 await strategy.apply(target, decision, assessment)
                 now = decision.rolled_at[-1]
                 memory.remember_rollout(now, view)
@@ -240,20 +255,20 @@ class Reconciler:
                     self._announce(target, NotificationKind.ROLLING, "Rolling",
                                    f"rolling: {what}", decision.config_hash)  # fmt: skip
         except ApiError as exc:
-            memory.applied, memory.strategy = before
+            forget_write()
             return self._failed(target, exc)
         except Refused as refusal:
-            memory.applied, memory.strategy = before
+            forget_write()
             decision = refusal.hold
         except NotYet as exc:
-            memory.applied, memory.strategy = before
+            forget_write()
             log.debug("%s: not yet (%s); trying again shortly", target, exc)
             return Outcome("failed")
         except BaseException:
             # Cancelled (this replica stopped leading mid-write) or a bug: the write may not
             # have happened, so it must not be remembered as done. (The fault suite lost
             # changes this way: the next leader term took the unwritten hash for applied.)
-            memory.applied, memory.strategy = before
+            forget_write()
             raise
         if isinstance(decision, Hold):
             self._hold(target, decision, assessment.desired)
