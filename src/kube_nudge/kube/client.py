@@ -8,6 +8,7 @@ because typed models cost memory and CPU on every watch event and we keep only p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -87,6 +88,8 @@ class ClientOptions:
     max_retries: int = 5
     timeout: float = 30.0
     http2: bool = False
+    event_yield: float = 5.0
+    """Longest an Event waits for the client's other writes to drain (see ``writes_drained``)."""
 
 
 class KubeClient:
@@ -107,6 +110,21 @@ class KubeClient:
         # API priority and fairness throttles per client, and a re-queued reconcile or
         # another worker must not hammer a server that asked us to wait.
         self._hold_until = 0.0
+        # Writes other than Events in flight. On a small control plane an Event POST costs
+        # the API server and etcd as much as a rollout's PATCH; in a fan-out of 1,000 they
+        # doubled the writes competing with the rollouts (see BENCHMARKS.md, fan-out).
+        self._writes_in_flight = 0
+        self._writes_drained = asyncio.Event()
+        self._writes_drained.set()
+
+    async def writes_drained(self, timeout: float | None = None) -> None:
+        """Wait until no write but Events is in flight, at most ``timeout`` seconds
+        (default ``ClientOptions.event_yield``): Events go after rollouts, never before."""
+        if self._writes_drained.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            wait = self.options.event_yield if timeout is None else timeout
+            await asyncio.wait_for(self._writes_drained.wait(), wait)
 
     @classmethod
     def from_config(
@@ -155,7 +173,32 @@ class KubeClient:
         Eviction API answers 429 when a PodDisruptionBudget refuses, a verdict on one pod,
         not a throttle on this client."""
         if limiter is None and method != "GET":
-            limiter = self._write_limiter
+            self._writes_in_flight += 1
+            self._writes_drained.clear()
+            try:
+                return await self._request(
+                    method, path, params, body, content_type, self._write_limiter, accept,
+                    retry_throttled,
+                )  # fmt: skip
+            finally:
+                self._writes_in_flight -= 1
+                if not self._writes_in_flight:
+                    self._writes_drained.set()
+        return await self._request(
+            method, path, params, body, content_type, limiter, accept, retry_throttled
+        )
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str | int] | None,
+        body: Any,
+        content_type: str,
+        limiter: AsyncLimiter | None,
+        accept: str,
+        retry_throttled: bool,
+    ) -> JSON:
         content = None if body is None else orjson.dumps(body)
         headers = {"Accept": accept}
         if content is not None:

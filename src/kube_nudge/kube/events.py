@@ -97,6 +97,7 @@ class EventRecorder:
             recent = self._recent[key] = _Recent(name, 1, time.monotonic())
             while len(self._recent) > self.max_remembered:
                 self._recent.popitem(last=False)
+            await self.client.writes_drained()
             await self.client.request(
                 "POST",
                 CORE_EVENTS.path(obj.namespace),
