@@ -11,6 +11,7 @@ from kube_nudge.controller.replacer import POLL, PodReplacer
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import ObjectRef
 from kube_nudge.model import SourceKind, SourceRef, SourceView, project_source
+from kube_nudge.model.replacement import STALL_AFTER
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 from tests.unit.fakes import FakeClock
@@ -141,4 +142,43 @@ async def test_without_a_budget_one_pod_per_pass() -> None:
     api = FakeApi(pods, [])
     pods_replacer = replacer(api, Posted(), Metrics(), FakeClock())
     assert await pods_replacer.replace(REF) == POLL
+    assert [name for name, _ in api.evictions] == ["web-a"]
+
+
+async def test_a_wait_that_lasts_is_warned_about_once() -> None:
+    """A matching pod that never gets Ready holds the replacement: after STALL_AFTER a
+    Warning names it, once per wait."""
+    stuck = running_pod("web-stuck", "2026-01-01T00:00:20Z", ready=False)
+    old = running_pod("web-a", "2026-01-01T00:00:01Z")
+    older = running_pod("web-b", "2026-01-01T00:00:02Z")
+    api = FakeApi([old, older, stuck], [])
+    posted, clock = Posted(), FakeClock()
+    pods_replacer = replacer(api, posted, Metrics(), clock)
+
+    assert await pods_replacer.replace(REF) == POLL
+    clock.advance(STALL_AFTER - 1)
+    assert await pods_replacer.replace(REF) == POLL
+    assert posted.events == [] and api.evictions == []
+    clock.advance(1)
+    assert await pods_replacer.replace(REF) == POLL
+    clock.advance(STALL_AFTER)
+    assert await pods_replacer.replace(REF) == POLL
+    assert posted.events == [
+        ("uid-app", "Warning", "PodReplacementStalled",
+         "replacing pods matching kube-nudge.io/pod-selector app=web has waited 5 min "
+         "(pods not Ready: web-stuck); it goes on by itself once that clears"),
+    ]  # fmt: skip
+
+    fresh = running_pod("web-stuck", "2026-01-01T00:00:20Z")  # Ready at last
+    api.pods = [old, older, fresh]
+    assert await pods_replacer.replace(REF) == POLL
+    assert [name for name, _ in api.evictions] == ["web-a"]
+
+    # web-a's replacement never gets Ready: a new wait, warned about in its turn
+    api.pods = [older, fresh, running_pod("web-c", "2026-01-01T00:00:30Z", ready=False)]
+    assert await pods_replacer.replace(REF) == POLL
+    clock.advance(STALL_AFTER)
+    assert await pods_replacer.replace(REF) == POLL
+    assert [event[2] for event in posted.events] == ["PodReplacementStalled"] * 2
+    assert "(pods not Ready: web-c)" in posted.events[1][3]
     assert [name for name, _ in api.evictions] == ["web-a"]

@@ -24,7 +24,7 @@ from kube_nudge.kube.pods import pod_record
 from kube_nudge.kube.resources import CONFIGMAPS, PODDISRUPTIONBUDGETS, PODS, SECRETS
 from kube_nudge.model import SourceKind, SourceRef, SourceView
 from kube_nudge.model.annotations import POD_SELECTOR
-from kube_nudge.model.replacement import Floor, PodRecord, plan_replacement, stale
+from kube_nudge.model.replacement import STALL_AFTER, Floor, PodRecord, plan_replacement, stale
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
@@ -51,6 +51,9 @@ class _Progress:
     evicted: int = 0
     warned: bool = False
     floor: Floor | None = None
+    waiting_since: float | None = None
+    """When the current wait began (pods not Ready, terminating, replacements missing)."""
+    stall_warned: bool = False
 
 
 class PodReplacer:
@@ -159,7 +162,9 @@ class PodReplacer:
             await self._warn_unowned(ref, selector, plan.unowned)
         if plan.waiting:
             log.debug("%s: waiting before evicting more pods: %s", ref, plan.waiting)
+            await self._note_waiting(ref, selector, progress, plan.waiting, now)
             return POLL
+        progress.waiting_since, progress.stall_warned = None, False
         if plan.done:
             del self._progress[ref]
             if progress.evicted:
@@ -222,6 +227,24 @@ class PodReplacer:
         )
         log.warning("%s: %s", ref, message)
         await self._post(ref, WARNING, "PodNotReplaced", message)
+
+    async def _note_waiting(
+        self, ref: SourceRef, selector: str, progress: _Progress, waiting: str, now: float
+    ) -> None:
+        """Warn once per wait that has lasted ``STALL_AFTER``: a pod that never gets Ready
+        would otherwise hold the replacement with nothing but a debug line."""
+        if progress.waiting_since is None:
+            progress.waiting_since = now
+        if progress.stall_warned or now - progress.waiting_since < STALL_AFTER:
+            return
+        progress.stall_warned = True
+        minutes = (now - progress.waiting_since) / 60
+        message = (
+            f"replacing pods matching {POD_SELECTOR} {selector} has waited {minutes:.0f} min "
+            f"({waiting}); it goes on by itself once that clears"
+        )
+        log.warning("%s: %s", ref, message)
+        await self._post(ref, WARNING, "PodReplacementStalled", message)
 
     async def _report_done(self, ref: SourceRef, selector: str, count: int) -> None:
         pods = "pod" if count == 1 else "pods"

@@ -22,11 +22,24 @@ from dataclasses import dataclass, field
 
 from kube_nudge.model.selectors import selector_matches
 
-__all__ = ["REPLACEMENT_WAIT", "Floor", "PodRecord", "Replacement", "plan_replacement", "stale"]
+__all__ = [
+    "REPLACEMENT_WAIT",
+    "STALL_AFTER",
+    "Floor",
+    "PodRecord",
+    "Replacement",
+    "plan_replacement",
+    "stale",
+]
 
 REPLACEMENT_WAIT = 60.0
 """Seconds a floor holds: how long to wait for evicted pods' replacements to be created.
 After that the lower count is taken as the new normal (the workload was scaled down)."""
+
+STALL_AFTER = 300.0
+"""Seconds a replacement may wait (pods not Ready or terminating, replacements not created)
+before a Warning says it is stuck: a rollout's default progress deadline is 10 minutes, a
+pod that is not Ready after 5 is worth a look."""
 
 
 @dataclass(frozen=True, slots=True)
