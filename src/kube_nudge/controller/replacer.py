@@ -20,7 +20,7 @@ from typing import Literal
 
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import NORMAL, WARNING, ObjectRef
-from kube_nudge.kube.pods import pod_record
+from kube_nudge.kube.pods import matching_pods, pod_record
 from kube_nudge.kube.resources import CONFIGMAPS, PODDISRUPTIONBUDGETS, PODS, SECRETS
 from kube_nudge.model import SourceKind, SourceRef, SourceView
 from kube_nudge.model.annotations import POD_SELECTOR
@@ -182,8 +182,7 @@ class PodReplacer:
         return POLL
 
     async def _pods(self, namespace: str, selector: str) -> list[PodRecord]:
-        pages = self._client.list_pages(PODS.path(namespace), {"labelSelector": selector})
-        return [pod_record(pod) async for page, _ in pages for pod in page]
+        return [pod_record(pod) for pod in await matching_pods(self._client, namespace, selector)]
 
     async def _budgets(self, namespace: str) -> list[object]:
         pages = self._client.list_pages(PODDISRUPTIONBUDGETS.path(namespace))

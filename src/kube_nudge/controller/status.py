@@ -21,8 +21,7 @@ from typing import Any
 from kube_nudge.controller.controller import product_defaults
 from kube_nudge.controller.desired import JSON, source_views
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.pods import pod_started
-from kube_nudge.kube.resources import PODS
+from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import (
     CONFIG_HASH,
@@ -252,19 +251,17 @@ async def _pods(
     counts: Counter[str] = Counter()
     stale = 0
     try:
-        pages = client.list_pages(PODS.path(view.namespace), {"labelSelector": view.pod_selector})
-        async for page, _ in pages:
-            for pod in page:
-                metadata = pod.get("metadata") or {}
-                if metadata.get("deletionTimestamp"):
-                    continue
-                annotations = metadata.get("annotations") or {}
-                counts[_running_hash(annotations)] += 1
-                # Its config was last read at start, or at its agent's last reload.
-                loaded_at = reported_at(annotations.get(LOADED_AT)) or 0.0
-                read_at = max(pod_started(pod) or 0.0, loaded_at)
-                if changed_at is not None and read_at and changed_at > read_at:
-                    stale += 1
+        for pod in await matching_pods(client, view.namespace, view.pod_selector):
+            metadata = pod.get("metadata") or {}
+            if metadata.get("deletionTimestamp"):
+                continue
+            annotations = metadata.get("annotations") or {}
+            counts[_running_hash(annotations)] += 1
+            # Its config was last read at start, or at its agent's last reload.
+            loaded_at = reported_at(annotations.get(LOADED_AT)) or 0.0
+            read_at = max(pod_started(pod) or 0.0, loaded_at)
+            if changed_at is not None and read_at and changed_at > read_at:
+                stale += 1
     except ApiError as exc:
         if exc.status != 403:
             raise

@@ -1,17 +1,23 @@
-"""When pods started (what tells stale pods from fresh ones), and the record of a pod the
-pod-selector replacement decides on."""
+"""A workload's or a source's pods by label selector, when they started (what tells stale
+pods from fresh ones), and the record of a pod the pod-selector replacement decides on."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.resources import PODS
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.replacement import PodRecord
 
-__all__ = ["oldest_container_start", "pod_record", "pod_started"]
+__all__ = ["matching_pods", "oldest_container_start", "pod_record", "pod_started"]
+
+
+async def matching_pods(client: KubeClient, namespace: str, selector: str) -> list[JSON]:
+    """The pods of ``namespace`` matching the label ``selector`` (server-side, paginated)."""
+    pages = client.list_pages(PODS.path(namespace), {"labelSelector": selector})
+    return [pod async for page, _ in pages for pod in page]
 
 
 def pod_started(pod: Mapping[str, Any]) -> float | None:
@@ -50,13 +56,10 @@ def pod_record(pod: Mapping[str, Any]) -> PodRecord:
 async def oldest_container_start(client: KubeClient, namespace: str, selector: str) -> float | None:
     """The earliest config read of any live pod matching ``selector`` (one paginated list,
     done once per workload: at adoption). None when no pod has started."""
-    oldest: float | None = None
-    pages = client.list_pages(PODS.path(namespace), {"labelSelector": selector})
-    async for page, _ in pages:
-        for pod in page:
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            started = pod_started(pod)
-            if started is not None and (oldest is None or started < oldest):
-                oldest = started
-    return oldest
+    starts = [
+        started
+        for pod in await matching_pods(client, namespace, selector)
+        if not (pod.get("metadata") or {}).get("deletionTimestamp")
+        and (started := pod_started(pod)) is not None
+    ]
+    return min(starts, default=None)

@@ -22,7 +22,7 @@ from typing import Any
 
 from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
-from kube_nudge.kube.pods import pod_started
+from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.resources import PODS
 from kube_nudge.model import (
     BASELINE_HASH,
@@ -184,13 +184,7 @@ class HotStrategy:
         selector = target.view.pod_selector
         if not selector:
             return []
-        found: list[JSON] = []
-        pages = self._context.client.list_pages(
-            PODS.path(target.namespace), {"labelSelector": selector}
-        )
-        async for page, _ in pages:
-            found.extend(page)
-        return found
+        return await matching_pods(self._context.client, target.namespace, selector)
 
     async def _nudge(self, target: Target, record: str, pods: list[JSON]) -> int:
         """Annotate every live pod not yet carrying ``record``: the update makes its kubelet
