@@ -4,6 +4,9 @@ write is in flight, so in a fan-out the API server takes the 1,000 template writ
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 
 import httpx2 as httpx
 
@@ -15,7 +18,28 @@ EVENTS = "/api/v1/namespaces/a/events"
 REF = ObjectRef("apps/v1", "Deployment", "a", "web", "uid-1")
 
 
-def _client(release: asyncio.Event, calls: list[str], event_yield: float) -> KubeClient:
+@dataclass
+class Api:
+    """A client whose PATCHes are answered only once ``release`` is set; ``calls`` in order."""
+
+    client: KubeClient
+    recorder: EventRecorder
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    calls: list[str] = field(default_factory=list)
+
+    async def write_in_flight(self) -> asyncio.Task[object]:
+        """Start a template PATCH and return once the server holds it."""
+        write = asyncio.create_task(self.client.merge_patch(DEPLOYMENT, {"spec": {}}))
+        async with asyncio.timeout(5):
+            while not self.calls:
+                await asyncio.sleep(0)
+        return write
+
+
+@asynccontextmanager
+async def api(event_yield: float) -> AsyncIterator[Api]:
+    release, calls = asyncio.Event(), list[str]()
+
     async def answer(request: httpx.Request) -> httpx.Response:
         calls.append(f"{request.method} {request.url.path}")
         if request.method == "PATCH":
@@ -23,60 +47,44 @@ def _client(release: asyncio.Event, calls: list[str], event_yield: float) -> Kub
         return httpx.Response(200, json={})
 
     http = httpx.AsyncClient(base_url="https://api.invalid", transport=httpx.MockTransport(answer))
-    return KubeClient(http, ClientOptions(event_yield=event_yield))
+    client = KubeClient(http, ClientOptions(event_yield=event_yield))
+    try:
+        yield Api(client, EventRecorder(client), release, calls)
+    finally:
+        await client.aclose()
 
 
 async def test_an_event_waits_for_the_rollout_write_in_flight() -> None:
-    release, calls = asyncio.Event(), list[str]()
-    client = _client(release, calls, event_yield=60.0)
-    recorder = EventRecorder(client)
-    try:
-        write = asyncio.create_task(client.merge_patch(DEPLOYMENT, {"spec": {}}))
-        async with asyncio.timeout(5):
-            while not calls:
-                await asyncio.sleep(0)
-        event = asyncio.create_task(recorder.record(REF, NORMAL, "Rollout", "rolling"))
+    async with api(event_yield=60.0) as server:
+        write = await server.write_in_flight()
+        event = asyncio.create_task(server.recorder.record(REF, NORMAL, "Rollout", "rolling"))
         for _ in range(50):  # plenty of turns of the loop for a POST that did not wait
             await asyncio.sleep(0)
-        assert calls == [f"PATCH {DEPLOYMENT}"]
-        release.set()
+        assert server.calls == [f"PATCH {DEPLOYMENT}"]
+        server.release.set()
         async with asyncio.timeout(5):
             await write
             assert await event
-        assert calls == [f"PATCH {DEPLOYMENT}", f"POST {EVENTS}"]
-    finally:
-        await client.aclose()
+        assert server.calls == [f"PATCH {DEPLOYMENT}", f"POST {EVENTS}"]
 
 
 async def test_an_event_waits_no_longer_than_event_yield() -> None:
     """A write stuck for long (a server asking to retry later) does not hold Events forever."""
-    release, calls = asyncio.Event(), list[str]()
-    client = _client(release, calls, event_yield=0.05)
-    recorder = EventRecorder(client)
-    try:
-        write = asyncio.create_task(client.merge_patch(DEPLOYMENT, {"spec": {}}))
+    async with api(event_yield=0.05) as server:
+        write = await server.write_in_flight()
         async with asyncio.timeout(5):
-            while not calls:
-                await asyncio.sleep(0)
-            assert await recorder.record(REF, NORMAL, "Rollout", "rolling")
-        assert calls == [f"PATCH {DEPLOYMENT}", f"POST {EVENTS}"]
+            assert await server.recorder.record(REF, NORMAL, "Rollout", "rolling")
+        assert server.calls == [f"PATCH {DEPLOYMENT}", f"POST {EVENTS}"]
         assert not write.done()
-        release.set()
+        server.release.set()
         async with asyncio.timeout(5):
             await write
-    finally:
-        await client.aclose()
 
 
 async def test_reads_and_events_themselves_do_not_hold_events() -> None:
-    release, calls = asyncio.Event(), list[str]()
-    client = _client(release, calls, event_yield=60.0)
-    recorder = EventRecorder(client)
-    try:
+    async with api(event_yield=60.0) as server:
         async with asyncio.timeout(5):
-            await client.get(DEPLOYMENT)
-            assert await recorder.record(REF, NORMAL, "Rollout", "one")
-            assert await recorder.record(REF, NORMAL, "Rollout", "two")
-        assert calls == [f"GET {DEPLOYMENT}", f"POST {EVENTS}", f"POST {EVENTS}"]
-    finally:
-        await client.aclose()
+            await server.client.get(DEPLOYMENT)
+            assert await server.recorder.record(REF, NORMAL, "Rollout", "one")
+            assert await server.recorder.record(REF, NORMAL, "Rollout", "two")
+        assert server.calls == [f"GET {DEPLOYMENT}", f"POST {EVENTS}", f"POST {EVENTS}"]
