@@ -34,6 +34,10 @@ COMPONENTS = (
     "kwok",
 )
 
+# The real node (``kube-nudge-dev cluster --real-node``): built only when a real node is asked
+# for, from the same pinned Kubernetes module as the control plane.
+NODE_COMPONENTS = ("kubelet", "kube-proxy")
+
 
 class BuildError(RuntimeError):
     """A binary could not be found or built; the message is one line naming the cause."""
@@ -65,7 +69,13 @@ _RECIPES: dict[str, _Recipe] = {
     "kwok": _Recipe(None, f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", "-s -w"),
     **{
         name: _Recipe("kube", f"k8s.io/kubernetes/cmd/{name}", _kube_ldflags())
-        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+        for name in (
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kubectl",
+            *NODE_COMPONENTS,
+        )
     },
 }
 
