@@ -56,6 +56,7 @@ BAD = [
     (["--process=nginx", "--validate-command="], "--validate-command '': give a command"),
     (["--process=nginx", "--listen=9090"], "--listen '9090': want HOST:PORT or :PORT"),
     (["--process=nginx", "--hash-key-file=/no/key"], "--hash-key-file '/no/key': cannot read"),
+    (["--process=nginx", "--log-validate-output"], "--log-validate-output given without --valid"),
     (["--process=nginx", "--api-server=localhost:6443"], "--api-server: scheme 'localhost'"),
 ]  # fmt: skip
 
@@ -107,6 +108,20 @@ def test_signal_flags_make_a_config(watched: str) -> None:
     assert config.api.server == "https://10.0.0.1:443"
 
 
+def test_the_agent_is_quiet_by_default(watched: str) -> None:
+    config = build_config(_parse([f"--watch={watched}", "--process=nginx",
+                                  "--validate-command=nginx -t"]))  # fmt: skip
+    # /healthz and /metrics on the loopback interface only: the pod's own containers.
+    assert config.listen == ("127.0.0.1", 9090)
+    # A failed check's output (it may quote a Secret's line) is not logged.
+    assert config.validate is not None and config.validate.show_output is False
+    flags = [f"--watch={watched}", "--process=nginx", "--listen=:9090",
+             "--validate-command=nginx -t", "--log-validate-output"]  # fmt: skip
+    told = build_config(_parse(flags))
+    assert told.listen == ("", 9090)
+    assert told.validate is not None and told.validate.show_output is True
+
+
 def test_http_flags_make_a_config(watched: str) -> None:
     config = build_config(
         _parse([f"--watch={watched}", "--http-url=https://127.0.0.1:8443/-/reload",
@@ -134,6 +149,7 @@ def test_the_in_cluster_api_server_comes_from_the_environment(
         ["--watch=/a", "--watch=/b", "--process=nginx", "--signal=USR1", "--debounce=0"],
         ["--watch=/a", "--http-url=http://x/?a=b", "--http-retries=0", "--log-format=json"],
         ["--watch=/a", "--process=p", "--validate-command=sh -c 'a b'", "--listen=[::1]:9"],
+        ["--watch=/a", "--process=p", "--validate-command=check", "--log-validate-output"],
     ],
 )
 def test_the_flags_survive_the_lean_re_execution(argv: list[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -241,7 +242,9 @@ def test_a_failing_validation_reloads_nothing(
             print("app.conf: line 1: unknown directive")
             sys.exit(1)
     """)
-    validator = Validator(ValidateSpec((sys.executable, "-c", check), 30))
+    script = tmp_path / "check.py"  # by path: the command line is logged, the script not
+    script.write_text(check)
+    validator = Validator(ValidateSpec((sys.executable, str(script)), 30))
     agent, clock, recorded = _agent(target, _http(url), validator)
     loaded = agent.loaded
     kubelet_write(target, {"app.conf": b"bad"})
@@ -251,11 +254,28 @@ def test_a_failing_validation_reloads_nothing(
     assert [h for h, _ in recorded] == [FAILED]  # recorded on the pod: the controller sees it
     assert agent.loaded == loaded
     assert agent.metrics.failures == {"validate": 1, "signal": 0, "http": 0}
-    assert "(validate failed)" in caplog.text and "line 1: unknown directive" in caplog.text
+    assert "(validate failed)" in caplog.text
+    # The exit code and how long it took, never what it printed: a validator quotes the line
+    # it rejects, and in a Secret that line is the secret.
+    assert re.search(r"check\.py exited with 1 after \d+\.\d\ds;", caplog.text)
+    assert "unknown directive" not in caplog.text and "line 1" not in caplog.text
 
     kubelet_write(target, {"app.conf": b"good"})  # back to what the app runs: nothing to do
     _steps(agent, clock)
     assert server.count() == 0
+
+
+def test_the_output_of_a_failed_validation_is_logged_only_when_asked(tmp_path: Path) -> None:
+    script = tmp_path / "check.py"
+    script.write_text("print('password = hunter2 is not valid'); raise SystemExit(3)")
+    argv = (sys.executable, str(script))
+    with pytest.raises(ReloadFailed) as quiet:
+        Validator(ValidateSpec(argv, 30)).check()
+    assert "hunter2" not in str(quiet.value)
+    assert re.fullmatch(r".* exited with 3 after \d+\.\d\ds", str(quiet.value))
+    with pytest.raises(ReloadFailed) as told:
+        Validator(ValidateSpec(argv, 30, show_output=True)).check()
+    assert str(told.value).endswith("; its output ends: password = hunter2 is not valid")
 
 
 HANG = """

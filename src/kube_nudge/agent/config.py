@@ -16,6 +16,7 @@ IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 _COMPONENT = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _METHOD = re.compile(r"[A-Z]{1,20}")
+DEFAULT_LISTEN = "127.0.0.1:9090"
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class ValidateSpec:
 
     argv: tuple[str, ...]
     timeout: float
+    show_output: bool = False
+    """Whether a failure's message quotes the end of the command's output (validators often
+    quote the offending line, and the line may hold a Secret's value): off by default."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,16 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add("--retry-backoff", default="1s", help="first wait before a retry, doubling (default 1s)")
     add("--validate-command", metavar="CMD", help='check the new files first, e.g. "nginx -t"')
     add("--validate-timeout", default="30s", help="kill the check after this (default 30s)")
-    add("--listen", default=":9090", help="/healthz and /metrics address; 'off' for none")
+    add(
+        "--log-validate-output", action="store_true",
+        help="log the end of a failed check's output (off: its exit code and duration only, "
+        "as the output may quote a Secret's value)",
+    )  # fmt: skip
+    add(
+        "--listen", default=DEFAULT_LISTEN,
+        help=f"/healthz and /metrics address (default {DEFAULT_LISTEN}: this pod only; "
+        "':9090' for every interface, as an httpGet probe needs); 'off' for none",
+    )  # fmt: skip
     add("--api-server", metavar="URL", help="API server (default: in-cluster)")
     add("--token-file", default=IN_CLUSTER_TOKEN, help="service account token file")
     add("--ca-file", default=IN_CLUSTER_CA, help="API server CA bundle")
@@ -105,6 +118,9 @@ def to_argv(args: argparse.Namespace) -> list[str]:
     for action in parser._actions:
         value = getattr(args, action.dest, None)
         if value is None or value == action.default:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            argv.append(action.option_strings[0])
             continue
         for item in value if isinstance(action, argparse._AppendAction) else [value]:
             argv.append(f"{action.option_strings[0]}={item}")
@@ -178,7 +194,7 @@ def check_url(flag: str, url: str) -> str:
 
 
 def parse_listen(text: str) -> tuple[str, int] | None:
-    """``:9090``, ``0.0.0.0:9090``, ``[::]:9090`` or ``off``."""
+    """``127.0.0.1:9090``, ``:9090`` (every interface), ``[::]:9090`` or ``off``."""
     if text == "off":
         return None
     host, sep, port = text.rpartition(":")
@@ -256,6 +272,10 @@ def _dirs(args: argparse.Namespace) -> tuple[str, ...]:
 def _validate(args: argparse.Namespace) -> ValidateSpec | None:
     timeout = parse_duration("--validate-timeout", args.validate_timeout, positive=True)
     if args.validate_command is None:
+        if args.log_validate_output:
+            raise ValueError(
+                "--log-validate-output given without --validate-command: add the check"
+            )
         return None
     try:
         argv = shlex.split(args.validate_command)
@@ -263,7 +283,7 @@ def _validate(args: argparse.Namespace) -> ValidateSpec | None:
         raise ValueError(f"--validate-command {args.validate_command!r}: {exc}") from None
     if not argv:
         raise ValueError("--validate-command '': give a command such as \"nginx -t\"")
-    return ValidateSpec(tuple(argv), timeout)
+    return ValidateSpec(tuple(argv), timeout, show_output=bool(args.log_validate_output))
 
 
 def _hash_key(path: str | None) -> bytes | None:

@@ -11,6 +11,7 @@ import http.client
 import os
 import signal
 import subprocess  # nosec B404 # runs --validate-command, never a shell
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -240,16 +241,23 @@ def _tail(output: bytes) -> str:
 
 
 class Validator:
-    """Run the check command (no shell) in its own process group, killed whole at timeout."""
+    """Run the check command (no shell) in its own process group, killed whole at timeout.
+
+    A failure says the exit code and how long the check ran; the end of its output only
+    with ``--log-validate-output`` (validators quote the line they reject, and in a Secret
+    that line may be the secret).
+    """
 
     stage = "validate"
 
-    def __init__(self, spec: ValidateSpec) -> None:
+    def __init__(self, spec: ValidateSpec, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self.shown = " ".join(spec.argv)
+        self._clock = clock
 
     def check(self) -> None:
         """Return if the command exits 0 in time; otherwise ReloadFailed."""
+        started = self._clock()
         try:
             child = subprocess.Popen(  # nosec B603 # argv of --validate-command, no shell
                 self.spec.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -272,8 +280,10 @@ class Validator:
                     "process group (raise --validate-timeout if it needs longer)",
                 ) from None
         if child.returncode != 0:
+            took = self._clock() - started
+            said = f"; its output ends: {_tail(output)}" if self.spec.show_output else ""
             raise ReloadFailed(
-                self.stage, f"{self.shown} exited with {child.returncode}: {_tail(output)}"
+                self.stage, f"{self.shown} exited with {child.returncode} after {took:.2f}s{said}"
             )
 
 
