@@ -20,7 +20,7 @@ from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
 from tests.integration.controller_support import REPLICA_LOGS, until
-from tests.unit.test_agent_support import Recorder, kubelet_write, serve, stop
+from tests.unit.test_agent_support import KEY, Recorder, kubelet_write, serve, stop
 
 pytestmark = pytest.mark.cluster
 RBAC = "rbac.authorization.k8s.io"
@@ -61,6 +61,8 @@ async def test_the_agent_records_what_it_loaded_on_its_own_pod(
     kubelet_write(watched, {"app.conf": b"level=info\n"})
     reloads = Recorder()
     app = serve(reloads)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
     log = tmp_path / "agent.log"
     REPLICA_LOGS.append(log)
     env = {**os.environ, "POD_NAME": "web-0", "POD_NAMESPACE": namespace}
@@ -69,6 +71,7 @@ async def test_the_agent_records_what_it_loaded_on_its_own_pod(
             sys.executable, "-m", "kube_nudge.agent", f"--watch={watched}",
             f"--http-url={app}/-/reload", f"--api-server={cluster.server}",
             f"--token-file={token_file}", f"--ca-file={ca_file}", "--listen=off",
+            f"--hash-key-file={key_file}",
             "--debounce=0", "--poll-interval=100ms", "--log-format=json",
             env=env, stdout=sink, stderr=sink,
         )  # fmt: skip
@@ -79,7 +82,7 @@ async def test_the_agent_records_what_it_loaded_on_its_own_pod(
 
         await until(watching, 30)
         kubelet_write(watched, {"app.conf": b"level=debug\n"})
-        expected = content_hash((str(watched),))
+        expected = content_hash((str(watched),), KEY)
 
         async def recorded() -> bool:
             annotations = (await kube.get(PODS.path(namespace, "web-0")))["metadata"].get(

@@ -87,6 +87,17 @@ def test_a_short_hash_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "an HMAC key needs at least 16 bytes" in capsys.readouterr().err
 
 
+def test_the_hash_key_is_random_per_process_unless_given(tmp_path: Path) -> None:
+    flags = [f"--watch={tmp_path}", "--process=nginx"]
+    first, second = build_config(_parse(flags)), build_config(_parse(flags))
+    assert len(first.hash_key) == 32 and first.hash_key != second.hash_key
+    assert first.hash_key_file is None
+    (tmp_path / "key").write_bytes(b"k" * 20 + b"\n")
+    given = build_config(_parse([*flags, f"--hash-key-file={tmp_path}/key"]))
+    assert (given.hash_key, given.hash_key_file) == (b"k" * 20, f"{tmp_path}/key")
+    assert "k" * 20 not in repr(given) and repr(first.hash_key) not in repr(first)
+
+
 def test_a_missing_directory_is_accepted(tmp_path: Path) -> None:
     config = build_config(_parse([f"--watch={tmp_path}/later", "--process=nginx"]))
     assert config.dirs == (f"{tmp_path}/later",)

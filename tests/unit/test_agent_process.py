@@ -4,6 +4,7 @@ serving /healthz and /metrics, lean in imports and memory, stopped by SIGTERM.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,8 +21,9 @@ import pytest
 
 from kube_nudge.agent import LEAN_EXCLUDED
 from kube_nudge.agent.podrecord import LOADED_HASH
-from kube_nudge.agent.watch import content_hash
+from kube_nudge.agent.watch import HASH_DOMAIN, content_hash
 from tests.unit.test_agent_support import (  # noqa: F401 # the fixture http
+    KEY,
     WAIT,
     Recorder,
     http_fixture,
@@ -114,10 +116,12 @@ def test_the_agent_reloads_records_and_reports(
     kubelet_write(target, {"app.conf": b"v1"})
     token = tmp_path / "token"
     token.write_text("sa-token")
+    key = tmp_path / "key"
+    key.write_bytes(KEY + b"\n")
     agent = start(
         f"--watch={target}", f"--http-url={app_url}/-/reload", "--poll-interval=50ms",
         "--debounce=200ms", "--listen=127.0.0.1:0", f"--api-server={api_url}",
-        f"--token-file={token}",
+        f"--token-file={token}", f"--hash-key-file={key}",
         env={"POD_NAME": "web-0", "POD_NAMESPACE": "team-a"},
     )  # fmt: skip
     wait_for(lambda: agent.said(r"the app runs"), "the agent to start")
@@ -135,7 +139,7 @@ def test_the_agent_reloads_records_and_reports(
 
     kubelet_write(target, {"app.conf": b"v2"})
     wait_for(lambda: api.count("PATCH") == 1, "the loaded hash on the pod")
-    loaded = content_hash((str(target),))
+    loaded = content_hash((str(target),), KEY)
     assert app.count("POST") == 1
     (patch,) = api.hits
     assert patch.path.startswith("/api/v1/namespaces/team-a/pods/web-0?")
@@ -149,6 +153,58 @@ def test_the_agent_reloads_records_and_reports(
     agent.process.send_signal(signal.SIGTERM)
     assert agent.process.wait(WAIT) == 0
     assert agent.said(r"^stopped$")
+
+
+def _plain_digests(target: Path, files: dict[str, bytes]) -> set[str]:
+    """Every unkeyed SHA-256 one could compute from the files: of each file, and of the
+    directory in the agent's documented format without the key."""
+    digest = hashlib.sha256(HASH_DOMAIN)
+
+    def field(data: bytes) -> None:
+        digest.update(len(data).to_bytes(8, "big") + data)
+
+    field(str(target).encode())
+    digest.update(b"\1")
+    for rel in sorted(files):
+        field(rel.encode())
+        digest.update(hashlib.sha256(files[rel]).digest())
+    return {digest.hexdigest(), *(hashlib.sha256(c).hexdigest() for c in files.values())}
+
+
+def test_without_a_key_file_no_plain_digest_leaves_the_agent(
+    tmp_path: Path, http: Http, start: Callable[..., Running]
+) -> None:
+    app_url, _ = http()
+    api_url, api = http()
+    target = tmp_path / "secret"
+    kubelet_write(target, {"password": b"hunter1"})
+    token = tmp_path / "token"
+    token.write_text("sa-token")
+    agent = start(
+        f"--watch={target}", f"--http-url={app_url}/-/reload", "--poll-interval=50ms",
+        "--debounce=0", "--listen=127.0.0.1:0", f"--api-server={api_url}",
+        f"--token-file={token}", env={"POD_NAME": "web-0", "POD_NAMESPACE": "team-a"},
+    )  # fmt: skip
+    wait_for(lambda: agent.said(r"the app runs"), "the agent to start")
+    port_line = agent.said(r"metrics on (\d+)")
+    assert port_line is not None
+    assert agent.said(r"keyed with a random key of this process")
+    plain = _plain_digests(target, {"password": b"hunter1"})
+    files = {"password": b"hunter2"}
+    kubelet_write(target, files)
+    plain |= _plain_digests(target, files)
+    wait_for(lambda: api.count("PATCH") == 1, "the loaded hash on the pod")
+    (patch,) = api.hits
+    published = json.loads(patch.body)["metadata"]["annotations"][LOADED_HASH]
+    assert len(published) == 64 and published not in plain
+    _, metrics = _get(f"http://127.0.0.1:{port_line[1]}/metrics")
+    assert f'loaded_info{{hash="{published}"}} 1' in metrics
+    agent.process.send_signal(signal.SIGTERM)
+    assert agent.process.wait(WAIT) == 0
+    # Not on the pod, not in /metrics, not in any log line: not even the short forms.
+    everything = [patch.body.decode(), metrics, agent.log.read_text()]
+    for digest in plain:
+        assert not any(digest[:12] in text for text in everything), digest
 
 
 def test_a_broken_app_is_counted_and_the_agent_keeps_running(

@@ -30,6 +30,7 @@ from kube_nudge.agent.reload import (
 from kube_nudge.agent.watch import Watcher, content_hash
 from tests.unit.fakes import FakeClock
 from tests.unit.test_agent_support import (  # noqa: F401 # the fixtures app and http
+    KEY,
     App,
     Recorder,
     app_fixture,
@@ -52,7 +53,7 @@ def _agent(
     clock = FakeClock()
     recorded: list[tuple[str, float]] = []
     agent = Agent(
-        Watcher((str(target),), debounce, clock=clock.monotonic),
+        Watcher((str(target),), debounce, key=KEY, clock=clock.monotonic),
         reloader,
         AgentMetrics((str(target),)),
         validator=validator,
@@ -96,7 +97,7 @@ def test_a_kubelet_swap_reloads_the_app_exactly_once(tmp_path: Path, app: App) -
     _steps(agent, clock, 10)
 
     assert app.hups() == 1
-    new = content_hash((str(target),))
+    new = content_hash((str(target),), KEY)
     assert agent.loaded == new and agent.metrics.reloads == 1
     assert [h for h, _ in recorded] == [new]  # recorded on the pod once
 
@@ -218,7 +219,7 @@ def test_files_changing_during_a_reload_reload_once_more(tmp_path: Path, http: H
 
     def change_on_first_call(hit: object) -> None:
         if server.count() == 1:
-            during.append(content_hash((str(target),)))  # what this reload loads
+            during.append(content_hash((str(target),), KEY))  # what this reload loads
             kubelet_write(target, {"a": b"3"})
 
     url, server = http(on_request=change_on_first_call)
@@ -226,7 +227,7 @@ def test_files_changing_during_a_reload_reload_once_more(tmp_path: Path, http: H
     kubelet_write(target, {"a": b"2"})
     _steps(agent, clock, 12)
     assert server.count("POST") == 2
-    assert agent.loaded == content_hash((str(target),))
+    assert agent.loaded == content_hash((str(target),), KEY)
     assert [h for h, _ in recorded] == [during[0], agent.loaded]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 WAIT = 20.0  # seconds any condition may take on a busy machine before the test fails
+KEY = b"test-key-0123456789abcdef"  # the agents' HMAC key in tests (16 bytes or more)
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = WAIT) -> None:

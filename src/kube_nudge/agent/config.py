@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import secrets
 import shlex
 import signal
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105  # nosec B105 # a path
 IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -71,7 +72,9 @@ class AgentConfig:
     retry_backoff: float
     listen: tuple[str, int] | None
     api: ApiSpec
-    hash_key: bytes | None
+    hash_key: bytes = field(repr=False)
+    """The HMAC key of the loaded hash: ``hash_key_file``'s, else random for this process."""
+    hash_key_file: str | None
     log_format: str
 
 
@@ -106,7 +109,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add("--api-server", metavar="URL", help="API server (default: in-cluster)")
     add("--token-file", default=IN_CLUSTER_TOKEN, help="service account token file")
     add("--ca-file", default=IN_CLUSTER_CA, help="API server CA bundle")
-    add("--hash-key-file", metavar="FILE", help="HMAC key for the loaded hash (16+ bytes)")
+    add(
+        "--hash-key-file", metavar="FILE",
+        help="HMAC key of the loaded hash (16+ bytes); without it a random key of this "
+        "process: the hash then tells only whether the files changed",
+    )  # fmt: skip
     add("--log-format", default="text", choices=("text", "json"), help="log line format")
 
 
@@ -286,9 +293,14 @@ def _validate(args: argparse.Namespace) -> ValidateSpec | None:
     return ValidateSpec(tuple(argv), timeout, show_output=bool(args.log_validate_output))
 
 
-def _hash_key(path: str | None) -> bytes | None:
+RANDOM_KEY_BYTES = 32
+
+
+def _hash_key(path: str | None) -> bytes:
+    """The key in ``path``; without one a random key, never none: a plain digest of a
+    Secret's files on the pod or in /metrics would let anyone who reads them test guesses."""
     if path is None:
-        return None
+        return secrets.token_bytes(RANDOM_KEY_BYTES)
     try:
         with open(path, "rb") as f:
             key = f.read().strip()
@@ -327,5 +339,6 @@ def build_config(args: argparse.Namespace) -> AgentConfig:
         listen=parse_listen(args.listen),
         api=_api(args),
         hash_key=_hash_key(args.hash_key_file),
+        hash_key_file=args.hash_key_file,
         log_format=args.log_format,
     )

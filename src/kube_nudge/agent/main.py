@@ -234,6 +234,11 @@ def run(config: AgentConfig) -> int:
         config.poll_interval, config.debounce,
         f", metrics on {server.server_address[1]}" if server else "",
     )  # fmt: skip
+    if config.hash_key_file is None:
+        log.info(
+            "the loaded hash is keyed with a random key of this process: it tells whether "
+            "the files changed, and cannot be compared with other pods' (--hash-key-file)"
+        )
     agent.start()
     agent.run(stop, config.poll_interval)
     if server is not None:

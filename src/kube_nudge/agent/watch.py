@@ -8,8 +8,10 @@ path, mtime, ctime, size and inode of each file. Once a change has settled (``de
 seconds after the first change seen, as the controller debounces) the content hash is
 computed and reported; the caller decides whether that differs from what the app loaded.
 
-The content hash (``content_hash``), version 1, for reproducing it elsewhere: SHA-256 (or
-HMAC-SHA256 under the ``--hash-key-file`` key) over ``b"kube-nudge-agent/v1\\n"`` and then,
+The content hash (``content_hash``), version 1, for reproducing it elsewhere: HMAC-SHA256,
+always keyed (the ``--hash-key-file`` key, else a random key of the process: a plain digest
+of a Secret's files, on the pod or in /metrics, would let anyone who reads it test guesses),
+over ``b"kube-nudge-agent/v1\\n"`` and then,
 for each directory in sorted order, its normalized path as a field, then ``b"\\0"`` if it is
 missing or ``b"\\1"`` followed by, for each file in sorted order of its path relative to
 the directory (for a kubelet directory: relative to ``..data``), the path (UTF-8) as a field
@@ -113,16 +115,16 @@ def directory_files(directory: str) -> list[tuple[str, bytes]] | None:
     raise OSError(f"{directory}: its files kept changing while they were read")
 
 
-def _field(digest: hashlib._Hash | hmac.HMAC, data: bytes) -> None:
+def _field(digest: hmac.HMAC, data: bytes) -> None:
     digest.update(len(data).to_bytes(8, "big"))
     digest.update(data)
 
 
-def content_hash(dirs: tuple[str, ...], key: bytes | None = None) -> str:
-    """The hash of everything ``dirs`` present (see the module docstring), as hex."""
-    digest: hashlib._Hash | hmac.HMAC = (
-        hashlib.sha256() if key is None else hmac.new(key, digestmod=hashlib.sha256)
-    )
+def content_hash(dirs: tuple[str, ...], key: bytes) -> str:
+    """The keyed hash of everything ``dirs`` present (see the module docstring), as hex."""
+    if not key:
+        raise ValueError("the content hash needs a key")
+    digest = hmac.new(key, digestmod=hashlib.sha256)
     digest.update(HASH_DOMAIN)
     for directory in sorted(dirs):
         _field(digest, os.fsencode(directory))
@@ -145,7 +147,7 @@ class Watcher:
         dirs: tuple[str, ...],
         debounce: float,
         *,
-        key: bytes | None = None,
+        key: bytes,
         clock: Callable[[], float] = time.monotonic,
         fingerprint: Callable[[str], Fingerprint] = fingerprint,
     ) -> None:
