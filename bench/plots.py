@@ -228,7 +228,7 @@ def agent(results: dict[str, Any], path: Path) -> bool:
         found: dict[str, list[float]] = {}
         for _, series in tool_runs:
             for setting in series.get("settings", []):
-                label = " ".join(setting["flags"]) or "defaults (debounce 1s, poll 1s)"
+                label = " ".join(setting["flags"]) or "defaults (inotify, debounce 20ms)"
                 found.setdefault(label, []).extend(s * 1000 for s in setting["latency_s"])
         for n, (label, samples) in enumerate(found.items()):
             _ecdf(ax, sorted(samples), label, COLORS[n % len(COLORS)], STYLES[n % len(STYLES)])

@@ -1,11 +1,13 @@
-"""The reload agent: ``..data`` swap to reload latency, and the agent's memory. No cluster.
+"""The reload agent: ``..data`` swap to reload latency, and the agent's CPU and memory. No
+cluster.
 
 ``kube-nudge agent`` runs as a user runs it (the ``kube-nudge`` console script, as the image's
 entrypoint does), watching a temporary directory laid out by the kubelet's AtomicWriter and
 reloading by ``POST`` to a local HTTP server of the benchmark's, which timestamps each request
-on arrival. Per setting (``SETTINGS``: the agent's defaults, ``--debounce 0``, and
-``--debounce 0`` with a 10 ms poll to show the mechanism's own cost) a fresh agent takes
-``agent_swaps`` swaps one at a time, each waited for.
+on arrival. Per setting (``SETTINGS``: the agent's defaults, woken by inotify, and
+``--watch-mode poll``, the fallback where there is no inotify) a fresh agent first idles for
+``IDLE_SECONDS`` (its idle CPU), then takes ``agent_swaps`` swaps one at a time, each waited
+for.
 
 t0 is ``time.perf_counter()`` right after the rename of ``..data_tmp`` over ``..data`` (the
 kubelet's one atomic step); t1 is the same clock, in the same process, when the reload request
@@ -55,7 +57,9 @@ READY_TIMEOUT = 60.0
 #: How long a reload may take beyond the setting's poll interval and debounce.
 RELOAD_SLACK = 30.0
 #: The defaults the page's rows name; ``check_defaults`` fails the run if the agent's differ.
-DEFAULT_DEBOUNCE, DEFAULT_POLL = 1.0, 1.0
+DEFAULT_DEBOUNCE, DEFAULT_POLL, DEFAULT_MODE = 0.02, 1.0, "auto"
+#: How long each agent idles after it is ready, for its idle CPU.
+IDLE_SECONDS = 30.0
 _METRIC = re.compile(r"^(kube_nudge_agent_[a-z_]+)(\{[^}]*\})? (\S+)$", re.MULTILINE)
 
 
@@ -71,22 +75,22 @@ class Setting:
 
 SETTINGS = (
     Setting("default", (), DEFAULT_DEBOUNCE, DEFAULT_POLL),
-    Setting("nodebounce", ("--debounce", "0"), 0.0, DEFAULT_POLL),
-    Setting("fastpoll", ("--debounce", "0", "--poll-interval", "10ms"), 0.0, 0.01),
+    Setting("polling", ("--watch-mode", "poll"), DEFAULT_DEBOUNCE, DEFAULT_POLL),
 )
 
 
 def check_defaults() -> None:
-    """Raise if the agent's default debounce or poll interval are not what the page says."""
+    """Raise if the agent's default debounce, poll interval or watch mode are not what the
+    page says."""
     parser = argparse.ArgumentParser()
     add_flags(parser)
     args = parser.parse_args(["--watch", "x"])
     found = (parse_duration("--debounce", args.debounce),
-             parse_duration("--poll-interval", args.poll_interval))  # fmt: skip
-    if found != (DEFAULT_DEBOUNCE, DEFAULT_POLL):
+             parse_duration("--poll-interval", args.poll_interval), args.watch_mode)  # fmt: skip
+    if found != (DEFAULT_DEBOUNCE, DEFAULT_POLL, DEFAULT_MODE):
         raise ToolError(
-            f"the agent's defaults are now debounce {found[0]:g} s, poll {found[1]:g} s: update "
-            "DEFAULT_DEBOUNCE/DEFAULT_POLL in bench/scenarios/agent.py and the rows' labels"
+            f"the agent's defaults are now debounce {found[0]:g} s, poll {found[1]:g} s, watch "
+            f"mode {found[2]}: update DEFAULT_* in bench/scenarios/agent.py and the rows' labels"
         )
 
 
@@ -295,10 +299,15 @@ def measure(ctx: LocalContext, setting: Setting, directory: Path) -> tuple[Metri
             agent.start()
             ready = agent.wait_ready(READY_TIMEOUT)
             at_ready = memory_kib(agent.pid)
-            cpu_from, wall_from = cpu_seconds(agent.pid), time.monotonic()
             flags = " ".join(setting.flags) or "defaults"
             say(f"  agent ({flags}) ready in {ready:.2f} s, RSS "
-                f"{at_ready['VmRSS'] / 1024:.1f} MiB")  # fmt: skip
+                f"{at_ready['VmRSS'] / 1024:.1f} MiB; idle for {IDLE_SECONDS:g} s")  # fmt: skip
+            idle_from, idle_wall_from = cpu_seconds(agent.pid), time.monotonic()
+            time.sleep(IDLE_SECONDS)
+            idle_cpu = cpu_seconds(agent.pid) - idle_from
+            idle_wall = time.monotonic() - idle_wall_from
+            idle_rss = memory_kib(agent.pid)
+            cpu_from, wall_from = cpu_seconds(agent.pid), time.monotonic()
             latencies: list[float] = []
             timeout = setting.poll + setting.debounce + RELOAD_SLACK
             for n in range(1, swaps + 1):
@@ -325,14 +334,18 @@ def measure(ctx: LocalContext, setting: Setting, directory: Path) -> tuple[Metri
     if code != 0:
         raise ToolError(f"the agent exited {code} on SIGTERM, not 0; see {agent.log_path}")
     summary = latency_summary(latencies)
+    idle_pct = round(100 * idle_cpu / idle_wall, 3) if idle_wall > 0 else math.nan
     say(f"  p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms, max {summary['max_ms']} ms; "
         f"{reloads} reloads for {swaps} swaps; RSS {steady['VmRSS'] / 1024:.1f} MiB, peak "
-        f"{steady['VmHWM'] / 1024:.1f} MiB")  # fmt: skip
+        f"{steady['VmHWM'] / 1024:.1f} MiB; idle CPU {idle_pct}%")  # fmt: skip
     return {
         f"{name}_p50_ms": summary["p50_ms"],
         f"{name}_p99_ms": summary["p99_ms"],
         f"{name}_max_ms": summary["max_ms"],
         f"{name}_cpu_pct": round(100 * cpu / wall, 2) if wall > 0 else math.nan,
+        f"{name}_idle_cpu_pct": idle_pct,
+        f"{name}_idle_cpu_s": round(idle_cpu, 3),
+        "idle_rss_mib": round(idle_rss["VmRSS"] / 1024, 1),
         "ready_s": round(ready, 3),
         "start_rss_mib": round(at_ready["VmRSS"] / 1024, 1),
         "rss_mib": round(steady["VmRSS"] / 1024, 1),

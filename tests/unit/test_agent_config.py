@@ -122,6 +122,8 @@ def test_signal_flags_make_a_config(watched: str) -> None:
 def test_the_agent_is_quiet_by_default(watched: str) -> None:
     config = build_config(_parse([f"--watch={watched}", "--process=nginx",
                                   "--validate-command=nginx -t"]))  # fmt: skip
+    # Woken by inotify, with a short debounce; polls as the safety net.
+    assert (config.watch_mode, config.debounce, config.poll_interval) == ("auto", 0.02, 1.0)
     # /healthz and /metrics on the loopback interface only: the pod's own containers.
     assert config.listen == ("127.0.0.1", 9090)
     # A failed check's output (it may quote a Secret's line) is not logged.
@@ -161,6 +163,7 @@ def test_the_in_cluster_api_server_comes_from_the_environment(
         ["--watch=/a", "--http-url=http://x/?a=b", "--http-retries=0", "--log-format=json"],
         ["--watch=/a", "--process=p", "--validate-command=sh -c 'a b'", "--listen=[::1]:9"],
         ["--watch=/a", "--process=p", "--validate-command=check", "--log-validate-output"],
+        ["--watch=/a", "--process=p", "--watch-mode=poll"],
     ],
 )
 def test_the_flags_survive_the_lean_re_execution(argv: list[str]) -> None:

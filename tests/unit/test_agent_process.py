@@ -155,6 +155,31 @@ def test_the_agent_reloads_records_and_reports(
     assert agent.said(r"^stopped$")
 
 
+def test_inotify_sees_the_swap_where_a_poll_would_not_for_an_hour(
+    tmp_path: Path, http: Http, start: Callable[..., Running]
+) -> None:
+    app_url, app = http()
+    target = tmp_path / "config"
+    kubelet_write(target, {"app.conf": b"v1"})
+    agent = start(f"--watch={target}", f"--http-url={app_url}/-/reload", "--poll-interval=1h",
+                  "--listen=off")  # fmt: skip
+    wait_for(lambda: agent.said(r"the app runs"), "the agent to start")
+    assert agent.said(r"changes seen by inotify, polls every 3600s, debounce 0.02s")
+    for n in (1, 2, 3):
+        kubelet_write(target, {"app.conf": f"v{n + 1}".encode()})
+        wait_for(lambda n=n: app.count("POST") == n, f"reload {n}")  # type: ignore[misc]
+    agent.process.send_signal(signal.SIGTERM)  # ends its hour-long wait at once
+    assert agent.process.wait(WAIT) == 0
+
+
+def test_forced_polling_says_so(tmp_path: Path, start: Callable[..., Running]) -> None:
+    agent = start(f"--watch={tmp_path}", "--process=x", "--watch-mode=poll", "--listen=off")
+    wait_for(lambda: agent.said(r"the app runs"), "the agent to start")
+    assert agent.said(r"changes seen by polling, polls every 1s")
+    agent.process.send_signal(signal.SIGTERM)
+    assert agent.process.wait(WAIT) == 0
+
+
 def _plain_digests(target: Path, files: dict[str, bytes]) -> set[str]:
     """Every unkeyed SHA-256 one could compute from the files: of each file, and of the
     directory in the agent's documented format without the key."""

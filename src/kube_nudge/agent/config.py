@@ -18,6 +18,8 @@ _COMPONENT = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _METHOD = re.compile(r"[A-Z]{1,20}")
 DEFAULT_LISTEN = "127.0.0.1:9090"
+DEFAULT_DEBOUNCE = "20ms"
+WATCH_MODES = ("auto", "poll")
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class AgentConfig:
     dirs: tuple[str, ...]
     debounce: float
     poll_interval: float
+    watch_mode: str
     action: SignalSpec | HttpSpec
     validate: ValidateSpec | None
     retry_backoff: float
@@ -83,8 +86,21 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.description = "reload an app in place when its mounted ConfigMap/Secret files change"
     add = parser.add_argument
     add("--watch", action="append", metavar="DIR", help="a mounted directory (repeatable)")
-    add("--debounce", default="1s", help="wait this long after the first change (default 1s)")
-    add("--poll-interval", default="1s", help="how often to look at the files (default 1s)")
+    add(
+        "--debounce", default=DEFAULT_DEBOUNCE,
+        help=f"wait this long after the first change, so that a burst of changes makes one "
+        f"reload (default {DEFAULT_DEBOUNCE})",
+    )  # fmt: skip
+    add(
+        "--watch-mode", default="auto", choices=WATCH_MODES,
+        help="auto: inotify wakes the agent as the kubelet swaps the files, polling where the "
+        "kernel has no inotify to give; poll: polling only (default auto)",
+    )  # fmt: skip
+    add(
+        "--poll-interval", default="1s",
+        help="how often to look at the files: the safety net under inotify, or the only way "
+        "(default 1s)",
+    )  # fmt: skip
     add("--signal", metavar="NAME", help="reload by sending this signal (HUP, USR1, ...)")
     add("--process", metavar="NAME", help="the executable name of the process to signal")
     add("--signal-retries", default="3", help="retries when no such process runs (default 3)")
@@ -333,6 +349,7 @@ def build_config(args: argparse.Namespace) -> AgentConfig:
         dirs=dirs,
         debounce=parse_duration("--debounce", args.debounce),
         poll_interval=parse_duration("--poll-interval", args.poll_interval, positive=True),
+        watch_mode=args.watch_mode,
         action=action,
         validate=_validate(args),
         retry_backoff=parse_duration("--retry-backoff", args.retry_backoff),

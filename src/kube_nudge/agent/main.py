@@ -1,9 +1,11 @@
-"""The agent's loop (poll, validate, reload, record) and its entry point.
+"""The agent's loop (look, validate, reload, record) and its entry point.
 
-A failed reload never stops the agent: it is logged with its stage, counted, and the agent
-waits for the next change (each action retries what may pass, bounded, with backoff). A
-change that lands during a reload is seen by the next poll (the watcher fingerprints the
-files before hashing them), so the app is reloaded once more, at most once per debounce.
+The loop looks at the files when inotify says a watched directory changed, and every
+``--poll-interval`` whatever happens (the only way where there is no inotify). A failed
+reload never stops the agent: it is logged with its stage, counted, and the agent waits for
+the next change (each action retries what may pass, bounded, with backoff). A change that
+lands during a reload is seen by the next look (the watcher fingerprints the files before
+hashing them), so the app is reloaded once more, at most once per debounce.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from kube_nudge import __version__
 from kube_nudge.agent.config import AgentConfig, HttpSpec, add_flags, build_config, shown_url
+from kube_nudge.agent.inotify import Wakeup, open_wakeup
 from kube_nudge.agent.logs import setup_logging
 from kube_nudge.agent.metrics import AgentMetrics
 from kube_nudge.agent.podrecord import PodRecorder, RecordWorker, pod_from_env
@@ -150,14 +153,17 @@ class Agent:
             self.record(content_hash, at)
         return True
 
-    def run(self, stop: threading.Event, interval: float) -> None:
-        """Poll every ``interval`` seconds until ``stop`` is set; never raises."""
+    def run(self, stop: threading.Event, interval: float, wakeup: Wakeup | None = None) -> None:
+        """Look at the files whenever ``wakeup`` says so and at least every ``interval``
+        seconds, until ``stop`` is set (and ``wakeup`` woken); never raises."""
+        wakeup = wakeup or _StopWakeup(stop)
         while not stop.is_set():
             try:
                 self.step()
             except Exception:
                 log.exception("unexpected error in the watch loop; carrying on")
-            stop.wait(self.watcher.next_poll_in(interval))
+            if not stop.is_set():
+                wakeup.wait(self.watcher.next_poll_in(interval))
 
     def health(self, grace: float) -> Callable[[], str | None]:
         """For /healthz: None while the loop has run within ``grace`` seconds."""
@@ -167,6 +173,17 @@ class Agent:
             return None if late <= grace else f"the watch loop has not run for {late:.0f}s"
 
         return check
+
+
+class _StopWakeup(Wakeup):
+    """Polling that ends as soon as ``stop`` is set."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self._woken = stop
+
+    def wait(self, timeout: float) -> bool:
+        return self._woken.wait(timeout)
 
 
 def build_reloader(config: AgentConfig, sleep: Sleep) -> Reloader:
@@ -225,13 +242,19 @@ def run(config: AgentConfig) -> int:
                 file=sys.stderr,
             )
             return 2
+    wakeup = open_wakeup(config.dirs, config.watch_mode)
+
+    def stopping(*_: object) -> None:
+        stop.set()
+        wakeup.wake()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, stopping)
     log.info(
-        "reload by %s%s, poll %gs, debounce %gs%s",
+        "reload by %s%s; changes seen by %s, polls every %gs, debounce %gs%s",
         _describe(config),
         f" after {' '.join(config.validate.argv)}" if config.validate else "",
-        config.poll_interval, config.debounce,
+        wakeup.method, config.poll_interval, config.debounce,
         f", metrics on {server.server_address[1]}" if server else "",
     )  # fmt: skip
     if config.hash_key_file is None:
@@ -240,7 +263,8 @@ def run(config: AgentConfig) -> int:
             "the files changed, and cannot be compared with other pods' (--hash-key-file)"
         )
     agent.start()
-    agent.run(stop, config.poll_interval)
+    agent.run(stop, config.poll_interval, wakeup)
+    wakeup.close()
     if server is not None:
         server.shutdown()
     if worker is not None:
