@@ -10,6 +10,8 @@ help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
 	@echo "make test   - install, lint, build/reuse the control plane, run every test"
 	@echo "make test-faults - the fault suite at full size; rewrites docs/reliability.md"
+	@echo "make image  - build the controller image with podman: localhost/kube-nudge:<version>, :dev"
+	@echo "make host-packages - apt-get install what images and a real node need (root; if missing)"
 
 # Two local distributions, both editable: the product (.) and its development tools
 # (devtools/, the separate `kube-nudge-dev`: local control plane, its build, the demo).
@@ -63,6 +65,28 @@ promtool: $(STAMP)
 # Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
+
+# The Debian packages `make image` and a real kubelet node need, in one list. Installs only the
+# missing ones (apt-get, as root); with all present it does nothing and needs no root.
+HOST_PACKAGES := podman buildah mmdebstrap containerd runc containernetworking-plugins \
+	iptables conntrack gcc libc6-dev
+.PHONY: host-packages image
+host-packages:
+	@command -v dpkg-query >/dev/null || { echo "make host-packages: needs a Debian host" >&2; exit 1; }
+	@missing=""; for package in $(HOST_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$package 2>/dev/null | grep -q ' ok installed$$' \
+			|| missing="$$missing $$package"; \
+	done; \
+	[ -z "$$missing" ] && exit 0; \
+	[ "$$(id -u)" = 0 ] || { echo "make host-packages: missing:$$missing; run it as root" >&2; exit 1; }; \
+	echo "installing:$$missing"; \
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing
+
+# The controller image from the Dockerfile, on a Debian base made here with mmdebstrap (no
+# registry needed): localhost/kube-nudge:<version> and :dev, and an OCI archive in the cache
+# (`ctr -n k8s.io images import` it on a node). Minutes cold, seconds warm; needs root.
+image: $(STAMP) host-packages
+	$(BIN)/kube-nudge-dev image controller
 
 test-unit: helm promtool
 	$(BIN)/pytest tests/unit

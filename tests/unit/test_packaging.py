@@ -67,8 +67,9 @@ def test_wheel_does_not_depend_on_cryptography(wheel: Path) -> None:
     assert [r for r in requires if "cryptography" in r.lower()] == []
 
 
-# The container image (Dockerfile): no engine runs here, so what it relies on is checked
-# against the wheel, the locks and the chart.
+# The container image (Dockerfile): what it relies on is checked here against the wheel, the
+# locks and the chart, with no container engine; tests/integration/test_image.py builds it
+# (`make image`) and runs it where podman and root are available.
 DOCKERFILE = REPO / "Dockerfile"
 
 
@@ -102,6 +103,14 @@ def test_image_locks_pin_every_dependency_of_the_wheel(wheel: Path) -> None:
     pinned = {canonicalize_name(line.split("==")[0]) for line in lock.splitlines() if "==" in line}
     assert needed and needed <= pinned
     assert not pinned & {"pytest", "setuptools", "wheel", "kube-nudge-dev", "cryptography"}
+
+
+def test_image_base_is_the_argument_make_image_replaces() -> None:
+    # make image builds every stage on its own Debian base: --build-arg PYTHON_IMAGE=...
+    lines = DOCKERFILE.read_text().splitlines()
+    assert [line for line in lines if line.startswith("ARG PYTHON_IMAGE=")]
+    stages = [line.split()[1] for line in lines if line.startswith("FROM ")]
+    assert stages and set(stages) == {"${PYTHON_IMAGE}"}
 
 
 def test_image_runs_as_the_user_the_chart_asks_for() -> None:

@@ -48,6 +48,25 @@ def _run_manifests(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_image(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kube_nudge_dev.image import ImageError, base_image, build_image, pause_image
+
+    try:
+        if args.target == "base":
+            built = base_image()
+        elif args.target == "pause":
+            built = pause_image()
+        else:
+            built = build_image(Path(args.repo))
+    except ImageError as exc:
+        print(f"kube-nudge-dev: {exc}", file=sys.stderr)
+        return 1
+    print(f"{built.ref}\t{built.archive}")
+    return 0
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from kube_nudge_dev.demo import main as demo
 
@@ -93,6 +112,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     manifests.add_argument("--repo", default=".", help="the checkout (default: .)")
     manifests.set_defaults(handler=_run_manifests)
+
+    image = sub.add_parser(
+        "image",
+        help="build (or reuse) a container image with podman and print its ref and archive",
+        description="Print REF<TAB>ARCHIVE for the image, building it first when its inputs "
+        "changed: the controller image from the Dockerfile (localhost/kube-nudge:<version> and "
+        ":dev; what `make image` runs), the kubelet node's pause image, or the Debian base the "
+        "controller image is built on here. Needs root and podman (`make host-packages`).",
+    )
+    image.add_argument(
+        "target",
+        nargs="?",
+        choices=("controller", "pause", "base"),
+        default="controller",
+        help="which image (default: controller)",
+    )
+    image.add_argument("--repo", default=".", help="the checkout with the Dockerfile (default: .)")
+    image.set_defaults(handler=_run_image)
 
     demo = sub.add_parser(
         "demo",
