@@ -15,16 +15,45 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.image import BuiltImage, ImageError, build_image
+from kube_nudge_dev.node import NodeUnavailable, RealNode
 from tests.integration.controller_support import REPLICA_LOGS
 from tests.integration.faults import FaultRun
 from tests.integration.manifests import CANARY
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    """The session's local cluster (etcd, apiserver, kcm, scheduler, kwok with 2 nodes)."""
+    """The session's local cluster (etcd, apiserver, kcm, scheduler, kwok with 2 nodes; the
+    real node joins when a test asks for it). At the end, the real node must have left the
+    machine as it found it (kernel flags, iptables, mounts, links, cgroups)."""
     with LocalCluster() as local:
         yield local
+    if local.node is not None:
+        left = local.node.leftovers
+        assert left == [], f"the real node left these behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def controller_image() -> BuiltImage:
+    """The controller image built from this checkout with podman (minutes cold, seconds warm)."""
+    try:
+        return build_image(REPO)
+    except ImageError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: LocalCluster, controller_image: BuiltImage) -> RealNode:
+    """The session cluster's real node (kubelet + containerd + runc + CNI), with the
+    controller image loaded into its runtime. Pods land there only with
+    ``real_node_support.on_real_node`` (its taint keeps every other test's pods off it)."""
+    try:
+        return cluster.add_real_node((controller_image.archive,))
+    except NodeUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture(scope="session")

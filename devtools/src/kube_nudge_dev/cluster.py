@@ -1,5 +1,6 @@
 """A real local Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and kwok (fake nodes that make pods Running/Ready without a kubelet).
+kube-scheduler and kwok (fake nodes that make pods Running/Ready without a kubelet), and on
+request one real node (kubelet + containerd + runc, ``node.py``) that runs real containers.
 
 Everything listens on random free loopback ports; certificates are generated at start.
 ``LocalCluster`` backs both ``kube-nudge-dev cluster`` and the pytest fixture.
@@ -21,8 +22,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kube_nudge_dev.build import ensure_binaries
+from kube_nudge_dev.build import COMPONENTS, NODE_COMPONENTS, ensure_binaries
 from kube_nudge_dev.certs import Pki, write_pki
+from kube_nudge_dev.node import NODE_NAME, NodeBinaries, RealNode, check_requirements
 from kube_nudge_dev.processes import ClusterError, Component, poll_until, stop_all
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -62,6 +64,8 @@ class LocalCluster:
         *,
         nodes: int = 2,
         apiserver_args: tuple[str, ...] = (),
+        real_node: bool = False,
+        images: tuple[Path, ...] = (),
     ) -> None:
         self._owns_directory = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="kube-nudge-dev-"))
@@ -72,6 +76,11 @@ class LocalCluster:
         self._state = self.directory / "state"
         self._nodes = nodes
         self._apiserver_args = apiserver_args
+        self._real_node = real_node
+        self._images = images
+        self.node: RealNode | None = None
+        """The real node, when one was asked for (``real_node=True``)."""
+        self.api_port = 0
         self.etcd_url = ""
         self.components: list[Component] = []
         self.server = ""
@@ -91,7 +100,9 @@ class LocalCluster:
 
     def start(self) -> None:
         """Build or find binaries, start every component, return once the cluster is usable."""
-        binaries = ensure_binaries()
+        if self._real_node:
+            check_requirements()  # one line naming what is missing, before any build
+        binaries = ensure_binaries(COMPONENTS + (NODE_COMPONENTS if self._real_node else ()))
         started = time.monotonic()
         try:
             self._start(binaries)
@@ -105,6 +116,7 @@ class LocalCluster:
         self._state.mkdir(parents=True, exist_ok=True)
         pki = self._pki = write_pki(self._state / "pki")
         etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+        self.api_port = api_port
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self.server = f"https://127.0.0.1:{api_port}"
         self._write_kubeconfig(pki)
@@ -147,6 +159,8 @@ class LocalCluster:
             f"--service-account-signing-key-file={pki.sa_private}",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--endpoint-reconciler-type=none",
+            # The real node's address is its bridge's (no name to resolve for logs/exec).
+            "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             "--profiling=false",
             f"--audit-policy-file={policy}",
@@ -213,6 +227,52 @@ class LocalCluster:
             self.components,
             60,
         )
+        if self._real_node:
+            self._start_real_node(binaries, self._images)
+
+    def add_real_node(self, images: tuple[Path, ...] = ()) -> RealNode:
+        """Add the real node to the running cluster (building what it needs first), with
+        ``images`` (OCI archives) loaded into its runtime; returns it once Ready. It stops
+        with the cluster."""
+        if self.node is not None:
+            return self.node
+        check_requirements()
+        return self._start_real_node(ensure_binaries(NODE_COMPONENTS), images)
+
+    def _start_real_node(self, binaries: dict[str, Path], images: tuple[Path, ...]) -> RealNode:
+        from kube_nudge_dev.image import pause_image  # podman is needed only for a real node
+
+        pause = pause_image()
+        directory = self._state / "node"
+        directory.mkdir(parents=True, exist_ok=True)
+        self.node = RealNode(
+            directory,
+            kubeconfig=self.kubeconfig,
+            api_port=self.api_port,
+            binaries=NodeBinaries(binaries["kubelet"], binaries["kube-proxy"]),
+            images=(pause.archive, *images),
+            pause_image=pause.ref,
+            free_port=free_port,
+        )
+        self.node.start(self.components)
+        self.node.wait_ready(self._real_node_ready, self.components)
+        return self.node
+
+    def _real_node_ready(self) -> bool:
+        node = self._api("GET", f"/api/v1/nodes/{NODE_NAME}")
+        conditions = node.get("status", {}).get("conditions", [])
+        return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+    def _delete_real_node_pods(self) -> None:
+        """Delete every pod on the real node at once (the kubelet tears them down)."""
+        pods = self._api("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{NODE_NAME}")
+        for pod in pods.get("items", []):
+            meta = pod["metadata"]
+            try:
+                self._api("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/"
+                          f"{meta['name']}?gracePeriodSeconds=0")  # fmt: skip
+            except (urllib.error.URLError, OSError):
+                continue
 
     def check(self) -> None:
         """Raise ClusterError if any component has exited."""
@@ -245,7 +305,15 @@ class LocalCluster:
         return revision
 
     def stop(self) -> None:
-        """Stop every component and remove transient state (idempotent)."""
+        """Stop every component and remove transient state (idempotent). With a real node:
+        the controllers stop first (nothing re-creates pods), the node's pods are deleted and
+        torn down, the node stops and the machine's settings are restored."""
+        if self.node is not None:
+            for component in self.components:
+                if component.name in ("kube-controller-manager", "kube-scheduler"):
+                    component.terminate()
+                    component.wait_or_kill(10)
+            self.node.stop(self._delete_real_node_pods)
         stop_all(self.components)
         self.components.clear()
         shutil.rmtree(self._state, ignore_errors=True)

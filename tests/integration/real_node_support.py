@@ -1,0 +1,70 @@
+"""Pods on the real node: specs that land there, and reading back what a container sees."""
+
+from __future__ import annotations
+
+import subprocess  # nosec B404 # the real kubectl the project builds, against the session cluster
+from typing import Any
+
+from kube_nudge_dev.build import find_binary
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.node import NODE_LABEL, TAINT_KEY
+
+JSON = dict[str, Any]
+
+
+def on_real_node(spec: JSON) -> JSON:
+    """``spec`` (a pod spec) pinned to the real node: its selector and its taint's toleration."""
+    spec = dict(spec)
+    spec["nodeSelector"] = {NODE_LABEL: "real"}
+    spec["tolerations"] = [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    return spec
+
+
+def python_container(image: str, script: str, *, name: str = "app", **extra: Any) -> JSON:
+    """A container of the controller image (it has Python) running ``script``."""
+    container: JSON = {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": "Never",  # loaded into the node's runtime: no registry involved
+        "command": ["python", "-c", script],
+    }
+    container.update(extra)
+    return container
+
+
+#: Prints the config it runs with at start, then every file change under /config; its
+#: readiness probe fails while /config/ok is not "true" (an app that refuses bad config).
+CONFIG_PRINTER = """
+import os, sys, time
+print("env", os.environ.get("LEVEL"), flush=True)
+seen = None
+while True:
+    files = {}
+    for name in sorted(os.listdir("/config")):
+        if not name.startswith(".."):
+            with open(os.path.join("/config", name)) as f:
+                files[name] = f.read()
+    if files != seen:
+        print("files", files, flush=True)
+        seen = files
+    time.sleep(0.2)
+"""
+
+
+def kubectl(cluster: LocalCluster, *args: str, timeout: float = 60) -> str:
+    """Run the project's kubectl against the session cluster; its stdout (raises on failure)."""
+    binary = find_binary("kubectl")
+    if binary is None:
+        raise RuntimeError("kubectl is not built (make control-plane)")
+    result = subprocess.run(  # nosec B603 # the pinned kubectl, argv from the test, no shell
+        [str(binary), f"--kubeconfig={cluster.kubeconfig}", *args],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def read_in_container(cluster: LocalCluster, namespace: str, pod: str, path: str) -> str:
+    """A file's content as the running container sees it (``kubectl exec``)."""
+    return kubectl(cluster, "exec", "-n", namespace, pod, "--", "cat", path)
