@@ -29,6 +29,10 @@ class AgentCommand:
 
     name = "agent"
     help = "sidecar: reload an app in place when its mounted ConfigMap/Secret files change"
+    exit_codes = (
+        (0, "stopped by SIGTERM or SIGINT"),
+        (2, "a bad flag; nothing was started"),
+    )
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """The agent's flags."""

@@ -3,20 +3,28 @@
 Each subcommand is a module with a ``Command`` object and one entry in ``COMMANDS``. The
 local development cluster, its build and the demo are the separate ``kube-nudge-dev``
 command (``devtools/``), never part of the product.
+
+Every failure is one line on stderr, never a traceback: a bad flag or argument (exit code 2,
+argparse's own errors included), a command's ``CommandError``, and as a last resort anything
+unforeseen (exit code 5; ``KUBE_NUDGE_DEBUG=1`` shows the traceback instead).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from kube_nudge import __version__
 from kube_nudge.app.agent_command import AGENT
+from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, CommandError
 from kube_nudge.app.release_command import APPROVE, RELEASE
 from kube_nudge.app.run_command import RUN
 from kube_nudge.app.status_command import STATUS
 from kube_nudge.app.wait_command import WAIT
+from kube_nudge.kube.client import KubeconfigError
 
 
 class Command(Protocol):
@@ -24,6 +32,11 @@ class Command(Protocol):
 
     name: str
     help: str
+
+    @property
+    def exit_codes(self) -> Sequence[tuple[int, str]]:
+        """What each exit code means for this command (shown by ``--help``)."""
+        ...
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """Add the subcommand's flags."""
@@ -36,14 +49,51 @@ class Command(Protocol):
 
 COMMANDS: tuple[Command, ...] = (RUN, STATUS, WAIT, RELEASE, APPROVE, AGENT)
 
+#: The exit codes of every command (each command's ``--help`` shows its own).
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (0, "success"),
+    (1, "the command's negative answer: drift (status), a failed workload (wait), a workload "
+        "not stamped (release, approve), a fatal error (run)"),
+    (EXIT_USAGE, "usage: a bad flag, argument or kubeconfig; nothing was sent"),
+    (3, "wait: timed out"),
+    (4, "wait: nothing to wait for (no such workload or source, or not opted in)"),
+    (EXIT_CLUSTER, "the API server was unreachable or refused a request (unauthorized, "
+                   "forbidden), or an unforeseen error"),
+)  # fmt: skip
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a SIGINT
+DEBUG_ENV = "KUBE_NUDGE_DEBUG"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with each usage error as one line naming the command (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        """One line instead of the whole usage block."""
+        command = self.prog.removeprefix("kube-nudge").strip()
+        where = f"{command}: " if command else ""
+        self.exit(EXIT_USAGE, f"kube-nudge: {where}{message} (see {self.prog} --help)\n")
+
+
+def exit_code_help(codes: Sequence[tuple[int, str]]) -> str:
+    """The "exit codes" paragraph of a command's ``--help``."""
+    return "exit codes:\n" + "\n".join(f"  {code:<3} {meaning}" for code, meaning in codes)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="kube-nudge", description=__doc__.split("\n")[0])
+    parser = OneLineParser(
+        prog="kube-nudge",
+        description=__doc__.split("\n")[0],
+        epilog=exit_code_help(EXIT_CODES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"kube-nudge {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for command in COMMANDS:
-        command_parser = sub.add_parser(command.name, help=command.help)
+        command_parser = sub.add_parser(
+            command.name, help=command.help, epilog=exit_code_help(command.exit_codes),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
         command.configure(command_parser)
         command_parser.set_defaults(execute=command.execute)
     return parser
@@ -52,7 +102,27 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kube-nudge`` console script."""
     args = build_parser().parse_args(argv)
-    return int(args.execute(args))
+    try:
+        return int(args.execute(args))
+    except CommandError as exc:
+        print(f"kube-nudge: {exc}", file=sys.stderr)
+        return exc.code
+    except KubeconfigError as exc:  # its credentials, found wanting by a request
+        print(f"kube-nudge: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("kube-nudge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        text = " ".join(str(exc).split())[:300]
+        print(
+            f"kube-nudge: {args.command}: unexpected {type(exc).__name__}: {text} "
+            f"(set {DEBUG_ENV}=1 to see where)",
+            file=sys.stderr,
+        )
+        return EXIT_CLUSTER
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ one: for that one). The cap also counts rollouts the controller remembers, so de
 ``kube-nudge.io/approved-at``: a workload with ``kube-nudge.io/approval: required`` rolls
 the changes made before it. The same works with ``kubectl annotate --overwrite
 deployment/web kube-nudge.io/released-at=$(date +%s)``.
+
+Exit code 0 when every workload was stamped, 1 when some could not be (each named with the
+reason: not found, forbidden, ...), 2 on bad arguments or kubeconfig, 5 when the API server
+is unreachable or refuses the credentials (nothing more is tried).
 """
 
 from __future__ import annotations
@@ -17,6 +21,14 @@ import asyncio
 import sys
 import time
 
+from kube_nudge.app.errors import (
+    EXIT_CLUSTER,
+    EXIT_USAGE,
+    UsageError,
+    api_failure,
+    connect,
+    describe_api_error,
+)
 from kube_nudge.app.flags import add_cluster_flags
 from kube_nudge.app.wait_command import Target, parse_target
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
@@ -35,6 +47,12 @@ class StampCommand:
         self.annotation = annotation
         self.done = done
         self.field_manager = f"kube-nudge-{name}"
+        self.exit_codes = (
+            (0, f"every named workload was stamped ({annotation})"),
+            (1, "some workload could not be stamped (each is named, with the reason)"),
+            (EXIT_USAGE, "a bad argument or kubeconfig; nothing was sent"),
+            (EXIT_CLUSTER, "the API server was unreachable or refused the credentials"),
+        )
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """The flags of ``kube-nudge release``."""
@@ -56,10 +74,9 @@ class StampCommand:
                 )
             if args.namespace == "":
                 raise ValueError("--namespace '': give a namespace name")
-            client = KubeClient.from_config(args.kubeconfig, context=args.context)
-        except (ValueError, OSError) as exc:
-            print(f"kube-nudge: {exc}", file=sys.stderr)
-            return 2
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        client = connect(args)
         return asyncio.run(self._stamp(client, args.namespace, targets))
 
     async def _stamp(self, client: KubeClient, namespace: str | None, targets: list[Target]) -> int:
@@ -78,8 +95,14 @@ class StampCommand:
                         content_type=MERGE_PATCH,
                     )  # fmt: skip
                 except ApiError as exc:
+                    if exc.status in (0, 401):
+                        raise api_failure(exc, client) from None  # every other one would fail
                     failed += 1
-                    print(f"kube-nudge: {label}: {exc}", file=sys.stderr)
+                    if exc.not_found:
+                        print(f"kube-nudge: {label}: not found", file=sys.stderr)
+                    else:
+                        print(f"kube-nudge: {label}: {describe_api_error(exc, client)}",
+                              file=sys.stderr)  # fmt: skip
                     continue
                 print(self.done.format(label=label))
         finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 from kube_nudge.app.logs import setup_logging
 from kube_nudge.app.run import RunConfig, WebhookConfig, default_state_namespace, run_forever
 from kube_nudge.controller.controller import ControllerOptions, product_defaults
-from kube_nudge.kube.client import ClientOptions
+from kube_nudge.kube.client import ClientOptions, KubeconfigError, load_kubeconfig
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
 from kube_nudge.model.selectors import check_label_selector
@@ -82,6 +82,11 @@ class RunCommand:
 
     name = "run"
     help = "run the controller"
+    exit_codes = (
+        (0, "stopped by SIGTERM or SIGINT"),
+        (1, "a fatal error, logged (e.g. the API server unreachable at start)"),
+        (2, "a bad flag or kubeconfig; nothing was started"),
+    )
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """Every flag of ``kube-nudge run``."""
@@ -255,7 +260,8 @@ class RunCommand:
         try:
             setup_logging(args.log_level, args.log_format)
             config = self.config(args)
-        except ValueError as exc:
+            load_kubeconfig(config.kubeconfig, config.context)  # in-cluster when none is given
+        except (ValueError, KubeconfigError) as exc:
             print(f"kube-nudge: {exc}", file=sys.stderr)
             return 2
         try:

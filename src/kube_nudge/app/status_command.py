@@ -1,7 +1,8 @@
 """``kube-nudge status``: which pods run which config, from the API, without the controller.
 
 Exit code 0 when every listed workload runs (or is rolling to) the config in the cluster,
-1 when drift is found (so it can run as a CI or cron check), 2 on bad flags.
+1 when drift is found (so it can run as a CI or cron check), 2 on bad flags or kubeconfig, 5
+when the API server is unreachable or refuses (see ``exit_codes``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from kube_nudge.app.flags import add_cluster_flags, add_key_flags, read_installation_key
+from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
+from kube_nudge.app.flags import (
+    add_cluster_flags,
+    add_key_flags,
+    key_from_file,
+    read_installation_key,
+)
 from kube_nudge.controller.status import WorkloadStatus, collect, status_document
 from kube_nudge.kube.client import ApiError, KubeClient
 
@@ -29,6 +36,12 @@ class StatusCommand:
 
     name = "status"
     help = "show which pods run which config (exit 1 on drift)"
+    exit_codes = (
+        (0, "every listed workload runs (or is rolling to) the config in the cluster"),
+        (1, "drift: some workload runs other config, or is held, stale or failed"),
+        (EXIT_USAGE, "a bad flag or kubeconfig; nothing was sent"),
+        (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+    )
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """The flags of ``kube-nudge status``."""
@@ -52,18 +65,13 @@ class StatusCommand:
     def execute(self, args: argparse.Namespace) -> int:
         """Validate, collect, print; the exit code."""
         if any(not namespace for namespace in args.namespaces):
-            print("kube-nudge: --namespace '': give a namespace name", file=sys.stderr)
-            return 2
-        try:
-            client = KubeClient.from_config(args.kubeconfig, context=args.context)
-        except (ValueError, OSError) as exc:
-            print(f"kube-nudge: {exc}", file=sys.stderr)
-            return 2
+            raise UsageError("--namespace '': give a namespace name")
+        key_from_file(args)
+        client = connect(args)
         try:
             rows, key_known = asyncio.run(self._collect(client, args))
         except ApiError as exc:
-            print(f"kube-nudge: {exc}", file=sys.stderr)
-            return 1
+            raise api_failure(exc, client) from None
         if args.output == "json":
             print(json.dumps(status_document(rows, desired_known=key_known), indent=2))
         else:

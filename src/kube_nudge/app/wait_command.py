@@ -5,7 +5,10 @@ revision (kube-nudge's debounce window hasn't fired yet). This waits until every
 of the named sources (or every named workload) runs the config now in the cluster: its
 recorded hash equals the desired one and its own rollout completed. Exit 0 when all are
 out; 1 naming those held (missing config), rolled back (snapshot undo) or stale for good;
-3 on timeout, naming those still pending; 2 on bad flags.
+3 on timeout, naming those still pending; 4 at once when there is nothing to wait for (a
+named workload or source does not exist, a named workload is not opted in, or no opted-in
+workload consumes a named source); 2 on bad flags or kubeconfig; 5 when the API server is
+unreachable or refuses.
 """
 
 from __future__ import annotations
@@ -19,9 +22,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-from kube_nudge.app.flags import add_cluster_flags, add_key_flags, read_installation_key
+from kube_nudge.app.errors import (
+    EXIT_CLUSTER,
+    EXIT_USAGE,
+    CommandError,
+    UsageError,
+    api_failure,
+    connect,
+)
+from kube_nudge.app.flags import (
+    add_cluster_flags,
+    add_key_flags,
+    key_from_file,
+    read_installation_key,
+)
 from kube_nudge.controller.status import WorkloadStatus, collect
 from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind, parse_duration
 
@@ -37,7 +54,7 @@ _WORKLOAD_KINDS = {
 }
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 POLL_SECONDS = 1.0
-EXIT_FAILED, EXIT_TIMEOUT = 1, 3
+EXIT_FAILED, EXIT_TIMEOUT, EXIT_NOTHING_TO_WAIT_FOR = 1, 3, 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +122,17 @@ class WaitCommand:
 
     name = "wait"
     help = "wait until every consumer of a config change runs it (for pipelines)"
+    exit_codes = (
+        (0, "every named workload (every opted-in consumer of the named sources) runs the "
+            "config in the cluster and finished its rollout"),
+        (EXIT_FAILED, "a workload is held, rolled back, stale or failed: waiting won't help"),
+        (EXIT_USAGE, "a bad flag, target or kubeconfig; nothing was sent"),
+        (EXIT_TIMEOUT, "timed out (--timeout), naming the workloads still pending"),
+        (EXIT_NOTHING_TO_WAIT_FOR, "at once: a named workload or source does not exist, a "
+                                   "named workload is not opted in, or no opted-in workload "
+                                   "consumes a named source"),
+        (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+    )  # fmt: skip
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """The flags of ``kube-nudge wait``."""
@@ -129,15 +157,14 @@ class WaitCommand:
                 raise ValueError(f"--timeout {args.timeout!r}: must be positive")
             if args.namespace == "":
                 raise ValueError("--namespace '': give a namespace name")
-            client = KubeClient.from_config(args.kubeconfig, context=args.context)
-        except (ValueError, OSError) as exc:
-            print(f"kube-nudge: {exc}", file=sys.stderr)
-            return 2
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        key_from_file(args)
+        client = connect(args)
         try:
             return asyncio.run(self._wait(client, args, targets, timeout, sys.stdout))
         except ApiError as exc:
-            print(f"kube-nudge: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+            raise api_failure(exc, client) from None
 
     async def _wait(
         self,
@@ -161,6 +188,7 @@ class WaitCommand:
                 rows = await collect(client, namespaces=(namespace,), hmac_key=key,
                                      compat=args.compat)  # fmt: skip
                 chosen = _selected(rows, targets)
+                await self._something_to_wait_for(client, namespace, targets, chosen, args)
                 self._show(chosen, shown, out, live)
                 missing = [t for t in targets if not t.is_source and not any(
                     (r.kind, r.name) == (t.kind, t.name) for r in chosen)]  # fmt: skip
@@ -183,6 +211,50 @@ class WaitCommand:
                 await asyncio.sleep(POLL_SECONDS)
         finally:
             await client.aclose()
+
+    @staticmethod
+    async def _something_to_wait_for(
+        client: KubeClient,
+        namespace: str,
+        targets: Sequence[Target],
+        chosen: Sequence[WorkloadStatus],
+        args: argparse.Namespace,
+    ) -> None:
+        """``CommandError`` (exit code 4) naming each target that nothing will ever satisfy:
+        a workload that doesn't exist or isn't opted in, a source that doesn't exist or that
+        no opted-in workload consumes. Waiting for them would only end at --timeout."""
+        problems = []
+        for target in targets:
+            if target.is_source:
+                prefix = f"{target.kind}/{target.name} "
+                if any(source.startswith(prefix) for row in chosen for source in row.sources):
+                    continue
+                resource = CONFIGMAPS if target.kind == "configmap" else SECRETS
+            else:
+                if any((r.kind, r.name) == (target.kind, target.name) for r in chosen):
+                    continue
+                resource = next(k.resource for k in BUILTIN_KINDS if k.resource.kind == target.kind)
+            label = f"{namespace}/{target.kind}/{target.name}"
+            try:
+                await client.get(resource.path(namespace, target.name))
+            except ApiError as exc:
+                if exc.status == 403:
+                    continue  # can't tell: leave it to --timeout
+                if not exc.not_found:
+                    raise
+                problems.append(f"{label}: not found")
+                continue
+            if target.is_source:
+                problems.append(f"{label}: no opted-in workload consumes it")
+            else:
+                hint = "" if args.compat else "; Wave and Reloader opt-ins count with --compat"
+                problems.append(
+                    f'{label}: not opted in (kube-nudge.io/enabled is not "true"{hint})'
+                )
+        if problems:
+            raise CommandError(
+                "nothing to wait for: " + "; ".join(problems), EXIT_NOTHING_TO_WAIT_FOR
+            )
 
     @staticmethod
     def _show(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -18,9 +19,11 @@ from typing import Any
 
 import httpx2 as httpx
 import orjson
+import yaml
 from aiolimiter import AsyncLimiter
 from lightkube.config import client_adapter
-from lightkube.config.kubeconfig import KubeConfig
+from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, KubeConfig, SingleConfig
+from lightkube.core.exceptions import ConfigError
 
 from kube_nudge import __version__
 
@@ -34,6 +37,12 @@ METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v
 _RETRYABLE = {429, 500, 502, 503, 504}
 
 
+class KubeconfigError(Exception):
+    """No usable kubeconfig: missing, unreadable, not a kubeconfig, without the context asked
+    for, or with credentials that fail (an exec plugin). One line naming what is wrong.
+    Not a ValueError: it must never pass for a bad value of something else."""
+
+
 class ApiError(Exception):
     """A non-2xx answer from the API server (never carries request bodies)."""
 
@@ -43,6 +52,10 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        self.method = ""
+        """The request's method and path (without the query), when a request raised it:
+        what a person needs to know to fix a 403."""
+        self.path = ""
 
     @property
     def not_found(self) -> bool:
@@ -135,16 +148,25 @@ class KubeClient:
         options: ClientOptions | None = None,
         user_agent: str = f"kube-nudge/{__version__}",
     ) -> KubeClient:
-        """Build from a kubeconfig file, ``$KUBECONFIG``/``~/.kube/config``, or in-cluster."""
+        """Build from a kubeconfig file, ``$KUBECONFIG``/``~/.kube/config``, or in-cluster.
+        ``KubeconfigError`` (one line naming the file) when none of them is usable."""
         options = options or ClientOptions()
-        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-        single = config.get(context)
-        if single is None:
-            raise ValueError(f"kubeconfig has no context {context or '(current)'}")
+        single = load_kubeconfig(kubeconfig, context)
         params = client_adapter.ConnectionParams(
             timeout=httpx.Timeout(options.timeout), http2=options.http2
         )
-        http = client_adapter.AsyncClient(single, params)
+        try:
+            http = client_adapter.AsyncClient(single, params)
+        except OSError as exc:
+            named = exc.filename or "a certificate or key"
+            reason = exc.strerror or _reason(exc)
+            where = _where(single.fname)
+            raise KubeconfigError(
+                f"{where}: cannot read a file it names ({named}): {reason}"
+            ) from None
+        except (ConfigError, AssertionError, ValueError, TypeError) as exc:
+            # lightkube asserts a user, loads certificates, checks the server URL.
+            raise KubeconfigError(f"{_where(single.fname)}: {_reason(exc)}") from None
         http.headers["User-Agent"] = user_agent
         client = cls(http, options)
         client.default_namespace = single.namespace
@@ -214,19 +236,26 @@ class KubeClient:
                 response = await self.http.request(
                     method, path, params=params, content=content, headers=headers
                 )
+            except (ConfigError, OSError) as exc:
+                # The kubeconfig's credentials: an exec plugin that is missing or fails, a
+                # token file that is gone (lightkube runs them for each request).
+                raise KubeconfigError(f"the kubeconfig's credentials: {_reason(exc)}") from None
             except httpx.TransportError as exc:
                 if attempt >= self.options.max_retries:
                     # Name the server: "ConnectError" alone doesn't say which kubeconfig
                     # entry or address is wrong.
                     where = f"{self.http.base_url.scheme}://{self.http.base_url.netloc.decode()}"
                     detail = f"{type(exc).__name__} talking to {where}"
-                    raise ApiError(0, "TransportError", detail) from None
+                    error = ApiError(0, "TransportError", detail)
+                    error.method, error.path = method, path
+                    raise error from None
                 attempt += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
                 continue
             if response.status_code < 300:
                 return orjson.loads(response.content) if response.content else {}
             error = _api_error(response.status_code, response.content, response.headers)
+            error.method, error.path = method, path
             throttled = error.status == 429
             if throttled and not retry_throttled:
                 raise error
@@ -325,3 +354,82 @@ class KubeClient:
                 raise TimeoutError(
                     f"watch {path}: no data for {inactivity_timeout:.0f} s"
                 ) from None
+
+
+def load_kubeconfig(kubeconfig: str | Path | None, context: str | None) -> SingleConfig:
+    """The context ``context`` (default: the current one) of ``kubeconfig``, else of
+    ``$KUBECONFIG`` or ``~/.kube/config``, else the pod's service account when none is
+    given. ``KubeconfigError`` names the file and what is wrong with it."""
+    if kubeconfig:
+        path, where = Path(kubeconfig).expanduser(), str(kubeconfig)
+    else:
+        with contextlib.suppress(ConfigError):
+            in_cluster = KubeConfig.from_service_account()
+            return _context(in_cluster, context, "the in-cluster config")
+        env = os.environ.get("KUBECONFIG", "")
+        if os.pathsep in env:
+            raise KubeconfigError(
+                f"$KUBECONFIG lists several files ({env}); kube-nudge reads one: "
+                "give --kubeconfig FILE"
+            )
+        path, where = Path(env or DEFAULT_KUBECONFIG).expanduser(), env or DEFAULT_KUBECONFIG
+        if not env and not path.exists():
+            raise KubeconfigError(
+                f"no kubeconfig: {DEFAULT_KUBECONFIG} does not exist, $KUBECONFIG is not set "
+                "and this is not a pod; give --kubeconfig FILE"
+            )
+        where = f"{where} (from $KUBECONFIG)" if env else where
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise KubeconfigError(f"kubeconfig {where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KubeconfigError(f"kubeconfig {where}: cannot read it: {_reason(exc)}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        raise KubeconfigError(f"kubeconfig {where}: not valid YAML{line}") from None
+    if not isinstance(document, dict):
+        raise KubeconfigError(
+            f"kubeconfig {where}: not a kubeconfig (the file holds "
+            f"{'nothing' if document is None else 'a ' + type(document).__name__}, not a "
+            "mapping with clusters, contexts and users)"
+        )
+    try:
+        config = KubeConfig.from_dict(document, fname=path)
+    except KeyError as exc:
+        raise KubeconfigError(f"kubeconfig {where}: not a kubeconfig (no {exc})") from None
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise KubeconfigError(f"kubeconfig {where}: not a kubeconfig ({_reason(exc)})") from None
+    return _context(config, context, f"kubeconfig {where}")
+
+
+def _context(config: KubeConfig, context: str | None, where: str) -> SingleConfig:
+    if context is None and config.current_context is None:
+        raise KubeconfigError(f"{where}: no current-context; give --context")
+    if context is not None and context not in config.contexts:
+        known = ", ".join(sorted(config.contexts)) or "none"
+        raise KubeconfigError(f"{where}: no context {context!r} (contexts: {known})")
+    try:
+        single = config.get(context)
+    except KeyError as exc:
+        raise KubeconfigError(
+            f"{where}: its context names an unknown cluster or user {exc}"
+        ) from None
+    except ConfigError as exc:
+        raise KubeconfigError(f"{where}: {_reason(exc)}") from None
+    if single is None:  # pragma: no cover - get() raises rather than return None
+        raise KubeconfigError(f"{where}: no context {context or '(current)'}")
+    return single
+
+
+def _where(fname: Path | None) -> str:
+    return f"kubeconfig {fname}" if fname is not None else "the in-cluster config"
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as a short one-line reason."""
+    text = " ".join(str(exc).split())[:300]
+    return text or type(exc).__name__
