@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess  # nosec B404 # the real kubectl the project builds, against the session cluster
+from pathlib import Path
 from typing import Any
 
 from kube_nudge_dev.build import find_binary
@@ -49,6 +52,21 @@ while True:
         seen = files
     time.sleep(0.2)
 """
+
+
+def kill_container(pod: JSON, container: str) -> int:
+    """SIGKILL every process of ``container`` in ``pod`` from the machine (a crash: the
+    process gets no chance to clean up); the number of processes killed."""
+    [status] = [s for s in pod["status"]["containerStatuses"] if s["name"] == container]
+    container_id = status["containerID"].split("://", 1)[1]
+    killed = 0
+    for procs in Path("/sys/fs/cgroup/pids/kubepods").rglob(f"{container_id}/cgroup.procs"):
+        for pid in procs.read_text().split():
+            os.kill(int(pid), signal.SIGKILL)
+            killed += 1
+    if not killed:
+        raise RuntimeError(f"no process of {container} ({container_id}) found to kill")
+    return killed
 
 
 def kubectl(cluster: LocalCluster, *args: str, timeout: float = 60) -> str:

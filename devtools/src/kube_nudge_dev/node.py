@@ -257,15 +257,15 @@ class RealNode:
         _run(["ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE])
         _run(["ip", "link", "set", BRIDGE, "up"])
         hoststate.set_sysctl(f"net/ipv4/conf/{BRIDGE}/route_localnet", "1")
-        # The safety net: nothing for the Service range, the kwok pods' fake addresses, or
-        # from a pod leaves the machine; pod addresses are reached only over the bridge.
+        # The safety net: nothing for the Service range (a Service address kube-proxy did
+        # not translate), the kwok pods' fake addresses, or from a pod to anywhere but the
+        # bridge leaves the machine. The real pods' range needs no rule: its route is the
+        # bridge's. (Filter rules see a translated packet's new address, but not always its
+        # new output interface, so no rule here matches on -o for host traffic.)
         _run(["iptables", "-N", _GUARD])
-        # The node's own address (the kubelet's port, for logs and exec) is local.
-        _run(["iptables", "-A", _GUARD, "-d", f"{GATEWAY}/32", "-j", "RETURN"])
         guard = [
             ["-d", SERVICE_CIDR],
             ["-d", KWOK_POD_CIDR],
-            ["-d", POD_CIDR, "!", "-o", BRIDGE],
             ["-i", BRIDGE, "!", "-o", BRIDGE],
         ]
         for match in guard:
