@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.agent.watch import content_hash
+from kube_nudge.agent.keys import key_id
+from kube_nudge.agent.watch import loaded_hash
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
 from kube_nudge_dev.cluster import LocalCluster
@@ -82,7 +83,7 @@ async def test_the_agent_records_what_it_loaded_on_its_own_pod(
 
         await until(watching, 30)
         kubelet_write(watched, {"app.conf": b"level=debug\n"})
-        expected = content_hash((str(watched),), KEY)
+        expected = loaded_hash((str(watched),), KEY, key_id(KEY))
 
         async def recorded() -> bool:
             annotations = (await kube.get(PODS.path(namespace, "web-0")))["metadata"].get(

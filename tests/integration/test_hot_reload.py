@@ -1,20 +1,28 @@
 """Strategy `hot` against the real API server: a change that only refreshed volumes carry
 is delivered without a rollout (the pods get the kubelet nudge; the test plays each pod's
-`kube-nudge agent` by writing what it writes), a change an env var carries rolls, and a
-failed or missing reload falls back as `kube-nudge.io/hot-fallback` says."""
+`kube-nudge agent` by writing what it writes: the keyed hash of the files it loaded, under
+the namespace's agent key), a change an env var carries rolls, a pod whose agent reloaded
+other data than delivered is not confirmed however fresh its reload, and a failed or
+missing reload falls back as `kube-nudge.io/hot-fallback` says."""
 
 from __future__ import annotations
 
+import base64
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kube_nudge.agent.keys import key_id
+from kube_nudge.agent.watch import claim, directory_files
 from kube_nudge.controller.status import collect
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, REPLICASETS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, REPLICASETS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, RELOAD_FAILED_AT
+from kube_nudge.model.hot import AGENT_KEY_FIELD, AGENT_KEY_SECRET, LOADED_HASH
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object
@@ -27,10 +35,13 @@ from tests.integration.controller_support import (
     until,
 )
 from tests.integration.manifests import ENABLED
+from tests.unit.test_agent_support import KEY, kubelet_write
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
 HOT = {**ENABLED, "kube-nudge.io/strategy": "hot"}
+DATA = {"LEVEL": "info", "app.conf": "port 80"}
+OTHER_KEY = b"not-the-namespaces-agent-key"
 
 
 def hot_consumer() -> dict[str, Any]:
@@ -64,8 +75,11 @@ async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str,
     """ConfigMap `app`, Deployment `web` (2 pods, strategy hot), both running; returns the
     pods, once the wall clock is past the second they started in (start times have whole
     seconds: a change in that second would count as read at start)."""
-    data = {"LEVEL": "info", "app.conf": "port 80"}
-    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", data))
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
+    await kube.create(SECRETS.path(namespace), {
+        "metadata": {"name": AGENT_KEY_SECRET},
+        "data": {AGENT_KEY_FIELD: base64.b64encode(KEY).decode()},
+    })  # fmt: skip
     deployment = manifests.deployment(
         "web", replicas=2, spec=hot_consumer(), annotations={**HOT, **more}
     )
@@ -98,10 +112,25 @@ async def nudged(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
     return await pods(kube, namespace)
 
 
-async def agent_reports(kube: KubeClient, namespace: str, pod: str, annotation: str) -> None:
-    """What the pod's agent writes after a reload (or a failed one)."""
-    patch = {"metadata": {"annotations": {annotation: f"{time.time():.3f}"}}}
-    await kube.merge_patch(PODS.path(namespace, pod), patch)
+def loaded(data: dict[str, str], key: bytes = KEY) -> str:
+    """What the agent records after loading ``data`` from the ConfigMap's volume at
+    /etc/app: laid out as the kubelet does, hashed by the agent's own code."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "cfg"
+        kubelet_write(root, {k: v.encode() for k, v in data.items()})
+        files = directory_files(str(root))
+    return claim((("/etc/app", files),), key, key_id(key))
+
+
+async def agent_reports(
+    kube: KubeClient, namespace: str, pod: str, annotation: str, data: dict[str, str] | None = None,
+    key: bytes = KEY,
+) -> None:  # fmt: skip
+    """What the pod's agent writes after a reload of ``data`` (or a failed one)."""
+    annotations = {annotation: f"{time.time():.3f}"}
+    if data is not None:
+        annotations[LOADED_HASH] = loaded(data, key)
+    await kube.merge_patch(PODS.path(namespace, pod), {"metadata": {"annotations": annotations}})
 
 
 async def test_a_volume_change_reloads_in_place_and_an_env_change_rolls(
@@ -127,8 +156,9 @@ async def test_a_volume_change_reloads_in_place_and_an_env_change_rolls(
         assert (row.state, row.desired_hash) == ("reloading", applied)
         assert row.detail.endswith("2 pod(s) have not confirmed it yet")
 
-        for pod in found:  # each pod's agent reloads the app and says so
-            await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT)
+        for pod in found:  # each pod's agent reloads the app and says what it loaded
+            await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT,
+                                {**DATA, "app.conf": "port 81"})  # fmt: skip
         await wait_for_object(
             kube, DEPLOYMENTS.path(namespace), "web",
             lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}), timeout=30,
@@ -165,7 +195,8 @@ async def test_a_failed_reload_falls_back_to_a_rollout(
     async with running_controller(cluster, namespace) as running:
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "bad"}})
         first, second = await nudged(kube, namespace)
-        await agent_reports(kube, namespace, second["metadata"]["name"], LOADED_AT)
+        await agent_reports(kube, namespace, second["metadata"]["name"], LOADED_AT,
+                            {**DATA, "app.conf": "bad"})  # fmt: skip
         await agent_reports(kube, namespace, first["metadata"]["name"], RELOAD_FAILED_AT)
         web = await wait_for_object(
             kube, DEPLOYMENTS.path(namespace), "web",
@@ -195,7 +226,7 @@ async def test_silent_pods_only_warn_when_asked_to(
             lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}), timeout=30,
         )  # fmt: skip
         [failed] = await posted(kube, namespace, "HotReloadFailed")
-        assert "did not report reloading config v1-" in failed["message"]
+        assert "did not confirm reloading config v1-" in failed["message"]
         assert "within 5 s" in failed["message"]
         assert failed["message"].endswith(
             "not rolling (kube-nudge.io/hot-fallback: warn): those pods may run the previous "
@@ -205,3 +236,31 @@ async def test_silent_pods_only_warn_when_asked_to(
         web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
         assert template_hash(web, DEPLOYMENT) is None
         assert await replicasets(kube, namespace) == 1
+
+
+async def test_a_fresh_reload_of_other_data_is_not_a_confirmation(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    settings = {"kube-nudge.io/hot-fallback": "warn", "kube-nudge.io/hot-deadline": "5s"}
+    await start(kube, namespace, **settings)
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "new"}})
+        first, second = sorted(p["metadata"]["name"] for p in await nudged(kube, namespace))
+        # Both agents reload after the change, and say so; but the first loaded the files
+        # as they were before it, the second hashed them under a key of its own.
+        await agent_reports(kube, namespace, first, LOADED_AT, DATA)
+        await agent_reports(kube, namespace, second, LOADED_AT, {**DATA, "app.conf": "new"},
+                            OTHER_KEY)  # fmt: skip
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}), timeout=30,
+        )  # fmt: skip
+        [failed] = await posted(kube, namespace, "HotReloadFailed")
+        assert f"within 5 s: {first}, {second} " in failed["message"]
+        assert f"{first}: it loaded other data than delivered in /etc/app" in failed["message"]
+        assert (
+            f"{second}: its agent hashes with key {key_id(OTHER_KEY)}, not "
+            f"{AGENT_KEY_SECRET}'s ({key_id(KEY)})"
+        ) in failed["message"]
+        assert running.metrics.hot_reloads.labels(outcome="timed-out")._value.get() == 1
+        assert running.metrics.hot_reloads.labels(outcome="reloaded")._value.get() == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kube_nudge.agent import config as config_module
 from kube_nudge.agent import main as agent_main
 from kube_nudge.agent.config import (
     HttpSpec,
@@ -87,15 +88,26 @@ def test_a_short_hash_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "an HMAC key needs at least 16 bytes" in capsys.readouterr().err
 
 
-def test_the_hash_key_is_random_per_process_unless_given(tmp_path: Path) -> None:
+def test_the_hash_key_is_random_per_process_unless_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     flags = [f"--watch={tmp_path}", "--process=nginx"]
+    monkeypatch.setattr(config_module, "DEFAULT_KEY_FILE", f"{tmp_path}/mounted/key")
     first, second = build_config(_parse(flags)), build_config(_parse(flags))
     assert len(first.hash_key) == 32 and first.hash_key != second.hash_key
-    assert first.hash_key_file is None
+    # Looked at again later: the Secret's volume may be filled once the Secret exists.
+    assert (first.hash_key_file, first.hash_key_from_file) == (f"{tmp_path}/mounted/key", False)
+    (tmp_path / "mounted").mkdir()
+    (tmp_path / "mounted" / "key").write_bytes(b"m" * 16 + b"\n")  # the namespace's agent key
+    mounted = build_config(_parse(flags))
+    assert (mounted.hash_key, mounted.hash_key_from_file) == (b"m" * 16, True)
     (tmp_path / "key").write_bytes(b"k" * 20 + b"\n")
     given = build_config(_parse([*flags, f"--hash-key-file={tmp_path}/key"]))
     assert (given.hash_key, given.hash_key_file) == (b"k" * 20, f"{tmp_path}/key")
     assert "k" * 20 not in repr(given) and repr(first.hash_key) not in repr(first)
+    (tmp_path / "mounted" / "key").write_bytes(b"short")
+    with pytest.raises(ValueError, match=r"^the agent key \(Secret kube-nudge-agent-key\) at '"):
+        build_config(_parse(flags))
 
 
 def test_a_missing_directory_is_accepted(tmp_path: Path) -> None:

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from kube_nudge.agent import LEAN_EXCLUDED
+from kube_nudge.agent.keys import key_id
 from kube_nudge.agent.podrecord import LOADED_HASH
-from kube_nudge.agent.watch import HASH_DOMAIN, content_hash
+from kube_nudge.agent.watch import HASH_DOMAIN, dir_hash, directory_files, loaded_hash
 from tests.unit.test_agent_support import (  # noqa: F401 # the fixture http
     KEY,
     WAIT,
@@ -139,7 +140,7 @@ def test_the_agent_reloads_records_and_reports(
 
     kubelet_write(target, {"app.conf": b"v2"})
     wait_for(lambda: api.count("PATCH") == 1, "the loaded hash on the pod")
-    loaded = content_hash((str(target),), KEY)
+    loaded = loaded_hash((str(target),), KEY, key_id(KEY))
     assert app.count("POST") == 1
     (patch,) = api.hits
     assert patch.path.startswith("/api/v1/namespaces/team-a/pods/web-0?")
@@ -147,7 +148,9 @@ def test_the_agent_reloads_records_and_reports(
     status, text = _get(f"{metrics_url}/metrics")
     assert status == 200
     assert "\nkube_nudge_agent_reloads_total 1\n" in text
-    assert f'\nkube_nudge_agent_loaded_info{{hash="{loaded}"}} 1\n' in text
+    shown = json.loads(loaded)["dirs"][str(target)]
+    labels = f'dir="{target}",hash="{shown}",key="{key_id(KEY)}"'
+    assert f"\nkube_nudge_agent_loaded_info{{{labels}}} 1\n" in text
     assert '\nkube_nudge_agent_reload_failures_total{stage="http"} 0\n' in text
 
     agent.process.send_signal(signal.SIGTERM)
@@ -180,18 +183,12 @@ def test_forced_polling_says_so(tmp_path: Path, start: Callable[..., Running]) -
     assert agent.process.wait(WAIT) == 0
 
 
-def _plain_digests(target: Path, files: dict[str, bytes]) -> set[str]:
+def _plain_digests(files: dict[str, bytes]) -> set[str]:
     """Every unkeyed SHA-256 one could compute from the files: of each file, and of the
     directory in the agent's documented format without the key."""
     digest = hashlib.sha256(HASH_DOMAIN)
-
-    def field(data: bytes) -> None:
-        digest.update(len(data).to_bytes(8, "big") + data)
-
-    field(str(target).encode())
-    digest.update(b"\1")
     for rel in sorted(files):
-        field(rel.encode())
+        digest.update(len(rel.encode()).to_bytes(8, "big") + rel.encode())
         digest.update(hashlib.sha256(files[rel]).digest())
     return {digest.hexdigest(), *(hashlib.sha256(c).hexdigest() for c in files.values())}
 
@@ -214,16 +211,19 @@ def test_without_a_key_file_no_plain_digest_leaves_the_agent(
     port_line = agent.said(r"metrics on (\d+)")
     assert port_line is not None
     assert agent.said(r"keyed with a random key of this process")
-    plain = _plain_digests(target, {"password": b"hunter1"})
+    plain = _plain_digests({"password": b"hunter1"})
     files = {"password": b"hunter2"}
     kubelet_write(target, files)
-    plain |= _plain_digests(target, files)
+    plain |= _plain_digests(files)
     wait_for(lambda: api.count("PATCH") == 1, "the loaded hash on the pod")
     (patch,) = api.hits
-    published = json.loads(patch.body)["metadata"]["annotations"][LOADED_HASH]
-    assert len(published) == 64 and published not in plain
+    published = json.loads(json.loads(patch.body)["metadata"]["annotations"][LOADED_HASH])
+    shown = published["dirs"][str(target)]
+    assert len(shown) == 64 and shown not in plain
+    on_disk = directory_files(str(target))
+    assert on_disk is not None and shown != dir_hash(KEY, on_disk)  # not a fixed key either
     _, metrics = _get(f"http://127.0.0.1:{port_line[1]}/metrics")
-    assert f'loaded_info{{hash="{published}"}} 1' in metrics
+    assert f'hash="{shown}",key="{published["key"]}"}} 1' in metrics
     agent.process.send_signal(signal.SIGTERM)
     assert agent.process.wait(WAIT) == 0
     # Not on the pod, not in /metrics, not in any log line: not even the short forms.

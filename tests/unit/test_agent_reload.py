@@ -4,6 +4,7 @@ told to, so "exactly one reload" means one, not "one so far"."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kube_nudge.agent.config import HttpSpec, SignalSpec, ValidateSpec
+from kube_nudge.agent.keys import HashKey, key_id, random_key
 from kube_nudge.agent.main import Agent
 from kube_nudge.agent.metrics import AgentMetrics
 from kube_nudge.agent.reload import (
@@ -27,7 +29,7 @@ from kube_nudge.agent.reload import (
     Validator,
     find_processes,
 )
-from kube_nudge.agent.watch import Watcher, content_hash
+from kube_nudge.agent.watch import Watcher, loaded_hash, snapshot
 from tests.unit.fakes import FakeClock
 from tests.unit.test_agent_support import (  # noqa: F401 # the fixtures app and http
     KEY,
@@ -48,14 +50,16 @@ def _no_wait(delay: float) -> bool:
 
 
 def _agent(
-    target: Path, reloader: Reloader, validator: Validator | None = None, debounce: float = 1.0
-) -> tuple[Agent, FakeClock, list[tuple[str, float]]]:
+    target: Path, reloader: Reloader, validator: Validator | None = None, debounce: float = 1.0,
+    keys: HashKey | None = None,
+) -> tuple[Agent, FakeClock, list[tuple[str, float]]]:  # fmt: skip
     clock = FakeClock()
     recorded: list[tuple[str, float]] = []
     agent = Agent(
-        Watcher((str(target),), debounce, key=KEY, clock=clock.monotonic),
+        Watcher((str(target),), debounce, clock=clock.monotonic),
         reloader,
         AgentMetrics((str(target),)),
+        keys or HashKey.fixed(KEY),
         validator=validator,
         record=lambda h, at: recorded.append((h, at)),
         record_failure=lambda at: recorded.append((FAILED, at)),
@@ -97,9 +101,9 @@ def test_a_kubelet_swap_reloads_the_app_exactly_once(tmp_path: Path, app: App) -
     _steps(agent, clock, 10)
 
     assert app.hups() == 1
-    new = content_hash((str(target),), KEY)
-    assert agent.loaded == new and agent.metrics.reloads == 1
-    assert [h for h, _ in recorded] == [new]  # recorded on the pod once
+    assert agent.loaded == snapshot((str(target),)) and agent.metrics.reloads == 1
+    # recorded on the pod once
+    assert [h for h, _ in recorded] == [loaded_hash((str(target),), KEY, key_id(KEY))]
 
 
 def test_every_process_of_the_name_gets_the_signal_and_the_agent_never(app: App) -> None:
@@ -219,7 +223,7 @@ def test_files_changing_during_a_reload_reload_once_more(tmp_path: Path, http: H
 
     def change_on_first_call(hit: object) -> None:
         if server.count() == 1:
-            during.append(content_hash((str(target),), KEY))  # what this reload loads
+            during.append(loaded_hash((str(target),), KEY, key_id(KEY)))  # what it loads
             kubelet_write(target, {"a": b"3"})
 
     url, server = http(on_request=change_on_first_call)
@@ -227,8 +231,8 @@ def test_files_changing_during_a_reload_reload_once_more(tmp_path: Path, http: H
     kubelet_write(target, {"a": b"2"})
     _steps(agent, clock, 12)
     assert server.count("POST") == 2
-    assert agent.loaded == content_hash((str(target),), KEY)
-    assert [h for h, _ in recorded] == [during[0], agent.loaded]
+    assert agent.loaded == snapshot((str(target),))
+    assert [h for h, _ in recorded] == [during[0], loaded_hash((str(target),), KEY, key_id(KEY))]
 
 
 def test_a_failing_validation_reloads_nothing(
@@ -337,3 +341,30 @@ def test_a_directory_that_appears_later_reloads_once(
     assert caplog.text.count(f"watched directory {target} is back") == 1
     assert agent.metrics.missing == {str(target): False}
     assert server.count() == 1
+
+
+def test_a_key_that_arrives_later_records_what_the_app_runs_under_it(
+    tmp_path: Path, http: Http, caplog: pytest.LogCaptureFixture
+) -> None:
+    url, server = http()
+    target, secret = tmp_path / "config", tmp_path / "agent-key"
+    kubelet_write(target, {"a": b"1"})
+    # No Secret kube-nudge-agent-key yet: its optional volume is empty, the key random.
+    keys = HashKey(random_key(), str(secret / "key"), from_file=False)
+    agent, clock, recorded = _agent(target, _http(url), keys=keys)
+    kubelet_write(target, {"a": b"2"})
+    _steps(agent, clock)
+    [(first, at)] = recorded
+    assert json.loads(first)["key"] == keys.id != key_id(KEY)
+    kubelet_write(secret, {"key": KEY + b"\n"})  # the kubelet fills the volume
+    with caplog.at_level(logging.INFO, "kube_nudge.agent"):
+        _steps(agent, clock)
+    # The same load, recorded again under the namespace's key: no reload, the same time.
+    assert recorded[1:] == [(loaded_hash((str(target),), KEY, key_id(KEY)), at)]
+    assert server.count() == 1 and keys.id == key_id(KEY)
+    assert f"the agent key is now {key_id(KEY)}" in caplog.text
+    kubelet_write(secret, {"key": b"short"})  # a bad key is refused once, the last one kept
+    with caplog.at_level(logging.INFO, "kube_nudge.agent"):
+        _steps(agent, clock)
+    assert keys.id == key_id(KEY) and len(recorded) == 2
+    assert caplog.text.count("an HMAC key needs at least 16 bytes; keeping key") == 1

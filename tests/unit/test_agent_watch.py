@@ -5,20 +5,36 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from kube_nudge.agent.watch import MISSING, Watcher, content_hash, fingerprint
+from kube_nudge.agent.keys import key_id
+from kube_nudge.agent.watch import (
+    MISSING,
+    Watcher,
+    dir_hash,
+    directory_files,
+    fingerprint,
+    loaded_hash,
+    snapshot,
+)
 from tests.unit.fakes import FakeClock
 from tests.unit.test_agent_support import KEY, kubelet_write
 
 
+def _hash(target: Path) -> str:
+    files = directory_files(str(target))
+    assert files is not None
+    return dir_hash(KEY, files)
+
+
 def _watcher(*dirs: Path, debounce: float = 1.0) -> tuple[Watcher, FakeClock]:
     clock = FakeClock()
-    return Watcher(tuple(str(d) for d in dirs), debounce, key=KEY, clock=clock.monotonic), clock
+    return Watcher(tuple(str(d) for d in dirs), debounce, clock=clock.monotonic), clock
 
 
 def test_a_kubelet_swap_is_reported_once_after_the_debounce(tmp_path: Path) -> None:
@@ -35,7 +51,7 @@ def test_a_kubelet_swap_is_reported_once_after_the_debounce(tmp_path: Path) -> N
     clock.advance(0.5)
     after = watcher.poll()
     assert after is not None and after != before
-    assert after == content_hash((str(target),), KEY)
+    assert after == snapshot((str(target),))
     clock.advance(5)
     assert [watcher.poll() for _ in range(3)] == [None, None, None]  # reported once
 
@@ -77,7 +93,7 @@ def test_changes_within_the_debounce_make_one_report_of_the_final_state(tmp_path
     assert watcher.poll() is None
     clock.advance(1)  # 2 s after the first change, though 1 s after the last
     reported = watcher.poll()
-    assert reported == content_hash((str(target),), KEY)
+    assert reported == snapshot((str(target),))
     clock.advance(10)
     assert watcher.poll() is None
 
@@ -108,7 +124,7 @@ def test_a_missing_directory_is_waited_for(tmp_path: Path) -> None:
 def test_the_hash_covers_content_and_paths_not_the_kubelets_entries(tmp_path: Path) -> None:
     target = tmp_path / "config"
     kubelet_write(target, {"a.conf": b"1", "sub/b.conf": b"2"})
-    kubelet_hash = content_hash((str(target),), KEY)
+    kubelet_hash = _hash(target)
     # The same files in a plain directory at the same path hash the same: the ``..`` entries
     # and the symlinks into ``..data`` are not part of it.
     shutil.rmtree(target)
@@ -116,36 +132,37 @@ def test_the_hash_covers_content_and_paths_not_the_kubelets_entries(tmp_path: Pa
     (target / "a.conf").write_bytes(b"1")
     (target / "sub" / "b.conf").write_bytes(b"2")
     (target / "..hidden").write_bytes(b"ignored")
-    assert content_hash((str(target),), KEY) == kubelet_hash
+    assert _hash(target) == kubelet_hash
     (target / "sub" / "b.conf").write_bytes(b"3")
-    assert content_hash((str(target),), KEY) != kubelet_hash
+    assert _hash(target) != kubelet_hash
     (target / "sub" / "b.conf").write_bytes(b"2")
     (target / "sub" / "b.conf").rename(target / "sub" / "c.conf")
-    assert content_hash((str(target),), KEY) != kubelet_hash
+    assert _hash(target) != kubelet_hash
 
 
 def test_the_hash_is_reproducible_from_its_documented_format(tmp_path: Path) -> None:
     target = tmp_path / "config"
-    kubelet_write(target, {"b": b"2", "a": b"1"})
-    digest = hmac.new(KEY, b"kube-nudge-agent/v1\n", hashlib.sha256)
-
-    def field(data: bytes) -> None:
-        digest.update(len(data).to_bytes(8, "big") + data)
-
-    field(str(target).encode())
-    digest.update(b"\1")
-    for rel, content in ((b"a", b"1"), (b"b", b"2")):
-        field(rel)
+    kubelet_write(target, {"b": b"2", "a": b"1", "sub/c": b"3"})
+    digest = hmac.new(KEY, b"kube-nudge-agent/v2\n", hashlib.sha256)
+    for rel, content in ((b"a", b"1"), (b"b", b"2"), (b"sub/c", b"3")):
+        digest.update(len(rel).to_bytes(8, "big") + rel)
         digest.update(hashlib.sha256(content).digest())
-    assert content_hash((str(target),), KEY) == digest.hexdigest()
+    assert _hash(target) == digest.hexdigest()
+    key_name = hmac.new(KEY, b"kube-nudge-agent/key-id", hashlib.sha256).hexdigest()[:8]
+    assert key_id(KEY) == key_name
+    missing = str(tmp_path / "missing")
+    assert json.loads(loaded_hash((str(target), missing), KEY, key_name)) == {
+        "dirs": {str(target): digest.hexdigest(), missing: None}, "key": key_name,
+    }  # fmt: skip
 
 
 def test_the_hash_is_always_keyed(tmp_path: Path) -> None:
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "password").write_text("hunter2")
-    dirs = (str(tmp_path / "s"),)
-    keyed = content_hash(dirs, b"k" * 16)
-    assert keyed == content_hash(dirs, b"k" * 16)
-    assert keyed != content_hash(dirs, b"j" * 16)
+    files = directory_files(str(tmp_path / "s"))
+    assert files is not None
+    keyed = dir_hash(b"k" * 16, files)
+    assert keyed == dir_hash(b"k" * 16, files)
+    assert keyed != dir_hash(b"j" * 16, files)
     with pytest.raises(ValueError, match="needs a key"):
-        content_hash(dirs, b"")
+        dir_hash(b"", files)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import posixpath
 import shutil
 import textwrap
 import threading
@@ -23,9 +24,11 @@ import yaml
 from cryptography import x509
 
 from kube_nudge.agent.config import build_config
+from kube_nudge.agent.keys import DEFAULT_KEY_FILE
 from kube_nudge.app.cli import build_parser
 from kube_nudge.app.run_command import RUN
 from kube_nudge.controller.webhook import WEBHOOK_PATH
+from kube_nudge.model.hot import AGENT_KEY_SECRET
 from kube_nudge_dev import chart
 from kube_nudge_dev.build import helm_binary
 
@@ -822,8 +825,17 @@ def test_notes_print_the_sidecar_with_the_charts_image_when_the_grant_is_on(
     config = build_config(build_parser().parse_args(args))  # raises on a flag it rejects
     assert config.dirs == ("/etc/app",) and config.listen is not None
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": config.listen[1]}
-    assert container["volumeMounts"] == [{"name": "config", "mountPath": "/etc/app",
-                                          "readOnly": True}]  # fmt: skip
+    # The config it watches, and the namespace's agent key where the agent reads it by default
+    # (optional: the pod starts before the Secret exists; the agent then picks it up).
+    assert container["volumeMounts"] == [
+        {"name": "config", "mountPath": "/etc/app", "readOnly": True},
+        {"name": "kube-nudge-agent-key", "mountPath": posixpath.dirname(DEFAULT_KEY_FILE),
+         "readOnly": True},
+    ]  # fmt: skip
+    assert spec["volumes"] == [{"name": "kube-nudge-agent-key", "secret": {
+        "secretName": AGENT_KEY_SECRET, "optional": True}}]  # fmt: skip
+    for ns in ("team-a", "team-b"):  # how to make that Secret, in each namespace
+        assert f"kubectl -n {ns} create secret generic {AGENT_KEY_SECRET} " in notes
     fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert fields == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     assert container["securityContext"]["runAsNonRoot"] is True

@@ -7,11 +7,21 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube_nudge.agent import podrecord
+from kube_nudge.agent import keys, podrecord
 from kube_nudge.model import Apply
 from kube_nudge.model.annotations import LOADED_AT, RELOAD_FAILED_AT
 from kube_nudge.model.hashing import ABSENT
-from kube_nudge.model.hot import POLL_SECONDS, PodReport, VerdictKind, judge, restart_reasons
+from kube_nudge.model.hot import (
+    AGENT_KEY_FIELD,
+    LOADED_HASH,
+    MIN_KEY_BYTES,
+    POLL_SECONDS,
+    PodReport,
+    VerdictKind,
+    agent_key_id,
+    judge,
+    restart_reasons,
+)
 from kube_nudge.model.references import SourceKind, SourceRef, discover
 
 NS = "team"
@@ -76,28 +86,42 @@ def pod(name: str, **fields: Any) -> PodReport:
     return PodReport(name=name, started=fields.pop("started", T0 - 100), **fields)
 
 
-def test_every_pod_reloading_after_the_change_is_done() -> None:
-    pods = [pod("a", loaded_at=T0 + 3), pod("b", started=T0 + 1), pod("c", terminating=True)]
+def test_every_pod_that_loaded_the_data_delivered_or_started_since_is_done() -> None:
+    pods = [pod("a", loaded_at=T0 + 3, loaded_delivered=True), pod("b", started=T0 + 1),
+            pod("c", terminating=True)]  # fmt: skip
     verdict = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 5)
     assert verdict.kind is VerdictKind.RELOADED
 
 
-def test_a_reload_before_the_change_does_not_count() -> None:
-    pods = [pod("a", loaded_at=T0 - 0.5), pod("b", loaded_at=T0 + 1)]
+def test_a_fresh_load_of_other_data_is_not_a_confirmation() -> None:
+    # Both reloaded after the change; only b's agent loaded what was delivered.
+    other = "it loaded other data than delivered in /etc/app"
+    pods = [pod("a", loaded_at=T0 + 1, why_not=other),
+            pod("b", loaded_at=T0 + 1, loaded_delivered=True)]  # fmt: skip
     verdict = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 5)
     assert verdict.kind is VerdictKind.WAITING and verdict.pods == ("a",)
-    assert verdict.retry_after == POLL_SECONDS
+    assert verdict.why == {"a": other} and verdict.retry_after == POLL_SECONDS
     late = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 61.5)
     assert late.kind is VerdictKind.WAITING and late.retry_after == 0.5
     timed_out = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 62)
     assert timed_out.kind is VerdictKind.TIMED_OUT and timed_out.pods == ("a",)
+    assert timed_out.why == {"a": other}
+
+
+def test_a_load_of_the_data_delivered_counts_whenever_it_happened() -> None:
+    # The change put back what the pod already ran (a revert): its agent had no reason to
+    # reload, and what it loaded is what was delivered.
+    pods = [pod("a", loaded_at=T0 - 50, loaded_delivered=True)]
+    verdict = judge(pods, since=T0, delivered_at=T0, deadline=60, now=T0 + 1)
+    assert verdict.kind is VerdictKind.RELOADED
 
 
 def test_a_failed_reload_since_the_change_fails_it_unless_a_later_one_worked() -> None:
     failed = [pod("b", failed_at=T0 + 3), pod("a", failed_at=T0 + 4, loaded_at=T0 + 3)]
     verdict = judge(failed, since=T0, delivered_at=T0, deadline=60, now=T0 + 5)
     assert verdict.kind is VerdictKind.FAILED and verdict.pods == ("a", "b")
-    recovered = [pod("a", failed_at=T0 + 3, loaded_at=T0 + 4), pod("b", failed_at=T0 - 9)]
+    recovered = [pod("a", failed_at=T0 + 3, loaded_at=T0 + 4, loaded_delivered=True),
+                 pod("b", failed_at=T0 - 9)]  # fmt: skip
     verdict = judge(recovered, since=T0, delivered_at=T0, deadline=60, now=T0 + 5)
     assert verdict.kind is VerdictKind.WAITING and verdict.pods == ("b",)
 
@@ -108,21 +132,24 @@ def test_a_failed_reload_since_the_change_fails_it_unless_a_later_one_worked() -
             st.none() | st.floats(T0 - 50, T0 + 50),
             st.none() | st.floats(T0 - 50, T0 + 50),
             st.booleans(),
+            st.booleans(),
         ),
         max_size=6,
     ),
     st.floats(0, 200),
 )
 def test_the_verdict_is_total_and_consistent(
-    reports: list[tuple[float | None, float | None, bool]], elapsed: float
+    reports: list[tuple[float | None, float | None, bool, bool]], elapsed: float
 ) -> None:
-    pods = [pod(f"p{i}", loaded_at=loaded, failed_at=failed, terminating=going)
-            for i, (loaded, failed, going) in enumerate(reports)]  # fmt: skip
+    pods = [pod(f"p{i}", loaded_at=loaded, failed_at=failed, terminating=going,
+                loaded_delivered=delivered)
+            for i, (loaded, failed, going, delivered) in enumerate(reports)]  # fmt: skip
     verdict = judge(pods, since=T0, delivered_at=T0, deadline=60, now=T0 + elapsed)
     live = {p.name for p in pods if not p.terminating}
     assert set(verdict.pods) <= live
     if verdict.kind is VerdictKind.RELOADED:
-        assert all(p.loaded_at is not None and p.loaded_at >= T0 for p in pods if p.name in live
+        # Never on a reload's time alone: only what was loaded, or a start since.
+        assert all(p.loaded_delivered for p in pods if p.name in live
                    and p.started is not None and p.started < T0)  # fmt: skip
     if verdict.kind is VerdictKind.WAITING:
         assert elapsed < 60 and verdict.retry_after is not None and verdict.retry_after > 0
@@ -132,3 +159,9 @@ def test_the_verdict_is_total_and_consistent(
 
 def test_the_agent_writes_what_the_controller_reads() -> None:
     assert (podrecord.LOADED_AT, podrecord.RELOAD_FAILED_AT) == (LOADED_AT, RELOAD_FAILED_AT)
+    assert podrecord.LOADED_HASH == LOADED_HASH
+    key = b"k" * 16
+    assert keys.key_id(key) == agent_key_id(key)
+    # The agent's default key file is the Secret's key, mounted.
+    assert keys.DEFAULT_KEY_FILE.endswith(f"/{AGENT_KEY_FIELD}")
+    assert keys.MIN_KEY_BYTES == MIN_KEY_BYTES

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import secrets
 import shlex
 import signal
 import urllib.parse
 from dataclasses import dataclass, field
+
+from kube_nudge.agent.keys import DEFAULT_KEY_FILE, random_key, read_key
 
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # noqa: S105  # nosec B105 # a path
 IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
@@ -77,7 +78,9 @@ class AgentConfig:
     api: ApiSpec
     hash_key: bytes = field(repr=False)
     """The HMAC key of the loaded hash: ``hash_key_file``'s, else random for this process."""
-    hash_key_file: str | None
+    hash_key_file: str
+    """Where the key is read from (again whenever it changes)."""
+    hash_key_from_file: bool
     log_format: str
 
 
@@ -127,8 +130,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add("--ca-file", default=IN_CLUSTER_CA, help="API server CA bundle")
     add(
         "--hash-key-file", metavar="FILE",
-        help="HMAC key of the loaded hash (16+ bytes); without it a random key of this "
-        "process: the hash then tells only whether the files changed",
+        help=f"HMAC key of the loaded hash, 16+ bytes (default {DEFAULT_KEY_FILE}: Secret "
+        "kube-nudge-agent-key mounted there); without it a random key of this process, and "
+        "the hash tells only whether the files changed",
     )  # fmt: skip
     add("--log-format", default="text", choices=("text", "json"), help="log line format")
 
@@ -309,22 +313,19 @@ def _validate(args: argparse.Namespace) -> ValidateSpec | None:
     return ValidateSpec(tuple(argv), timeout, show_output=bool(args.log_validate_output))
 
 
-RANDOM_KEY_BYTES = 32
-
-
-def _hash_key(path: str | None) -> bytes:
-    """The key in ``path``; without one a random key, never none: a plain digest of a
-    Secret's files on the pod or in /metrics would let anyone who reads them test guesses."""
-    if path is None:
-        return secrets.token_bytes(RANDOM_KEY_BYTES)
+def _hash_key(path: str | None) -> tuple[bytes, str, bool]:
+    """(key, the file it comes from, whether it came from it). Without a file a random key,
+    never none: a plain digest of a Secret's files on the pod or in /metrics would let anyone
+    who reads them test guesses."""
+    given = path is not None
+    path = path or DEFAULT_KEY_FILE
+    if not given and not os.path.exists(path):
+        return random_key(), path, False
     try:
-        with open(path, "rb") as f:
-            key = f.read().strip()
-    except OSError as exc:
-        raise ValueError(f"--hash-key-file {path!r}: cannot read it ({exc.strerror})") from None
-    if len(key) < 16:
-        raise ValueError(f"--hash-key-file {path!r}: an HMAC key needs at least 16 bytes")
-    return key
+        return read_key(path), path, True
+    except ValueError as exc:
+        where = "--hash-key-file" if given else "the agent key (Secret kube-nudge-agent-key) at"
+        raise ValueError(f"{where} {exc}") from None
 
 
 def _api(args: argparse.Namespace) -> ApiSpec:
@@ -345,6 +346,7 @@ def build_config(args: argparse.Namespace) -> AgentConfig:
     """Check every flag; ValueError with one line naming the value and how to fix it."""
     dirs = _dirs(args)
     action = _action(args)
+    key, key_file, from_file = _hash_key(args.hash_key_file)
     return AgentConfig(
         dirs=dirs,
         debounce=parse_duration("--debounce", args.debounce),
@@ -355,7 +357,8 @@ def build_config(args: argparse.Namespace) -> AgentConfig:
         retry_backoff=parse_duration("--retry-backoff", args.retry_backoff),
         listen=parse_listen(args.listen),
         api=_api(args),
-        hash_key=_hash_key(args.hash_key_file),
-        hash_key_file=args.hash_key_file,
+        hash_key=key,
+        hash_key_file=key_file,
+        hash_key_from_file=from_file,
         log_format=args.log_format,
     )

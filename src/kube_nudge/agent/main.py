@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from kube_nudge import __version__
 from kube_nudge.agent.config import AgentConfig, HttpSpec, add_flags, build_config, shown_url
 from kube_nudge.agent.inotify import Wakeup, open_wakeup
+from kube_nudge.agent.keys import HashKey
 from kube_nudge.agent.logs import setup_logging
 from kube_nudge.agent.metrics import AgentMetrics
 from kube_nudge.agent.podrecord import PodRecorder, RecordWorker, pod_from_env
@@ -34,15 +35,11 @@ from kube_nudge.agent.reload import (
     backoff_delays,
 )
 from kube_nudge.agent.server import start_server
-from kube_nudge.agent.watch import Watcher
+from kube_nudge.agent.watch import Snapshot, Watcher, claim, dir_hashes
 
 log = logging.getLogger("kube_nudge.agent")
 
 Record = Callable[[str, float], None]
-
-
-def _short(content_hash: str | None) -> str:
-    return "(unknown)" if content_hash is None else content_hash[:12]
 
 
 class Agent:
@@ -53,6 +50,7 @@ class Agent:
         watcher: Watcher,
         reloader: Reloader,
         metrics: AgentMetrics,
+        keys: HashKey,
         *,
         validator: Validator | None = None,
         record: Record | None = None,
@@ -64,13 +62,28 @@ class Agent:
         self.reloader = reloader
         self.validator = validator
         self.metrics = metrics
+        self.keys = keys
         self.record = record
         self.record_failure = record_failure
-        self.loaded: str | None = None
+        self.loaded: Snapshot | None = None
+        """What the app runs (each file's SHA-256: in memory only, never shown)."""
+        self.loaded_at: float | None = None
+        """When the app last reloaded (None: not since the agent started)."""
         self._wall = wall
         self._monotonic = monotonic
         self._problems: dict[str, str] = {}
         self.last_step = monotonic()
+
+    def shown(self, loaded: Snapshot | None) -> str:
+        """``loaded`` as the log shows it: each directory's keyed hash, shortened."""
+        if loaded is None:
+            return "(unknown)"
+        hashes = dir_hashes(loaded, self.keys.key)
+        return ", ".join(f"{d} {'missing' if h is None else h[:12]}" for d, h in hashes.items())
+
+    def claim(self, loaded: Snapshot) -> str:
+        """What records ``loaded`` on the pod (``kube-nudge.io/loaded-hash``)."""
+        return claim(loaded, self.keys.key, self.keys.id)
 
     def start(self) -> None:
         """Take the files present now as what the app loaded when it started."""
@@ -80,12 +93,11 @@ class Agent:
             self.metrics.watch_failed()
             log.error("cannot read the watched files: %s; reloading at the next change", exc)
         else:
-            self.metrics.loaded(self.loaded)
+            self.metrics.loaded(dir_hashes(self.loaded, self.keys.key), self.keys.id)
         self._report_problems()
         log.info(
             "kube-nudge agent %s watching %s; the app runs %s",
-            __version__, ", ".join(self.watcher.dirs), _short(self.loaded),
-            extra={"hash": self.loaded},
+            __version__, ", ".join(self.watcher.dirs), self.shown(self.loaded),
         )  # fmt: skip
 
     def _report_problems(self) -> None:
@@ -106,31 +118,42 @@ class Agent:
         self._problems = now
 
     def step(self) -> None:
-        """One poll: reload if a settled change differs from what the app runs."""
+        """One look: reload if a settled change differs from what the app runs."""
         self.last_step = self._monotonic()
+        if self.keys.refresh():
+            self._key_changed()
         try:
-            content_hash = self.watcher.poll()
+            found = self.watcher.poll()
         except OSError as exc:
             self.metrics.watch_failed()
             log.error("cannot read the watched files: %s; waiting for the next change", exc)
-            content_hash = None
+            found = None
         self._report_problems()
-        if content_hash is None:
+        if found is None:
             return
-        if content_hash == self.loaded:
-            log.info(
-                "files changed, but to what the app runs (%s): no reload", _short(content_hash)
-            )
+        if found == self.loaded:
+            log.info("files changed, but to what the app runs (%s): no reload", self.shown(found))
             return
-        self.reload(content_hash)
+        self.reload(found)
 
-    def reload(self, content_hash: str) -> bool:
-        """Validate, then reload; whether the app now runs ``content_hash``."""
-        fields = {"hash": content_hash, "previous_hash": self.loaded}
+    def _key_changed(self) -> None:
+        """The key file changed: show what the app runs under the new key, and record it
+        again if a reload was recorded (its time stays: the app loaded nothing new)."""
         log.info(
-            "config changed (%s -> %s): reloading",
-            _short(self.loaded), _short(content_hash), extra=fields,
-        )  # fmt: skip
+            "the agent key is now %s (%s)",
+            self.keys.id,
+            self.keys.path,
+            extra={"key": self.keys.id},
+        )
+        if self.loaded is None:
+            return
+        self.metrics.loaded(dir_hashes(self.loaded, self.keys.key), self.keys.id)
+        if self.record is not None and self.loaded_at is not None:
+            self.record(self.claim(self.loaded), self.loaded_at)
+
+    def reload(self, found: Snapshot) -> bool:
+        """Validate, then reload; whether the app now runs ``found``."""
+        log.info("config changed (%s -> %s): reloading", self.shown(self.loaded), self.shown(found))
         try:
             if self.validator is not None:
                 self.validator.check()
@@ -139,18 +162,18 @@ class Agent:
             self.metrics.failed(exc.stage)
             log.error(
                 "no reload to %s (%s failed): %s; the app keeps %s until the files change "
-                "again", _short(content_hash), exc.stage, exc, _short(self.loaded),
-                extra={**fields, "stage": exc.stage},
+                "again", self.shown(found), exc.stage, exc, self.shown(self.loaded),
+                extra={"stage": exc.stage},
             )  # fmt: skip
             if self.record_failure is not None:
                 self.record_failure(self._wall())
             return False
         at = self._wall()
-        self.loaded = content_hash
-        self.metrics.reloaded(content_hash, at)
-        log.info("reloaded: %s; the app runs %s", done, _short(content_hash), extra=fields)
+        self.loaded, self.loaded_at = found, at
+        self.metrics.reloaded(dir_hashes(found, self.keys.key), self.keys.id, at)
+        log.info("reloaded: %s; the app runs %s", done, self.shown(found))
         if self.record is not None:
-            self.record(content_hash, at)
+            self.record(self.claim(found), at)
         return True
 
     def run(self, stop: threading.Event, interval: float, wakeup: Wakeup | None = None) -> None:
@@ -222,10 +245,12 @@ def run(config: AgentConfig) -> int:
     else:
         worker = RecordWorker(PodRecorder(config.api, config.api.server, pod, stop.wait), metrics)
         worker.start()
+    keys = HashKey(config.hash_key, config.hash_key_file, from_file=config.hash_key_from_file)
     agent = Agent(
-        Watcher(config.dirs, config.debounce, key=config.hash_key),
+        Watcher(config.dirs, config.debounce),
         build_reloader(config, stop.wait),
         metrics,
+        keys,
         validator=None if config.validate is None else Validator(config.validate),
         record=None if worker is None else worker.submit,
         record_failure=None if worker is None else worker.submit_failure,
@@ -257,11 +282,14 @@ def run(config: AgentConfig) -> int:
         wakeup.method, config.poll_interval, config.debounce,
         f", metrics on {server.server_address[1]}" if server else "",
     )  # fmt: skip
-    if config.hash_key_file is None:
+    if keys.from_file:
+        log.info("the loaded hash is keyed with key %s from %s", keys.id, keys.path)
+    else:
         log.info(
-            "the loaded hash is keyed with a random key of this process: it tells whether "
-            "the files changed, and cannot be compared with other pods' (--hash-key-file)"
-        )
+            "the loaded hash is keyed with a random key of this process (no %s): it tells "
+            "whether the files changed, but kube-nudge cannot confirm this pod's reloads by "
+            "it; mount Secret kube-nudge-agent-key there", keys.path,
+        )  # fmt: skip
     agent.start()
     agent.run(stop, config.poll_interval, wakeup)
     wakeup.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 STAGES = ("validate", "signal", "http")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -26,20 +27,22 @@ class AgentMetrics:
         self.record_failures = 0
         self.watch_errors = 0
         self.last_success: float | None = None
-        self.loaded_hash: str | None = None
+        self.loaded_hashes: dict[str, str | None] = {}
+        self.key_id: str | None = None
         self.missing = dict.fromkeys(dirs, False)
 
-    def loaded(self, content_hash: str) -> None:
-        """The app runs the files with this hash (at start: assumed)."""
+    def loaded(self, hashes: Mapping[str, str | None], key_id: str) -> None:
+        """The app runs the files with these keyed hashes per directory (at start: assumed;
+        or the same files under a new key)."""
         with self._lock:
-            self.loaded_hash = content_hash
+            self.loaded_hashes, self.key_id = dict(hashes), key_id
 
-    def reloaded(self, content_hash: str, at: float) -> None:
+    def reloaded(self, hashes: Mapping[str, str | None], key_id: str, at: float) -> None:
         """A reload succeeded at ``at`` (Unix seconds)."""
         with self._lock:
             self.reloads += 1
             self.last_success = at
-            self.loaded_hash = content_hash
+            self.loaded_hashes, self.key_id = dict(hashes), key_id
 
     def failed(self, stage: str) -> None:
         """A reload failed in ``stage``."""
@@ -85,8 +88,10 @@ class AgentMetrics:
             )  # fmt: skip
             family(
                 "kube_nudge_agent_loaded_info", "gauge",
-                "The content hash of the files the app runs.",
-                [] if self.loaded_hash is None else [(f'{{hash="{self.loaded_hash}"}}', 1)],
+                "The keyed hash of the files the app runs, per watched directory, and the "
+                "key's id.",
+                [(f'{{dir="{_label(d)}",hash="{h}",key="{self.key_id}"}}', 1)
+                 for d, h in sorted(self.loaded_hashes.items()) if h is not None],
             )  # fmt: skip
             family("kube_nudge_agent_pod_record_failures_total", "counter",
                    "Failed writes of the loaded hash on the Pod.",

@@ -1,39 +1,44 @@
-"""Change detection for mounted directories, by polling: no inotify in the standard library.
+"""Change detection for mounted directories, and the loaded hash the agent records.
 
-Each poll takes a cheap fingerprint of every directory. A directory the kubelet manages (its
+Each look takes a cheap fingerprint of every directory. A directory the kubelet manages (its
 ``..data`` is a symlink) is fingerprinted by that link's target alone: the kubelet writes a
 new ``..<timestamp>`` directory, points ``..data_tmp`` at it and renames that over ``..data``,
 so one ``readlink`` sees every update, atomically. Any other directory is fingerprinted by the
 path, mtime, ctime, size and inode of each file. Once a change has settled (``debounce``
-seconds after the first change seen, as the controller debounces) the content hash is
-computed and reported; the caller decides whether that differs from what the app loaded.
+seconds after the first change seen) the files are read and a ``Snapshot`` reported: each
+file's SHA-256, kept in memory only, never shown; the caller decides whether it differs from
+what the app loaded.
 
-The content hash (``content_hash``), version 1, for reproducing it elsewhere: HMAC-SHA256,
-always keyed (the ``--hash-key-file`` key, else a random key of the process: a plain digest
-of a Secret's files, on the pod or in /metrics, would let anyone who reads it test guesses),
-over ``b"kube-nudge-agent/v1\\n"`` and then,
-for each directory in sorted order, its normalized path as a field, then ``b"\\0"`` if it is
-missing or ``b"\\1"`` followed by, for each file in sorted order of its path relative to
-the directory (for a kubelet directory: relative to ``..data``), the path (UTF-8) as a field
-and the 32-byte SHA-256 of its content. A field is its length as 8 bytes big-endian, then
-its bytes. Entries whose names start with ``..`` are never part of it.
+What the agent shows (on its pod, in /metrics, in its log) is always keyed: per directory,
+``dir_hash`` (version 2), HMAC-SHA256 under the key over ``b"kube-nudge-agent/v2\\n"`` and
+then, for each file in the order of its path's bytes (relative to the directory; for a
+kubelet directory, to ``..data``), the path as a field (its length as 8 bytes big-endian,
+then its bytes) and the 32-byte SHA-256 of its content. Entries whose names start with
+``..`` are never part of it. The recorded ``kube-nudge.io/loaded-hash`` (``claim``) is the
+JSON ``{"dirs": {DIR: HASH or null}, "key": KEY_ID}`` (null: missing), which the controller
+reproduces from the ConfigMaps and Secrets it delivered (``kube_nudge.model.hot``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
 
 DATA = "..data"
-HASH_DOMAIN = b"kube-nudge-agent/v1\n"
+HASH_DOMAIN = b"kube-nudge-agent/v2\n"
 _READ_CHUNK = 64 * 1024
 _SWAP_RETRIES = 5
 
 Fingerprint = tuple[object, ...]
 MISSING: Fingerprint = ("missing",)
+Files = tuple[tuple[str, bytes], ...]
+"""(relative path, SHA-256 of its content) of each file, in the order of the paths' bytes."""
+Snapshot = tuple[tuple[str, Files | None], ...]
+"""Each watched directory (sorted) and its files, None when missing."""
 
 
 def _walk(root: str, prefix: str = "") -> Iterator[tuple[str, str]]:
@@ -95,18 +100,19 @@ def _file_digest(path: str) -> bytes:
     return digest.digest()
 
 
-def directory_files(directory: str) -> list[tuple[str, bytes]] | None:
-    """Sorted (relative path, SHA-256 of content) of the files ``directory`` presents.
-
-    None if the directory is missing. For a kubelet directory the files are read from the
-    ``..data`` target, re-reading the link afterwards: if the kubelet swapped it meanwhile
-    (or removed the old directory under us), read again.
-    """
+def directory_files(directory: str) -> Files | None:
+    """(relative path, SHA-256 of content) of the files ``directory`` presents, or None if it
+    is missing. For a kubelet directory the files are read from the ``..data`` target,
+    re-reading the link afterwards: if the kubelet swapped it meanwhile (or removed the old
+    directory under us), read again."""
     for _ in range(_SWAP_RETRIES):
         try:
             target = _data_target(directory)
             root = directory if target is None else os.path.join(directory, target)
-            files = sorted((rel, _file_digest(full)) for rel, full in _walk(root))
+            files = tuple(
+                sorted(((rel, _file_digest(full)) for rel, full in _walk(root)),
+                       key=lambda entry: os.fsencode(entry[0]))
+            )  # fmt: skip
             if target is None or _data_target(directory) == target:
                 return files
         except (FileNotFoundError, NotADirectoryError):
@@ -115,45 +121,53 @@ def directory_files(directory: str) -> list[tuple[str, bytes]] | None:
     raise OSError(f"{directory}: its files kept changing while they were read")
 
 
-def _field(digest: hmac.HMAC, data: bytes) -> None:
-    digest.update(len(data).to_bytes(8, "big"))
-    digest.update(data)
+def snapshot(dirs: tuple[str, ...]) -> Snapshot:
+    """What ``dirs`` hold now; OSError if they can't be read."""
+    return tuple((directory, directory_files(directory)) for directory in sorted(dirs))
 
 
-def content_hash(dirs: tuple[str, ...], key: bytes) -> str:
-    """The keyed hash of everything ``dirs`` present (see the module docstring), as hex."""
+def dir_hash(key: bytes, files: Files) -> str:
+    """The keyed hash of one directory's files (see the module docstring), as hex."""
     if not key:
-        raise ValueError("the content hash needs a key")
-    digest = hmac.new(key, digestmod=hashlib.sha256)
-    digest.update(HASH_DOMAIN)
-    for directory in sorted(dirs):
-        _field(digest, os.fsencode(directory))
-        files = directory_files(directory)
-        if files is None:
-            digest.update(b"\0")
-            continue
-        digest.update(b"\1")
-        for rel, file_digest in files:
-            _field(digest, os.fsencode(rel))
-            digest.update(file_digest)
+        raise ValueError("the loaded hash needs a key")
+    digest = hmac.new(key, HASH_DOMAIN, hashlib.sha256)
+    for rel, file_digest in files:
+        name = os.fsencode(rel)
+        digest.update(len(name).to_bytes(8, "big") + name)
+        digest.update(file_digest)
     return digest.hexdigest()
 
 
+def dir_hashes(loaded: Snapshot, key: bytes) -> dict[str, str | None]:
+    """Each directory's keyed hash (None: missing)."""
+    return {d: None if files is None else dir_hash(key, files) for d, files in loaded}
+
+
+def claim(loaded: Snapshot, key: bytes, key_name: str) -> str:
+    """The value of ``kube-nudge.io/loaded-hash`` for ``loaded`` under ``key`` (whose id is
+    ``key_name``)."""
+    body = {"dirs": dir_hashes(loaded, key), "key": key_name}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def loaded_hash(dirs: tuple[str, ...], key: bytes, key_name: str) -> str:
+    """``claim`` of what ``dirs`` hold now."""
+    return claim(snapshot(dirs), key, key_name)
+
+
 class Watcher:
-    """Polls fingerprints and reports the content hash once a change has settled."""
+    """Looks at fingerprints and reports what the files hold once a change has settled."""
 
     def __init__(
         self,
         dirs: tuple[str, ...],
         debounce: float,
         *,
-        key: bytes,
         clock: Callable[[], float] = time.monotonic,
         fingerprint: Callable[[str], Fingerprint] = fingerprint,
     ) -> None:
         self.dirs = dirs
         self.debounce = debounce
-        self._key = key
         self._clock = clock
         self._fingerprint = fingerprint
         self._seen: dict[str, Fingerprint] = {}
@@ -186,14 +200,14 @@ class Watcher:
         settles_in = self._pending_since + self.debounce - self._clock()
         return min(interval, max(settles_in, 0.0))
 
-    def baseline(self) -> str:
-        """The content hash now, taken as what the app loaded when it started."""
+    def baseline(self) -> Snapshot:
+        """What the files hold now, taken as what the app loaded when it started."""
         self._seen = self._take()
         self._pending_since = None
-        return content_hash(self.dirs, self._key)
+        return snapshot(self.dirs)
 
-    def poll(self) -> str | None:
-        """The content hash if a change settled in this poll, else None.
+    def poll(self) -> Snapshot | None:
+        """What the files hold if a change settled in this look, else None.
 
         Raises OSError if the files cannot be read; the change is then dropped (the next
         change of the fingerprints is reported again).
@@ -209,4 +223,4 @@ class Watcher:
         self._pending_since = None
         # Fingerprints from just before hashing: anything written after them is a new change.
         self._seen = self._take()
-        return content_hash(self.dirs, self._key)
+        return snapshot(self.dirs)

@@ -6,31 +6,71 @@ running pods: the kubelet rewrites the files, and the `kube-nudge agent` sidecar
 the app. A key consumed through an env var, `envFrom`, a `subPath` mount, a volume an init
 container mounts, or a source named only by annotation never does: such a change rolls.
 
-Confirmation goes by time, not by hash: the agent hashes the files it sees, which the
-controller can't reproduce (it keeps digests of keys, never values, and doesn't know the
-files' layout). A pod has the change once its agent reports a successful reload at or after
-the change (`kube-nudge.io/loaded-at`), or once it started after the change.
+Confirmation goes by hash. After each reload the agent writes on its pod
+(`kube-nudge.io/loaded-hash`) what it loaded: per watched directory, an HMAC of the files'
+paths and contents under its namespace's agent key (Secret `kube-nudge-agent-key`, mounted
+into the agent), with that key's id. The controller reads that Secret and the sources once,
+lays their data out as the kubelet does for the volume mounted at each directory
+(`volume_files`), computes the same HMAC and forgets the values (`check_claim`). A pod has
+the change once its agent's claim equals the data delivered, or once it started after the
+change; a claim of other data (old files, a wrong key, a directory that isn't a config
+volume) is never a confirmation, however fresh its `loaded-at`.
+
+The agent's directory hash (version 2; the agent's own copy is `kube_nudge.agent.watch`,
+and a property test keeps the two equal): HMAC-SHA256 under the key over
+`b"kube-nudge-agent/v2\\n"` and then, for each file in the order of its path's UTF-8 bytes,
+the path as a field (8 bytes big-endian length, then the bytes) and the 32-byte SHA-256 of
+its content. The key id: the first 8 hex digits of HMAC-SHA256(key,
+`b"kube-nudge-agent/key-id"`). The annotation: JSON `{"dirs": {DIR: HASH or null}, "key":
+KEY_ID}` (null: the directory was missing).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
+import json
 import math
+import posixpath
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from kube_nudge.model.decide import Apply
 from kube_nudge.model.hashing import ABSENT, SourceState
-from kube_nudge.model.references import INIT_SUFFIX, SUBPATH_SUFFIX, Consumption, SourceRef
+from kube_nudge.model.references import (
+    INIT_SUFFIX,
+    SUBPATH_SUFFIX,
+    Consumption,
+    SourceKind,
+    SourceRef,
+)
 
 __all__ = [
+    "AGENT_KEY_FIELD",
+    "AGENT_KEY_SECRET",
+    "LOADED_HASH",
+    "MIN_KEY_BYTES",
     "POLL_SECONDS",
+    "Claim",
+    "NotReproducible",
     "PodReport",
     "Verdict",
     "VerdictKind",
+    "agent_dir_hash",
+    "agent_key",
+    "agent_key_id",
+    "check_claim",
+    "claim_sources",
     "judge",
+    "parse_claim",
     "reported_at",
     "restart_reasons",
+    "volume_files",
 ]
 
 POLL_SECONDS = 2.0
@@ -83,6 +123,10 @@ class PodReport:
     failed_at: float | None = None
     """Its agent's last failed reload (`kube-nudge.io/reload-failed-at`)."""
     terminating: bool = False
+    loaded_delivered: bool = False
+    """Whether its agent's `kube-nudge.io/loaded-hash` is the data delivered (`check_claim`)."""
+    why_not: str = ""
+    """Why its agent's claim is not the data delivered (names, never values), if it made one."""
 
 
 class VerdictKind(StrEnum):
@@ -96,19 +140,22 @@ class VerdictKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """How a hot change went; ``pods`` names the pods that failed or have not reported."""
+    """How a hot change went; ``pods`` names the pods that failed or have not confirmed,
+    ``why`` says for those whose agent claimed other data than delivered why not."""
 
     kind: VerdictKind
     pods: tuple[str, ...] = ()
     retry_after: float | None = None
+    why: Mapping[str, str] = field(default_factory=dict)
 
 
 def judge(
     pods: Iterable[PodReport], *, since: float, delivered_at: float, deadline: float, now: float
 ) -> Verdict:
     """Whether every live pod has the change made at ``since`` (Unix seconds), delivered at
-    ``delivered_at``; pods that reported a failed reload since then fail it, pods silent
-    ``deadline`` seconds after delivery time it out."""
+    ``delivered_at``: its agent loaded exactly the data delivered, or it started since. Pods
+    that reported a failed reload since then fail it, pods without the change ``deadline``
+    seconds after delivery time it out."""
     live = sorted((pod for pod in pods if not pod.terminating), key=lambda pod: pod.name)
     failed = tuple(
         pod.name for pod in live
@@ -117,21 +164,21 @@ def judge(
     )  # fmt: skip
     if failed:
         return Verdict(VerdictKind.FAILED, failed)
-    silent = tuple(pod.name for pod in live if not _has_change(pod, since))
+    silent = tuple(pod for pod in live if not _has_change(pod, since))
     if not silent:
         return Verdict(VerdictKind.RELOADED)
+    names = tuple(pod.name for pod in silent)
+    why = {pod.name: pod.why_not for pod in silent if pod.why_not}
     remaining = delivered_at + deadline - now
     if remaining <= 0:
-        return Verdict(VerdictKind.TIMED_OUT, silent)
-    return Verdict(VerdictKind.WAITING, silent, min(POLL_SECONDS, remaining))
+        return Verdict(VerdictKind.TIMED_OUT, names, why=why)
+    return Verdict(VerdictKind.WAITING, names, min(POLL_SECONDS, remaining), why)
 
 
 def _has_change(pod: PodReport, since: float) -> bool:
     # Start times have whole seconds: a pod started in the same second as the change counts
-    # as having read it (as at adoption).
-    return (pod.loaded_at is not None and pod.loaded_at >= since) or (
-        pod.started is not None and pod.started >= int(since)
-    )
+    # as having read it (as at adoption). A reload counts by what it loaded, not by when.
+    return pod.loaded_delivered or (pod.started is not None and pod.started >= int(since))
 
 
 def reported_at(value: object) -> float | None:
@@ -143,3 +190,291 @@ def reported_at(value: object) -> float | None:
     except ValueError:
         return None
     return seconds if math.isfinite(seconds) else None
+
+
+# -- Confirmation by hash ------------------------------------------------------------------
+
+#: On pods, written by the agent (its own copy of the name; a unit test keeps them equal).
+LOADED_HASH = "kube-nudge.io/loaded-hash"
+#: The Secret, in each namespace whose pods run the agent, with the agents' HMAC key (at
+#: `AGENT_KEY_FIELD`, 16 bytes or more); the agent's container mounts it.
+AGENT_KEY_SECRET = "kube-nudge-agent-key"  # noqa: S105  # nosec B105 # a name, not a key
+AGENT_KEY_FIELD = "key"
+MIN_KEY_BYTES = 16
+_DIR_DOMAIN = b"kube-nudge-agent/v2\n"
+_KEY_ID_DOMAIN = b"kube-nudge-agent/key-id"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX8 = re.compile(r"[0-9a-f]{8}")
+
+Sources = Mapping[SourceRef, Mapping[str, Any] | None]
+"""Sources as read from the API server (None: not found), for the moment of one check."""
+
+
+class NotReproducible(Exception):
+    """kube-nudge can't tell what the kubelet put in a directory; the message says why,
+    naming volumes, sources and keys, never values."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What an agent says it loaded: its key's id, and each watched directory's hash
+    (None: the directory was missing)."""
+
+    key_id: str
+    dirs: Mapping[str, str | None]
+
+
+def agent_key_id(key: bytes) -> str:
+    """The public name of an agent key (it reveals nothing that helps to guess the key)."""
+    return hmac.new(key, _KEY_ID_DOMAIN, hashlib.sha256).hexdigest()[:8]
+
+
+def agent_dir_hash(key: bytes, files: Mapping[str, bytes]) -> str:
+    """The agent's hash of a directory holding ``files`` (relative path -> content)."""
+    mac = hmac.new(key, _DIR_DOMAIN, hashlib.sha256)
+    for name in sorted(path.encode() for path in files):
+        mac.update(len(name).to_bytes(8, "big") + name)
+        mac.update(hashlib.sha256(files[name.decode()]).digest())
+    return mac.hexdigest()
+
+
+def agent_key(secret: Mapping[str, Any] | None) -> bytes:
+    """The agent key in the Secret ``AGENT_KEY_SECRET`` as the agent reads its file
+    (surrounding whitespace dropped); NotReproducible when there is none to use."""
+    if secret is None:
+        raise NotReproducible(
+            f"there is no Secret {AGENT_KEY_SECRET} with the agents' key in this namespace "
+            "(README: the sidecar and its key)"
+        )
+    encoded = (secret.get("data") or {}).get(AGENT_KEY_FIELD)
+    try:
+        key = base64.b64decode(encoded, validate=True).strip() if isinstance(encoded, str) else b""
+    except (binascii.Error, ValueError):
+        key = b""
+    if len(key) < MIN_KEY_BYTES:
+        raise NotReproducible(
+            f"Secret {AGENT_KEY_SECRET} has no {AGENT_KEY_FIELD!r} of {MIN_KEY_BYTES} bytes or more"
+        )
+    return key
+
+
+def parse_claim(value: object) -> Claim | None:
+    """The agent's `kube-nudge.io/loaded-hash`, or None if absent or not this version's."""
+    if not isinstance(value, str):
+        return None
+    try:
+        raw = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"dirs", "key"}:
+        return None
+    key_id, dirs = raw["key"], raw["dirs"]
+    if not isinstance(key_id, str) or not _HEX8.fullmatch(key_id) or not isinstance(dirs, dict):
+        return None
+    if not all(isinstance(d, str) and d.startswith("/") and _is_hash(h) for d, h in dirs.items()):
+        return None
+    return Claim(key_id, dict(dirs))
+
+
+def _is_hash(value: object) -> bool:
+    return value is None or (isinstance(value, str) and _HEX64.fullmatch(value) is not None)
+
+
+# The kubelet's layout of a volume: `MakePayload` of its configMap and secret volume
+# plugins, and `collectData` of the projected one.
+
+
+def _source_files(
+    kind: SourceKind, source: Mapping[str, Any], name_field: str, namespace: str,
+    sources: Sources,
+) -> dict[str, bytes]:  # fmt: skip
+    name = source.get(name_field)
+    ref = SourceRef(kind, namespace, name if isinstance(name, str) else "")
+    label = ref.display(namespace)
+    optional = source.get("optional") is True
+    obj = sources.get(ref)
+    if obj is None:
+        if optional:
+            return {}  # an optional source that doesn't exist: an empty volume
+        raise NotReproducible(f"{label} doesn't exist: the kubelet keeps the files it had")
+    values = _values(kind, obj, label)
+    items = source.get("items")
+    if not isinstance(items, list) or not items:
+        return dict(values)
+    files: dict[str, bytes] = {}
+    for item in items:
+        key = item.get("key") if isinstance(item, Mapping) else None
+        path = item.get("path") if isinstance(item, Mapping) else None
+        if not isinstance(key, str) or not isinstance(path, str) or not path:
+            raise NotReproducible(f"a volume item of {label} has no key or path")
+        if key not in values:
+            if optional:
+                continue
+            raise NotReproducible(f"{label} has no key {key!r}: the kubelet keeps the files it had")
+        files[posixpath.normpath(path)] = values[key]
+    return files
+
+
+def _values(kind: SourceKind, obj: Mapping[str, Any], label: str) -> dict[str, bytes]:
+    """Each key's bytes as the kubelet writes them (configMap: data, then binaryData)."""
+    fields = ("data", "binaryData") if kind is SourceKind.CONFIGMAP else ("data",)
+    values: dict[str, bytes] = {}
+    for name in fields:
+        entries = obj.get(name) or {}
+        if not isinstance(entries, Mapping):
+            raise NotReproducible(f"{label} has a malformed {name}")
+        for key, value in entries.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise NotReproducible(f"{label} has a malformed {name}")
+            if kind is SourceKind.CONFIGMAP and name == "data":
+                values[key] = value.encode("utf-8", "surrogatepass")
+                continue
+            try:
+                values[key] = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise NotReproducible(f"{label} key {key!r} is not base64") from None
+    return values
+
+
+def _volume_sources(
+    volume: Mapping[str, Any],
+) -> list[tuple[SourceKind, Mapping[str, Any], str]]:
+    """(kind, source, its name field) for each source the volume projects, in order;
+    NotReproducible for a volume that isn't made of ConfigMaps and Secrets only."""
+    label = f"volume {volume.get('name')}"
+    if isinstance(source := volume.get("configMap"), Mapping):
+        return [(SourceKind.CONFIGMAP, source, "name")]
+    if isinstance(source := volume.get("secret"), Mapping):
+        return [(SourceKind.SECRET, source, "secretName")]
+    projected = volume.get("projected")
+    if not isinstance(projected, Mapping):
+        raise NotReproducible(f"{label} is not a ConfigMap, Secret or projected volume")
+    found: list[tuple[SourceKind, Mapping[str, Any], str]] = []
+    for entry in projected.get("sources") or []:
+        if isinstance(entry, Mapping) and isinstance(source := entry.get("configMap"), Mapping):
+            found.append((SourceKind.CONFIGMAP, source, "name"))
+        elif isinstance(entry, Mapping) and isinstance(source := entry.get("secret"), Mapping):
+            found.append((SourceKind.SECRET, source, "name"))
+        else:
+            other = ", ".join(sorted(entry)) if isinstance(entry, Mapping) else "?"
+            raise NotReproducible(f"{label} also projects {other}, which only the kubelet knows")
+    return found
+
+
+def volume_files(volume: Mapping[str, Any], namespace: str, sources: Sources) -> dict[str, bytes]:
+    """The files the kubelet lays out for ``volume`` from ``sources`` (relative path ->
+    content), or NotReproducible. Without `items` each key is a file of its name; with them
+    only the listed keys, at their paths; a projected volume merges its sources in order
+    (a later one wins a path). Modes don't count: the agent's hash has none."""
+    files: dict[str, bytes] = {}
+    for kind, source, name_field in _volume_sources(volume):
+        files.update(_source_files(kind, source, name_field, namespace, sources))
+    return files
+
+
+def _mounts_at(pod_spec: Mapping[str, Any], directory: str) -> list[tuple[str, str, bool]]:
+    """(volume name, path below the mount, whether by subPath) of the deepest mount that
+    holds ``directory`` in each container that has one."""
+    found: set[tuple[str, str, bool]] = set()
+    containers = [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]
+    for container in containers:
+        best: tuple[int, tuple[str, str, bool]] | None = None
+        for mount in (
+            (container.get("volumeMounts") or []) if isinstance(container, Mapping) else []
+        ):
+            if not isinstance(mount, Mapping) or not isinstance(mount.get("mountPath"), str):
+                continue
+            root = posixpath.normpath(mount["mountPath"])
+            if directory == root:
+                rel = ""
+            elif directory.startswith(root.rstrip("/") + "/"):
+                rel = directory[len(root.rstrip("/")) + 1 :]
+            else:
+                continue
+            by_subpath = bool(mount.get("subPath") or mount.get("subPathExpr"))
+            if best is None or len(root) > best[0]:
+                best = (len(root), (str(mount.get("name")), rel, by_subpath))
+        if best is not None:
+            found.add(best[1])
+    return sorted(found)
+
+
+def _volume(pod_spec: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    for volume in pod_spec.get("volumes") or []:
+        if isinstance(volume, Mapping) and volume.get("name") == name:
+            return volume
+    return None
+
+
+def claim_sources(claim: Claim, pod_spec: Mapping[str, Any], namespace: str) -> set[SourceRef]:
+    """The sources whose data ``claim`` is checked against (to read them first)."""
+    refs: set[SourceRef] = set()
+    for directory in claim.dirs:
+        for volume_name, _, _ in _mounts_at(pod_spec, directory):
+            volume = _volume(pod_spec, volume_name)
+            try:
+                found = [] if volume is None else _volume_sources(volume)
+            except NotReproducible:
+                continue
+            for kind, source, name_field in found:
+                if isinstance(name := source.get(name_field), str):
+                    refs.add(SourceRef(kind, namespace, name))
+    return refs
+
+
+def _expected(
+    pod_spec: Mapping[str, Any], directory: str, key: bytes, namespace: str, sources: Sources
+) -> tuple[set[str | None], list[str]]:
+    """The hashes ``directory`` may hold (one per container mounting something there), and
+    why some can't be known."""
+    expected: set[str | None] = set()
+    problems: list[str] = []
+    mounts = _mounts_at(pod_spec, directory)
+    if not mounts:
+        problems.append("no container mounts a volume there")
+    for volume_name, rel, by_subpath in mounts:
+        volume = _volume(pod_spec, volume_name)
+        if volume is None:
+            problems.append(f"volume {volume_name} is not in the pod")
+            continue
+        if by_subpath:
+            problems.append(f"volume {volume_name} is mounted by subPath: never refreshed")
+            continue
+        try:
+            files = volume_files(volume, namespace, sources)
+        except NotReproducible as exc:
+            problems.append(str(exc))
+            continue
+        if rel:
+            prefix = rel + "/"
+            files = {p[len(prefix) :]: c for p, c in files.items() if p.startswith(prefix)}
+            if not files:
+                expected.add(None)  # no file below it: the agent finds no such directory
+                continue
+        expected.add(agent_dir_hash(key, files))
+    return expected, problems
+
+
+def check_claim(
+    claim: Claim | None, pod_spec: Mapping[str, Any], namespace: str, key: bytes,
+    sources: Sources,
+) -> str | None:  # fmt: skip
+    """None when ``claim`` is the data in ``sources`` as the pod's volumes lay it out under
+    ``key``; else why not (names, never values)."""
+    if claim is None:
+        return "its kube-nudge.io/loaded-hash is missing or not of this version"
+    if claim.key_id != agent_key_id(key):
+        return (
+            f"its agent hashes with key {claim.key_id}, not {AGENT_KEY_SECRET}'s "
+            f"({agent_key_id(key)}): mount that Secret into the agent"
+        )
+    if not claim.dirs:
+        return "its agent watches no directory"
+    for directory, reported in sorted(claim.dirs.items()):
+        expected, problems = _expected(pod_spec, directory, key, namespace, sources)
+        if reported in expected:
+            continue
+        if not expected:
+            return f"{directory}: {problems[0]}"
+        return f"it loaded other data than delivered in {directory}"
+    return None

@@ -7,11 +7,14 @@ restart or a new leader carries on where this replica stopped. Then every pod ge
 ``kube-nudge.io/hot-reload`` annotation: an update of the pod makes its kubelet sync it at
 once, which rewrites its ConfigMap and Secret volumes now instead of after the kubelet's
 sync period and cache TTL (a minute or two). The ``kube-nudge agent`` sidecar sees the new
-files, reloads the app and writes ``kube-nudge.io/loaded-at`` (or
-``kube-nudge.io/reload-failed-at``) on its pod. While the change waits, the pods are read
-every few seconds; when one reports a failed reload, or some stay silent past
-``kube-nudge.io/hot-deadline``, ``kube-nudge.io/hot-fallback`` decides: roll the workload
-(the default) or only warn.
+files, reloads the app and writes what it loaded (``kube-nudge.io/loaded-hash``, keyed) and
+when (``kube-nudge.io/loaded-at``), or ``kube-nudge.io/reload-failed-at``, on its pod.
+While the change waits, the pods are read every few seconds; a pod's claim is checked
+against the data delivered: the namespace's agent key (Secret ``kube-nudge-agent-key``) and
+the sources its watched volumes project are read once per look, laid out as the kubelet
+does, hashed and forgotten (nothing but the verdict is kept). When one reports a failed
+reload, or some have not shown the delivered data past ``kube-nudge.io/hot-deadline``,
+``kube-nudge.io/hot-fallback`` decides: roll the workload (the default) or only warn.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.pods import matching_pods, pod_started
-from kube_nudge.kube.resources import PODS
+from kube_nudge.kube.resources import CONFIGMAPS, PODS, SECRETS, Resource
 from kube_nudge.model import (
     BASELINE_HASH,
     ROLLED_AT,
@@ -44,14 +47,23 @@ from kube_nudge.model.annotations import (
     format_rolled_at,
 )
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
+from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.hot import (
+    AGENT_KEY_SECRET,
+    LOADED_HASH,
+    NotReproducible,
     PodReport,
     Verdict,
     VerdictKind,
+    agent_key,
+    check_claim,
+    claim_sources,
     judge,
+    parse_claim,
     reported_at,
     restart_reasons,
 )
+from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.rollout import (
     FIELD_MANAGER,
@@ -130,8 +142,9 @@ class HotStrategy:
         changed_at = assessment.changed_at
         since = delivered_at if changed_at is None else min(delivered_at, changed_at)
         pods = await self._pods(target)
+        checked = await self._check_claims(target, assessment, config_hash, since, pods)
         verdict = judge(
-            (pod_report(pod) for pod in pods), since=since, delivered_at=delivered_at,
+            (pod_report(pod, checked) for pod in pods), since=since, delivered_at=delivered_at,
             deadline=view.settings.hot_deadline, now=self._context.clock.now(),
         )  # fmt: skip
         if verdict.kind is VerdictKind.WAITING:
@@ -155,9 +168,10 @@ class HotStrategy:
             why = f"pods reported a failed reload of config {config_hash}: {names}"
         else:
             why = (
-                f"pods did not report reloading config {config_hash} within "
+                f"pods did not confirm reloading config {config_hash} within "
                 f"{view.settings.hot_deadline:g} s: {names} (is the kube-nudge agent running "
-                "beside the app and watching every mounted config volume?)"
+                "beside the app, watching every mounted config volume, with the namespace's "
+                f"agent key?){_reasons(verdict)}"
             )
         if view.settings.hot_fallback_rollout:
             now = round(self._context.clock.now(), 3)
@@ -178,6 +192,66 @@ class HotStrategy:
         log.warning("%s: %s", target, message, extra=target.log_fields("hot-reload-failed"))
         self._context.events.post(target.ref, WARNING, "HotReloadFailed", message)
         return AFTER_FALLBACK if view.settings.hot_fallback_rollout else None
+
+    async def _check_claims(
+        self, target: Target, assessment: Assessment, config_hash: str, since: float,
+        pods: list[JSON],
+    ) -> dict[str, str | None]:  # fmt: skip
+        """For each live pod whose agent claims a load and that didn't start since the
+        change: None when the claim is the data delivered, else why not. Reads the agent
+        key and the sources the claims name once; keeps none of their values."""
+        namespace = target.namespace
+        claimed = {
+            str(pod["metadata"].get("name") or ""): pod for pod in pods
+            if LOADED_HASH in (pod["metadata"].get("annotations") or {})
+            and not _terminating(pod)
+            and not ((started := pod_started(pod)) is not None and started >= int(since))
+        }  # fmt: skip
+        if not claimed:
+            return {}
+        if assessment.desired != config_hash:
+            return dict.fromkeys(claimed, "the sources changed again since this delivery")
+        try:
+            key = agent_key(await self._read(SECRETS, namespace, AGENT_KEY_SECRET))
+        except NotReproducible as exc:
+            return dict.fromkeys(claimed, str(exc))
+        claims = {
+            name: parse_claim(pod["metadata"]["annotations"][LOADED_HASH])
+            for name, pod in claimed.items()
+        }
+        refs = set[SourceRef]()
+        for name, claim in claims.items():
+            if claim is not None:
+                refs |= claim_sources(claim, claimed[name].get("spec") or {}, namespace)
+        sources: dict[SourceRef, JSON | None] = {}
+        try:
+            for ref in sorted(refs):
+                resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
+                sources[ref] = obj = await self._read(resource, namespace, ref.name)
+                if ref in assessment.visible and source_state(obj) != assessment.states.get(
+                    ref, ABSENT
+                ):
+                    why = f"{ref.display(namespace)} changed since this delivery"
+                    return dict.fromkeys(claimed, why)
+        except NotReproducible as exc:
+            return dict.fromkeys(claimed, str(exc))
+        return {
+            name: check_claim(claim, claimed[name].get("spec") or {}, namespace, key, sources)
+            for name, claim in claims.items()
+        }
+
+    async def _read(self, resource: Resource, namespace: str, name: str) -> JSON | None:
+        """One object by name, None if it doesn't exist; NotReproducible if refused."""
+        try:
+            return await self._context.client.get(resource.path(namespace, name))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            if exc.status == 403:
+                raise NotReproducible(
+                    f"kube-nudge may not read {resource.kind} {namespace}/{name} (403)"
+                ) from None
+            raise
 
     async def _pods(self, target: Target) -> list[JSON]:
         """The workload's pods (one paginated list by its selector)."""
@@ -211,15 +285,38 @@ class HotStrategy:
         return nudged
 
 
-def pod_report(pod: Mapping[str, Any]) -> PodReport:
-    """What a pod says about its config: start, its agent's last reload, whether it goes."""
+def pod_report(pod: Mapping[str, Any], checked: Mapping[str, str | None]) -> PodReport:
+    """What a pod says about its config: start, its agent's last reload and whether that
+    was the data delivered (``checked``: per pod name, None when it was, else why not; a pod
+    not in it made no claim worth checking), whether it goes."""
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    phase = (pod.get("status") or {}).get("phase")
+    name = str(metadata.get("name") or "")
+    why_not = checked.get(name, "")
     return PodReport(
-        name=str(metadata.get("name") or ""),
+        name=name,
         started=pod_started(pod),
         loaded_at=reported_at(annotations.get(LOADED_AT)),
         failed_at=reported_at(annotations.get(RELOAD_FAILED_AT)),
-        terminating=bool(metadata.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"),
+        terminating=_terminating(pod),
+        loaded_delivered=name in checked and why_not is None,
+        why_not=why_not or "",
+    )
+
+
+def _terminating(pod: Mapping[str, Any]) -> bool:
+    phase = (pod.get("status") or {}).get("phase")
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) or phase in (
+        "Succeeded", "Failed",
+    )  # fmt: skip
+
+
+def _reasons(verdict: Verdict) -> str:
+    """Why the agents' claims of some silent pods were not the data delivered (at most 3)."""
+    shown = [f"{pod}: {why}" for pod, why in sorted(verdict.why.items())[:3]]
+    more = "; ..." if len(verdict.why) > 3 else ""
+    return (
+        f"; their agents' loaded hash is not the data delivered: {'; '.join(shown)}{more}"
+        if shown
+        else ""
     )
