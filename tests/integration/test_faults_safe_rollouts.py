@@ -16,18 +16,17 @@ from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.controller_support import Replica, events, start_replica, until
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.faults import FaultRun
-from tests.integration.test_safe_rollouts import (
+from tests.integration.rollout_timeline import (
     ORDERS,
     TIMEOUT,
     all_done,
     announced,
     assert_in_order,
     change,
-    make_fleet,
-    node_for,
     valid,
     watching,
 )
+from tests.integration.test_safe_rollouts import make_fleet, node_for
 from tests.webhook_receiver import Server
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]

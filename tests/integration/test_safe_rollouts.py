@@ -13,17 +13,12 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
 
 import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
-from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model.annotations import FAILED
-from kube_nudge.model.progress import progress_of
 from kube_nudge.runtime.notifier import Notifier
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
@@ -31,113 +26,33 @@ from tests.integration.controller_support import (
     events,
     kube_nudge_cli,
     running_controller,
-    template_hash,
     until,
 )
 from tests.integration.fakekubelet import FakeKubelet, placement
-from tests.integration.manifests import ENABLED
+from tests.integration.rollout_timeline import (
+    ORDERS,
+    TIMEOUT,
+    Seen,
+    Timeline,
+    all_done,
+    announced,
+    assert_in_order,
+    change,
+    held,
+    held_for,
+    valid,
+    watching,
+)
+from tests.integration.rollout_timeline import make_fleet as fleet
 from tests.webhook_receiver import Server
 
 pytestmark = pytest.mark.cluster
-DEPLOYMENT = BUILTIN_KINDS[0]
 
 
 def node_for(namespace: str) -> str:
     """Each test its own fake node: pods of an earlier test's namespace still terminating
     never land on it."""
     return f"fake-kubelet-{namespace}"
-
-
-DEADLINE = "8s"  # kube-nudge.io/progress-deadline: a bad config fails within seconds
-TIMEOUT = 90.0
-
-
-def valid(env: Mapping[str, str]) -> bool:
-    """The app starts only with a config that isn't broken."""
-    return env.get("MODE") != "broken"
-
-
-@dataclass
-class Seen:
-    """One Deployment as last seen on the watch."""
-
-    template: str | None = None
-    done: bool = False
-    failed: bool = False
-
-
-@dataclass
-class Timeline:
-    """Every change of each Deployment's template hash, rollout completion and recorded
-    failure, in watch order: (sequence, name, what)."""
-
-    entries: list[tuple[int, str, str]] = field(default_factory=list)
-    seen: dict[str, Seen] = field(default_factory=dict)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    completed: dict[str, str | None] = field(default_factory=dict)
-    """The template each Deployment last completed a rollout of."""
-    rolling_peak: int = 0
-    """The most Deployments seen rolling at once (template changed, not done yet)."""
-
-    def apply(self, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        progress = progress_of("Deployment", obj)
-        now = Seen(
-            template_hash(obj, DEPLOYMENT),
-            progress is not None and progress.done,
-            FAILED in (obj["metadata"].get("annotations") or {}),
-        )
-        before = self.seen.get(name)
-        if before is not None and before.template != now.template:
-            self.entries.append((len(self.entries), name, "template"))
-        # "done": the rollout of this template completed (once per template; a Deployment
-        # can look unfinished for a moment without a new template, e.g. while a pod is
-        # replaced, which is not a rollout).
-        if now.done and self.completed.get(name, "?") != now.template:
-            self.completed[name] = now.template
-            self.entries.append((len(self.entries), name, "done"))
-        if now.failed and (before is None or not before.failed):
-            self.entries.append((len(self.entries), name, "failed"))
-        self.seen[name] = now
-        rolling = sum(
-            1 for n, s in self.seen.items() if self.completed.get(n, "?") != s.template
-            and not s.failed
-        )  # fmt: skip
-        self.rolling_peak = max(self.rolling_peak, rolling)
-        self.changed.set()
-
-    async def until(self, condition: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-        async with asyncio.timeout(timeout):
-            while not condition():
-                self.changed.clear()
-                await self.changed.wait()
-
-    def first(self, name: str, what: str, after: int = 0) -> int:
-        found = [i for i, n, w in self.entries[after:] if n == name and w == what]
-        assert found, f"no {what} of {name} after {after}: {self.entries}"
-        return found[0]
-
-
-@contextlib.asynccontextmanager
-async def watching(kube: KubeClient, namespace: str) -> AsyncIterator[Timeline]:
-    timeline = Timeline()
-    listed = await kube.get(DEPLOYMENTS.path(namespace))
-    for obj in listed["items"]:
-        timeline.apply(obj)
-
-    async def follow() -> None:
-        version = listed["metadata"]["resourceVersion"]
-        async for event in kube.watch(DEPLOYMENTS.path(namespace), resource_version=version):
-            if event["type"] in ("ADDED", "MODIFIED"):
-                timeline.apply(event["object"])
-
-    task = asyncio.create_task(follow())
-    try:
-        yield timeline
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @contextlib.asynccontextmanager
@@ -156,51 +71,12 @@ async def receiving() -> AsyncIterator[tuple[Server, Notifier]]:
         await server.close()
 
 
-def announced(server: Server) -> collections.Counter[tuple[str, str]]:
-    """(workload, kind) of every notification delivered."""
-    return collections.Counter((p["workload"], p["kind"]) for p in server.payloads("hook"))
-
-
 async def make_fleet(
     kube: KubeClient, namespace: str, orders: Mapping[str, int | None], **more: str
 ) -> None:
-    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"MODE": "v1"}))
-    for name, order in orders.items():
-        annotations = {**ENABLED, "kube-nudge.io/progress-deadline": DEADLINE, **more}
-        if order is not None:
-            annotations["kube-nudge.io/rollout-order"] = str(order)
-        spec = {**manifests.env_consumer("MODE"), **placement(node_for(namespace))}
-        body = manifests.deployment(name, replicas=2, spec=spec, annotations=annotations)
-        await kube.create(DEPLOYMENTS.path(namespace), body)
-
-
-async def change(kube: KubeClient, namespace: str, mode: str) -> None:
-    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"MODE": mode}})
-
-
-def held(found: list[dict[str, Any]]) -> set[str]:
-    return {event["involvedObject"]["name"] for event in found}
-
-
-ORDERS = {"a1": 1, "b1": 1, "a2": 2, "b2": 2, "c3": 3}
-
-
-def assert_in_order(timeline: Timeline, start: int) -> None:
-    """Every workload rolled exactly once since ``start``, each after every lower order
-    completed."""
-    rolled = collections.Counter(n for _, n, w in timeline.entries[start:] if w == "template")
-    assert rolled == dict.fromkeys(ORDERS, 1), rolled
-    for name, order in ORDERS.items():
-        first = timeline.first(name, "template", start)
-        for lower, lower_order in ORDERS.items():
-            if lower_order < order:
-                assert timeline.first(lower, "done", start) < first, (name, lower)
-
-
-def all_done(timeline: Timeline, start: int) -> bool:
-    return all(
-        any(n == name and w == "done" for _, n, w in timeline.entries[start:]) for name in ORDERS
-    )
+    """The fleet on this test's fake kubelet (two replicas each)."""
+    spec = {**manifests.env_consumer("MODE"), **placement(node_for(namespace))}
+    await fleet(kube, namespace, orders, spec, more=more)
 
 
 async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
@@ -291,15 +167,6 @@ async def one_web(
             await timeline.until(lambda: timeline.seen.get("web", Seen()).done)
             async with running_controller(cluster, namespace):
                 yield timeline
-
-
-async def held_for(kube: KubeClient, namespace: str, reason: str) -> None:
-    """Wait for a hold's Event on "web"."""
-
-    async def posted() -> bool:
-        return "web" in held(await events(kube, namespace, reason))
-
-    await until(posted, TIMEOUT)
 
 
 async def test_an_approval_hold_is_released_by_kube_nudge_approve(
