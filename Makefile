@@ -50,7 +50,8 @@ audit: $(STAMP)
 	$(BIN)/python tools/audit_deps.py requirements/dev.lock --service $(PIP_AUDIT_SERVICE) \
 		$(if $(AUDIT_STRICT),--strict)
 
-# Builds the pinned etcd/Kubernetes/kwok binaries on first use (minutes), then reuses them.
+# Builds the pinned etcd/Kubernetes/kwok binaries and the real node's kubelet and kube-proxy
+# on first use (minutes), then reuses them.
 control-plane: $(STAMP)
 	$(BIN)/kube-nudge-dev build
 
@@ -69,7 +70,7 @@ manifests: helm
 # The Debian packages `make image` and a real kubelet node need, in one list. Installs only the
 # missing ones (apt-get, as root); with all present it does nothing and needs no root.
 HOST_PACKAGES := podman buildah mmdebstrap containerd runc containernetworking-plugins \
-	iptables conntrack gcc libc6-dev
+	iptables conntrack iproute2 gcc libc6-dev
 .PHONY: host-packages image
 host-packages:
 	@command -v dpkg-query >/dev/null || { echo "make host-packages: needs a Debian host" >&2; exit 1; }
@@ -91,13 +92,18 @@ image: $(STAMP) host-packages
 test-unit: helm promtool
 	$(BIN)/pytest tests/unit
 
-test-integration: control-plane helm
+# The real-node tests (-m real_node) also need the host packages; they build the image and
+# the pause image on first use (under a minute cold) and join the node to the session cluster.
+test-integration: control-plane helm host-packages
 	$(BIN)/pytest tests/integration
 
-test: lint control-plane helm promtool
+test: lint control-plane helm promtool host-packages
 	$(BIN)/pytest
 
+# With the host packages (root) the demo's pods are real containers on the real node;
+# without them it runs on fake nodes and says so.
 demo: control-plane
+	@$(MAKE) --no-print-directory host-packages || echo "[demo] no host packages: fake nodes only"
 	$(BIN)/kube-nudge-dev demo
 
 clean:

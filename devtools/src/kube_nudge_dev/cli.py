@@ -14,18 +14,26 @@ from collections.abc import Sequence
 def _run_cluster(args: argparse.Namespace) -> int:
     from kube_nudge_dev.main import run_dev_cluster
 
-    return run_dev_cluster(args.dir, nodes=args.nodes)
+    return run_dev_cluster(args.dir, nodes=args.nodes, real_node=args.real_node)
 
 
 def _run_build(args: argparse.Namespace) -> int:
-    from kube_nudge_dev.build import HELM, PROMTOOL, BuildError, ensure_binaries, go_tool_binary
+    from kube_nudge_dev.build import (
+        COMPONENTS,
+        HELM,
+        NODE_COMPONENTS,
+        PROMTOOL,
+        BuildError,
+        ensure_binaries,
+        go_tool_binary,
+    )
 
     try:
         tools = {HELM.name: HELM, PROMTOOL.name: PROMTOOL}
         if args.target in tools:
             print(f"{args.target}\t{go_tool_binary(tools[args.target])}")
             return 0
-        for name, path in ensure_binaries().items():
+        for name, path in ensure_binaries(COMPONENTS + NODE_COMPONENTS).items():
             print(f"{name}\t{path}")
     except BuildError as exc:
         print(f"kube-nudge-dev: {exc}", file=sys.stderr)
@@ -86,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cluster.add_argument("--dir", help="where to write kubeconfig and logs (default: a temp dir)")
     cluster.add_argument("--nodes", type=int, default=2, help="number of fake nodes (default 2)")
+    cluster.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also join one real node (kubelet + containerd + runc; root) with the "
+        "controller image built from this checkout loaded (`make image`)",
+    )
     cluster.set_defaults(handler=_run_cluster)
 
     build = sub.add_parser(

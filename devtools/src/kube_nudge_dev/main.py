@@ -10,6 +10,8 @@ from types import FrameType
 
 from kube_nudge_dev.build import BuildError
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.image import ImageError
+from kube_nudge_dev.node import NODE_LABEL, NODE_NAME, TAINT_KEY
 from kube_nudge_dev.processes import ClusterError
 
 
@@ -24,7 +26,7 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
     raise _StopRequested(signal.Signals(signum).name)
 
 
-def run_dev_cluster(directory: str | None, *, nodes: int = 2) -> int:
+def run_dev_cluster(directory: str | None, *, nodes: int = 2, real_node: bool = False) -> int:
     """Start the cluster, print one ready line, run until SIGINT/SIGTERM; return exit code."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise_stop)
@@ -32,6 +34,16 @@ def run_dev_cluster(directory: str | None, *, nodes: int = 2) -> int:
     idle = threading.Event()
     try:
         cluster.start()
+        if real_node:
+            from kube_nudge_dev.image import build_image  # podman: only for a real node
+
+            image = build_image(Path.cwd())
+            cluster.add_real_node((image.archive,))
+            print(
+                f"real node {NODE_NAME} Ready with {image.ref} loaded (pods need "
+                f"nodeSelector {NODE_LABEL}=real and a toleration of {TAINT_KEY})",
+                flush=True,
+            )
         print(
             f"dev-cluster ready in {cluster.startup_seconds:.1f} s: "
             f"export KUBECONFIG={cluster.kubeconfig}  (logs: {cluster.logs})",
@@ -44,7 +56,7 @@ def run_dev_cluster(directory: str | None, *, nodes: int = 2) -> int:
         print(f"dev-cluster: {stop}, stopping", file=sys.stderr, flush=True)
         cluster.stop()
         return 0
-    except (ClusterError, BuildError) as exc:
+    except (ClusterError, BuildError, ImageError) as exc:
         first, _, rest = str(exc).partition("\n")
         print(f"kube-nudge-dev cluster: {first}", file=sys.stderr)
         if rest:
