@@ -40,6 +40,10 @@ SYSCTLS = (
     "net/netfilter/nf_conntrack_tcp_timeout_close_wait",
 )
 _IPTABLES = ("iptables", "ip6tables")
+#: A table that holds only these (built-in chains, policy ACCEPT) was never really used.
+_UNUSED_CHAINS = frozenset(
+    f":{chain} ACCEPT" for chain in ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
+)
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _NETNS_DIRS = (Path("/run/netns"), Path("/var/run/netns"))
 #: The kubelet writes container log symlinks here whatever its root directory is.
@@ -92,8 +96,9 @@ def _iptables_dump(tool: str) -> str:
 
 
 def normalise_iptables(dump: str) -> str:
-    """A dump without counters and comments, with empty tables (only built-in chains with
-    policy ACCEPT and no rules, as a table that was never used) left out, for comparing."""
+    """A dump without counters and comments, with unused tables (only built-in chains with
+    policy ACCEPT and no rules; iptables-nft keeps a table once touched) left out, for
+    comparing. An empty chain of its own makes a table count."""
     tables: list[list[str]] = []
     for raw in dump.splitlines():
         line = raw.strip()
@@ -111,7 +116,7 @@ def normalise_iptables(dump: str) -> str:
         body = [line for line in table[1:] if line != "COMMIT"]
         chains = [line for line in body if line.startswith(":")]
         rules = [line for line in body if not line.startswith(":")]
-        if rules or any(not line.endswith(("ACCEPT", "-")) for line in chains):
+        if rules or any(line not in _UNUSED_CHAINS for line in chains):
             kept.append("\n".join(table))
     return "\n".join(sorted(kept))
 
