@@ -853,3 +853,14 @@ def test_notes_print_the_sidecar_with_the_charts_image_when_the_grant_is_on(
         c.pop("image")
         c["securityContext"] = {k: v for k, v in c["securityContext"].items() if k != "runAsUser"}
     assert documented == container
+
+
+def test_a_default_install_says_its_image_is_not_published(tmp_path: Path) -> None:
+    """The default image.repository names no published image: NOTES says so first, with
+    how to build and push one; with a repository of one's own, no warning."""
+    default = rendered_notes(tmp_path / "default", {})
+    assert default.startswith("WARNING: no kube-nudge image is published at ghcr.io/")
+    assert "make image" in default and "--set image.repository=" in default
+    own = rendered_notes(tmp_path / "own", {"image": {"repository": "registry.example/kn"}})
+    assert "WARNING" not in own
+    assert own.startswith("kube-nudge ")
