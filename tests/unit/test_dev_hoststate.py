@@ -3,6 +3,8 @@ on a machine that can't run it."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,8 +81,8 @@ def test_a_snapshot_survives_a_crash_on_disk(tmp_path: Path) -> None:
 def test_a_machine_without_the_runtime_gets_one_line_naming_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(node.shutil, "which", lambda tool: None if tool == "runc" else "/bin/x")
-    monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(shutil, "which", lambda tool: None if tool == "runc" else "/bin/x")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(node.NodeUnavailable) as refused:
         node.check_requirements()
     message = str(refused.value)
