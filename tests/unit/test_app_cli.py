@@ -33,7 +33,7 @@ NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
         ),
         (
             ["--leader-elect", "--lease-duration=5s", "--renew-deadline=10s"],
-            "retry_period < renew_deadline < lease_duration",
+            "--retry-period 2s < --renew-deadline 10s < --lease-duration 5s does not hold",
         ),
         (["--max-concurrent-rollouts=two"], "--max-concurrent-rollouts 'two': want a whole"),
         (

@@ -15,6 +15,7 @@ import sys
 from kube_nudge.agent import LEAN_EXCLUDED
 from kube_nudge.agent.config import add_flags, build_config, to_argv
 from kube_nudge.agent.main import run
+from kube_nudge.app.errors import one_line
 
 __all__ = ["AGENT", "AgentCommand", "lean_argv"]
 
@@ -43,7 +44,7 @@ class AgentCommand:
         try:
             config = build_config(args)
         except ValueError as exc:
-            print(f"kube-nudge: {exc}", file=sys.stderr)
+            print(f"kube-nudge: {one_line(exc)}", file=sys.stderr)
             return 2
         if any(name in sys.modules for name in LEAN_EXCLUDED):
             sys.stdout.flush()

@@ -19,7 +19,7 @@ from typing import NoReturn, Protocol
 
 from kube_nudge import __version__
 from kube_nudge.app.agent_command import AGENT
-from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, CommandError
+from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, CommandError, one_line
 from kube_nudge.app.release_command import APPROVE, RELEASE
 from kube_nudge.app.run_command import RUN
 from kube_nudge.app.status_command import STATUS
@@ -71,7 +71,7 @@ class OneLineParser(argparse.ArgumentParser):
         """One line instead of the whole usage block."""
         command = self.prog.removeprefix("kube-nudge").strip()
         where = f"{command}: " if command else ""
-        self.exit(EXIT_USAGE, f"kube-nudge: {where}{message} (see {self.prog} --help)\n")
+        self.exit(EXIT_USAGE, f"kube-nudge: {where}{one_line(message)} (see {self.prog} --help)\n")
 
 
 def exit_code_help(codes: Sequence[tuple[int, str]]) -> str:
@@ -105,10 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.execute(args))
     except CommandError as exc:
-        print(f"kube-nudge: {exc}", file=sys.stderr)
+        print(f"kube-nudge: {one_line(exc)}", file=sys.stderr)
         return exc.code
     except KubeconfigError as exc:  # its credentials, found wanting by a request
-        print(f"kube-nudge: {exc}", file=sys.stderr)
+        print(f"kube-nudge: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("kube-nudge: interrupted", file=sys.stderr)
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get(DEBUG_ENV):
             raise
-        text = " ".join(str(exc).split())[:300]
+        text = one_line(" ".join(str(exc).split())[:300])
         print(
             f"kube-nudge: {args.command}: unexpected {type(exc).__name__}: {text} "
             f"(set {DEBUG_ENV}=1 to see where)",

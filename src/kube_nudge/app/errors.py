@@ -21,6 +21,7 @@ __all__ = [
     "api_failure",
     "connect",
     "describe_api_error",
+    "one_line",
 ]
 
 #: A flag, an argument or the kubeconfig is wrong; nothing was sent to a cluster.
@@ -45,6 +46,12 @@ class UsageError(CommandError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, EXIT_USAGE)
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line: line breaks and other control characters escaped (a value
+    quoted in it may hold any of them)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(message))
 
 
 def connect(args: argparse.Namespace) -> KubeClient:

@@ -29,7 +29,7 @@ from kube_nudge.app.errors import (
     connect,
     describe_api_error,
 )
-from kube_nudge.app.flags import add_cluster_flags
+from kube_nudge.app.flags import add_cluster_flags, check_namespace
 from kube_nudge.app.wait_command import Target, parse_target
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
@@ -72,8 +72,8 @@ class StampCommand:
                     f"{sources[0].kind}/{sources[0].name}: {self.name} takes workloads "
                     "(deployment/NAME, statefulset/NAME, ...), not sources"
                 )
-            if args.namespace == "":
-                raise ValueError("--namespace '': give a namespace name")
+            if args.namespace is not None:
+                check_namespace("--namespace", args.namespace)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         client = connect(args)

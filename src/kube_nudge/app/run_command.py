@@ -8,12 +8,31 @@ import os
 import sys
 from pathlib import Path
 
+from kube_nudge.app.errors import UsageError, one_line
+from kube_nudge.app.flags import (
+    check_address,
+    check_count,
+    check_duration,
+    check_name,
+    check_namespace,
+    check_namespaces,
+    check_number,
+    check_text,
+    key_from_file,
+    quoted,
+)
 from kube_nudge.app.logs import setup_logging
 from kube_nudge.app.run import RunConfig, WebhookConfig, default_state_namespace, run_forever
 from kube_nudge.controller.controller import ControllerOptions, product_defaults
 from kube_nudge.kube.client import ClientOptions, KubeconfigError, load_kubeconfig
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
+from kube_nudge.model.annotations import (
+    MAX_DEBOUNCE,
+    MAX_MAX_ROLLOUTS,
+    MAX_ROLLOUT_WINDOW,
+    MIN_ROLLOUT_WINDOW,
+)
 from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
@@ -21,18 +40,39 @@ from kube_nudge.runtime.notifier import load_receivers
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
 
-_PENDING_IDENTITY = "assigned-at-start"
-MIN_AUDIT_INTERVAL = 10.0  # the replica's identity replaces it in serve()
+_PENDING_IDENTITY = "assigned-at-start"  # the replica's identity replaces it in serve()
+# The ranges of the flags (the chart's values.schema.json mirrors them). --debounce and
+# --max-rollouts are the annotations' defaults, so they take the annotations' ranges.
+MIN_AUDIT_INTERVAL = 10.0
+MAX_AUDIT_INTERVAL = 86400.0
+MAX_WORKERS = 1000
+MAX_CONCURRENT_ROLLOUTS = 100_000
+MIN_WRITE_QPS, MAX_WRITE_QPS = 0.01, 100_000.0
+MAX_WRITE_BURST = 100_000
+MIN_LEASE_DURATION = 1.0  # a Lease counts whole seconds
+MIN_LEASE_TIMING = 0.1  # --renew-deadline, --retry-period
+MAX_LEASE_TIMING = 3600.0
+MAX_CLUSTER_NAME = 100
 
 
 def parse_max_rollouts(text: str) -> tuple[int, float]:
-    """``N/DURATION`` (e.g. ``3/5m``) → (N, seconds)."""
+    """``N/DURATION`` (e.g. ``3/5m``) → (N, seconds), N from 1 to 1000 and a window from 1s
+    to 24h (the range of the ``kube-nudge.io/max-rollouts`` annotation)."""
     count, sep, window = text.partition("/")
-    if not sep or not count.isdigit() or int(count) < 1:
-        raise ValueError(f"--max-rollouts {text!r}: want N/DURATION, e.g. 3/5m")
-    seconds = parse_duration(window)
-    if seconds <= 0:
-        raise ValueError(f"--max-rollouts {text!r}: the window must be positive")
+    if not sep or not count.isascii() or not count.isdigit():
+        raise ValueError(f"--max-rollouts {quoted(text)}: want N/DURATION, e.g. 3/5m")
+    if not 1 <= int(count) <= MAX_MAX_ROLLOUTS:
+        raise ValueError(
+            f"--max-rollouts {quoted(text)}: N must be from 1 to {MAX_MAX_ROLLOUTS}, e.g. 3/5m"
+        )
+    try:
+        seconds = parse_duration(window)
+    except ValueError as exc:
+        raise ValueError(f"--max-rollouts {quoted(text)}: the window: {exc}") from None
+    if not MIN_ROLLOUT_WINDOW <= seconds <= MAX_ROLLOUT_WINDOW:
+        raise ValueError(
+            f"--max-rollouts {quoted(text)}: the window must be from 1s to 24h, e.g. 3/5m"
+        )
     return int(count), seconds
 
 
@@ -41,6 +81,10 @@ def _duration(flag: str, text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise ValueError(f"{flag}: {exc}") from None
+
+
+def _lease_timing(flag: str, text: str, low: float = MIN_LEASE_TIMING) -> float:
+    return check_duration(flag, text, low, MAX_LEASE_TIMING)
 
 
 def _selector(flag: str, text: str | None) -> str | None:
@@ -65,7 +109,7 @@ def _webhook(args: argparse.Namespace) -> WebhookConfig | None:
         if not Path(given[flag]).is_file():
             raise ValueError(f"{flag} {given[flag]!r}: no such file")
     try:
-        address = parse_address(args.webhook_addr)
+        address = check_address("--webhook-addr", parse_address(args.webhook_addr))
     except ValueError as exc:
         raise ValueError(f"--webhook-addr: {exc}") from None
     tls = TlsFiles(Path(args.webhook_cert_file), Path(args.webhook_key_file))
@@ -75,6 +119,15 @@ def _webhook(args: argparse.Namespace) -> WebhookConfig | None:
 def _positive(flag: str, value: float) -> None:
     if not value > 0:
         raise ValueError(f"{flag} {value:g}: must be greater than 0")
+
+
+def _metrics_address(text: str) -> tuple[str, int] | None:
+    if not text:
+        return None
+    try:
+        return check_address("--metrics-addr", parse_address(text))
+    except ValueError as exc:
+        raise ValueError(f"--metrics-addr: {exc}") from None
 
 
 class RunCommand:
@@ -194,17 +247,23 @@ class RunCommand:
                     "--namespace '': give a namespace name, or omit the flag "
                     "to watch all namespaces"
                 )
+        namespaces = check_namespaces("--namespace", args.namespaces)
         if args.workers < 1:
             raise ValueError(f"--workers {args.workers}: must be at least 1")
+        check_count("--workers", args.workers, 1, MAX_WORKERS)
         _positive("--write-qps", args.write_qps)
+        check_number("--write-qps", args.write_qps, MIN_WRITE_QPS, MAX_WRITE_QPS)
         concurrent = args.max_concurrent_rollouts.strip()
-        if not concurrent.isdigit():
+        if not concurrent.isascii() or not concurrent.isdigit():
             raise ValueError(
-                f"--max-concurrent-rollouts {args.max_concurrent_rollouts!r}: want a whole "
+                f"--max-concurrent-rollouts {quoted(args.max_concurrent_rollouts)}: want a whole "
                 "number such as 5, or 0 for no limit"
             )
+        check_count("--max-concurrent-rollouts", concurrent, 0, MAX_CONCURRENT_ROLLOUTS)
         _positive("--write-burst", args.write_burst)
+        check_count("--write-burst", args.write_burst, 1, MAX_WRITE_BURST)
         count, window = parse_max_rollouts(args.max_rollouts)
+        debounce = check_duration("--debounce", args.debounce, 0.0, MAX_DEBOUNCE)
         webhook = _webhook(args)
         audit_interval = _duration("--audit-interval", args.audit_interval)
         if audit_interval < 0 or 0 < audit_interval < MIN_AUDIT_INTERVAL:
@@ -212,27 +271,52 @@ class RunCommand:
                 f"--audit-interval {args.audit_interval}: at least "
                 f"{MIN_AUDIT_INTERVAL:g}s (each pass lists every workload's pods), or 0 for off"
             )
-        receivers = load_receivers(
-            Path(args.notify_receivers_file) if args.notify_receivers_file else None, os.environ
-        )
-        state_namespace = args.state_namespace or default_state_namespace()
-        lease = None
-        if args.leader_elect:
-            lease = LeaseConfig(
-                namespace=state_namespace,
-                name=args.lease_name,
-                identity=_PENDING_IDENTITY,
-                lease_duration=_duration("--lease-duration", args.lease_duration),
-                renew_deadline=_duration("--renew-deadline", args.renew_deadline),
-                retry_period=_duration("--retry-period", args.retry_period),
+        check_duration(
+            "--audit-interval", args.audit_interval, MIN_AUDIT_INTERVAL, MAX_AUDIT_INTERVAL,
+            off=True,
+        )  # fmt: skip
+        try:
+            receivers = load_receivers(
+                Path(args.notify_receivers_file) if args.notify_receivers_file else None,
+                os.environ,
             )
+        except ValueError as exc:
+            if not args.notify_receivers_file:
+                raise
+            raise ValueError(f"--notify-receivers-file: {exc}") from None
+        cluster_name = check_text("--cluster-name", args.cluster_name, MAX_CLUSTER_NAME)
+        if args.state_namespace is not None:
+            check_namespace("--state-namespace", args.state_namespace)
+        state_namespace = args.state_namespace or default_state_namespace()
+        lease_name = check_name("--lease-name", args.lease_name)
+        check_name("--hmac-secret", args.hmac_secret)
+        if args.hmac_key_file:
+            key_from_file(args)
+        # Checked with or without --leader-elect: a bad value is a mistake either way.
+        timings = {
+            "lease_duration": _lease_timing(
+                "--lease-duration", args.lease_duration, MIN_LEASE_DURATION
+            ),
+            "renew_deadline": _lease_timing("--renew-deadline", args.renew_deadline),
+            "retry_period": _lease_timing("--retry-period", args.retry_period),
+        }
+        if not timings["retry_period"] < timings["renew_deadline"] < timings["lease_duration"]:
+            raise ValueError(
+                f"--retry-period {args.retry_period} < --renew-deadline {args.renew_deadline} "
+                f"< --lease-duration {args.lease_duration} does not hold: a leader must stop "
+                "before its lease can expire for the others"
+            )
+        lease = LeaseConfig(
+            namespace=state_namespace, name=lease_name, identity=_PENDING_IDENTITY, **timings
+        )
+        metrics_addr = _metrics_address(args.metrics_addr)
         return RunConfig(
             kubeconfig=args.kubeconfig,
             context=args.context,
             controller=ControllerOptions(
-                namespaces=tuple(args.namespaces),
+                namespaces=namespaces,
                 defaults=product_defaults(
-                    debounce=_duration("--debounce", args.debounce),
+                    debounce=debounce,
                     max_rollouts=count,
                     rollout_window=window,
                     compat=args.compat,
@@ -243,26 +327,29 @@ class RunCommand:
                 max_concurrent_rollouts=int(concurrent) or None,
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
-            metrics_addr=parse_address(args.metrics_addr) if args.metrics_addr else None,
+            metrics_addr=metrics_addr,
             webhook=webhook,
             audit_interval=audit_interval,
             state_namespace=state_namespace,
-            lease=lease,
+            lease=lease if args.leader_elect else None,
             hmac_key_file=Path(args.hmac_key_file) if args.hmac_key_file else None,
             hmac_secret=args.hmac_secret,
             custom_workloads=tuple(parse_workload_flag(text) for text in args.workload),
             receivers=receivers,
-            cluster_name=args.cluster_name or None,
+            cluster_name=cluster_name or None,
         )
 
     def execute(self, args: argparse.Namespace) -> int:
         """Validate, then serve until SIGINT/SIGTERM."""
         try:
-            setup_logging(args.log_level, args.log_format)
+            try:
+                setup_logging(args.log_level, args.log_format)
+            except ValueError as exc:
+                raise ValueError(f"--log-level: {exc}") from None
             config = self.config(args)
             load_kubeconfig(config.kubeconfig, config.context)  # in-cluster when none is given
-        except (ValueError, KubeconfigError) as exc:
-            print(f"kube-nudge: {exc}", file=sys.stderr)
+        except (ValueError, KubeconfigError, UsageError) as exc:
+            print(f"kube-nudge: {one_line(exc)}", file=sys.stderr)
             return 2
         try:
             return run_forever(config)

@@ -19,7 +19,8 @@ from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_fail
 from kube_nudge.app.flags import (
     add_cluster_flags,
     add_key_flags,
-    key_from_file,
+    check_key_flags,
+    check_namespaces,
     read_installation_key,
 )
 from kube_nudge.controller.status import WorkloadStatus, collect, status_document
@@ -64,9 +65,11 @@ class StatusCommand:
 
     def execute(self, args: argparse.Namespace) -> int:
         """Validate, collect, print; the exit code."""
-        if any(not namespace for namespace in args.namespaces):
-            raise UsageError("--namespace '': give a namespace name")
-        key_from_file(args)
+        try:
+            check_namespaces("--namespace", args.namespaces)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        check_key_flags(args)
         client = connect(args)
         try:
             rows, key_known = asyncio.run(self._collect(client, args))

@@ -33,14 +33,18 @@ from kube_nudge.app.errors import (
 from kube_nudge.app.flags import (
     add_cluster_flags,
     add_key_flags,
-    key_from_file,
+    check_duration,
+    check_key_flags,
+    check_namespace,
+    quoted,
     read_installation_key,
 )
 from kube_nudge.controller.status import WorkloadStatus, collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import SourceKind, parse_duration
+from kube_nudge.model import SourceKind
+from kube_nudge.model.annotations import is_dns_subdomain
 
 __all__ = ["WAIT", "Target", "WaitCommand", "parse_target"]
 
@@ -54,6 +58,7 @@ _WORKLOAD_KINDS = {
 }
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 POLL_SECONDS = 1.0
+MIN_TIMEOUT, MAX_TIMEOUT = 0.001, 86400.0
 EXIT_FAILED, EXIT_TIMEOUT, EXIT_NOTHING_TO_WAIT_FOR = 1, 3, 4
 
 
@@ -74,9 +79,9 @@ def parse_target(text: str) -> Target:
     """``configmap/NAME``, ``secret/NAME`` or ``deployment/NAME`` (any built-in kind, as
     kind, plural or Kind); ValueError naming the value."""
     kind, sep, name = text.partition("/")
-    if not sep or _NAME.fullmatch(name) is None:
+    if not sep or _NAME.fullmatch(name) is None or not is_dns_subdomain(name):
         raise ValueError(
-            f"{text!r}: want KIND/NAME such as configmap/app, secret/db or deployment/web"
+            f"{quoted(text)}: want KIND/NAME such as configmap/app, secret/db or deployment/web"
         )
     if kind in _SOURCE_KINDS:
         return Target(_SOURCE_KINDS[kind], name)
@@ -85,7 +90,7 @@ def parse_target(text: str) -> Target:
     kinds = ", ".join(
         sorted({*_SOURCE_KINDS.values(), *(k.lower() for k in _WORKLOAD_KINDS.values())})
     )
-    raise ValueError(f"{text!r}: unknown kind {kind!r}; one of {kinds}")
+    raise ValueError(f"{quoted(text)}: unknown kind {quoted(kind)}; one of {kinds}")
 
 
 def _selected(rows: Sequence[WorkloadStatus], targets: Sequence[Target]) -> list[WorkloadStatus]:
@@ -152,14 +157,12 @@ class WaitCommand:
         """Validate, then wait; the exit code."""
         try:
             targets = [parse_target(text) for text in args.targets]
-            timeout = parse_duration(args.timeout)
-            if timeout <= 0:
-                raise ValueError(f"--timeout {args.timeout!r}: must be positive")
-            if args.namespace == "":
-                raise ValueError("--namespace '': give a namespace name")
+            timeout = check_duration("--timeout", args.timeout, MIN_TIMEOUT, MAX_TIMEOUT)
+            if args.namespace is not None:
+                check_namespace("--namespace", args.namespace)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        key_from_file(args)
+        check_key_flags(args)
         client = connect(args)
         try:
             return asyncio.run(self._wait(client, args, targets, timeout, sys.stdout))

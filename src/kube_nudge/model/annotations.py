@@ -75,6 +75,8 @@ __all__ = [
     "format_failed",
     "format_hash_at",
     "format_rolled_at",
+    "is_dns_label",
+    "is_dns_subdomain",
     "parse_duration",
     "parse_failed",
     "parse_hash_at",
@@ -674,9 +676,16 @@ def _parse_share_with(name: str, value: str) -> frozenset[str]:
     return frozenset(items)
 
 
-def _is_label(text: str) -> bool:
+def is_dns_label(text: str) -> bool:
+    """A DNS-1123 label (a namespace's name): at most 63 of a-z, 0-9 and "-", alphanumeric
+    at both ends."""
     return len(text) <= 63 and _LABEL_RE.fullmatch(text) is not None
 
 
-def _is_subdomain(text: str) -> bool:
+def is_dns_subdomain(text: str) -> bool:
+    """A DNS-1123 subdomain (most objects' names): labels joined by ".", at most 253."""
     return len(text) <= 253 and _SUBDOMAIN_RE.fullmatch(text) is not None
+
+
+_is_label = is_dns_label
+_is_subdomain = is_dns_subdomain
