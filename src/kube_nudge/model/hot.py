@@ -232,9 +232,9 @@ def agent_key_id(key: bytes) -> str:
 def agent_dir_hash(key: bytes, files: Mapping[str, bytes]) -> str:
     """The agent's hash of a directory holding ``files`` (relative path -> content)."""
     mac = hmac.new(key, _DIR_DOMAIN, hashlib.sha256)
-    for name in sorted(path.encode() for path in files):
+    for name in sorted(path.encode("utf-8", "surrogatepass") for path in files):
         mac.update(len(name).to_bytes(8, "big") + name)
-        mac.update(hashlib.sha256(files[name.decode()]).digest())
+        mac.update(hashlib.sha256(files[name.decode("utf-8", "surrogatepass")]).digest())
     return mac.hexdigest()
 
 
