@@ -178,3 +178,21 @@ async def make_fleet(
             annotations["kube-nudge.io/rollout-order"] = str(order)
         body = manifests.deployment(name, replicas=replicas, spec=spec, annotations=annotations)
         await kube.create(DEPLOYMENTS.path(namespace), body)
+
+
+async def roll_to_good_then_broken(
+    kube: KubeClient, namespace: str, timeline: Timeline
+) -> str | None:
+    """Change "web"'s config to a good one (v2), wait until it is out, then to a broken
+    one; returns the good template once the failed rollout was rolled back to it."""
+    before = timeline.seen["web"].template
+    await change(kube, namespace, "v2")
+    await timeline.until(lambda: timeline.seen["web"].template != before
+                         and timeline.seen["web"].done)  # fmt: skip
+    good = timeline.seen["web"].template
+    await change(kube, namespace, "broken")
+    await timeline.until(lambda: timeline.seen["web"].failed)
+    await held_for(kube, namespace, "RolledBack")
+    await timeline.until(lambda: timeline.seen["web"].template == good
+                         and timeline.seen["web"].done)  # fmt: skip
+    return good

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,6 +217,15 @@ async def _runs(kube: KubeClient, cluster: LocalCluster, rel: Release, line: str
         await asyncio.sleep(0.5)  # polling container logs: no watch exists for them
 
 
+async def _adopted(kube: KubeClient, rel: Release) -> None:
+    """Wait until kube-nudge adopted `app` (its baseline recorded, nothing restarted)."""
+    await wait_for_object(
+        kube, DEPLOYMENTS.path(rel.apps), "app",
+        lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
+        timeout=60,
+    )  # fmt: skip
+
+
 async def _hmac_key(kube: KubeClient, rel: Release) -> bytes:
     [secret] = [s for s in (await kube.get(SECRETS.path(rel.namespace)))["items"]
                 if s["metadata"]["name"].endswith("-hmac-key")]  # fmt: skip
@@ -232,15 +242,17 @@ async def test_two_real_replicas_elect_a_leader_and_roll_a_workload_onto_its_new
         assert status["ready"] and status["restartCount"] == 0
     leader = await _leader(kube, release, set(pods))
     assert leader in pods
+    # The controller's memory in its real container, as its own /metrics reports it (the
+    # host reaches pod addresses over the node's bridge).
+    address = pods[leader]["status"]["podIP"]
+    rss = await asyncio.to_thread(_metric, f"http://{address}:8080/metrics",
+                                  "process_resident_memory_bytes")  # fmt: skip
+    print(f"\ncontroller RSS in its container (leader, idle): {rss / 2**20:.1f} MiB")
 
     await kube.create(CONFIGMAPS.path(release.apps), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(DEPLOYMENTS.path(release.apps), _app(release))
     await asyncio.wait_for(_runs(kube, cluster, release, "env v0"), timeout=120)
-    await wait_for_object(
-        kube, DEPLOYMENTS.path(release.apps), "app",
-        lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
-        timeout=60,
-    )  # fmt: skip
+    await _adopted(kube, release)
 
     await kube.merge_patch(CONFIGMAPS.path(release.apps, "app"), {"data": {"LEVEL": "v1"}})
     # The new pod runs the new config: read back from its container, not from the template.
@@ -269,6 +281,15 @@ async def test_two_real_replicas_elect_a_leader_and_roll_a_workload_onto_its_new
     assert len((await _replica_set_names(kube, release)) - sets) == 1
 
 
+def _metric(url: str, name: str) -> float:
+    """One unlabelled sample from a Prometheus text page."""
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310  # nosec B310 # a pod address on the node's bridge
+        for line in response.read().decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not in {url}")
+
+
 async def _replica_set_names(kube: KubeClient, rel: Release) -> set[str]:
     return {rs["metadata"]["name"] for rs in (await kube.get(REPLICASETS.path(rel.apps)))["items"]}
 
@@ -280,11 +301,7 @@ async def test_a_killed_leader_is_replaced_and_no_change_is_lost_or_rolled_twice
     leader = await _leader(kube, release, set(pods))
     await kube.create(CONFIGMAPS.path(release.apps), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(DEPLOYMENTS.path(release.apps), _app(release))
-    await wait_for_object(
-        kube, DEPLOYMENTS.path(release.apps), "app",
-        lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
-        timeout=60,
-    )  # fmt: skip
+    await _adopted(kube, release)
 
     [lease] = (await kube.get(LEASES.path(release.namespace)))["items"]
     held = lease["spec"]["holderIdentity"]
@@ -326,11 +343,7 @@ async def test_the_snapshot_webhook_is_called_through_its_service(
     await kube.create(CONFIGMAPS.path(release.apps), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(DEPLOYMENTS.path(release.apps), _app(release, strategy="snapshot"))
     original = _app(release, strategy="snapshot")["spec"]["template"]["spec"]
-    await wait_for_object(
-        kube, DEPLOYMENTS.path(release.apps), "app",
-        lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
-        timeout=60,
-    )  # fmt: skip
+    await _adopted(kube, release)
     await kube.merge_patch(CONFIGMAPS.path(release.apps, "app"), {"data": {"LEVEL": "v1"}})
     rolled = await wait_for_object(
         kube, DEPLOYMENTS.path(release.apps), "app",

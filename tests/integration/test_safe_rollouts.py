@@ -40,6 +40,7 @@ from tests.integration.rollout_timeline import (
     change,
     held,
     held_for,
+    roll_to_good_then_broken,
     valid,
     watching,
 )
@@ -190,16 +191,7 @@ async def test_a_failed_snapshot_rollout_is_rolled_back_to_the_good_copies(
 ) -> None:
     rollback = {"kube-nudge.io/strategy": "snapshot", "kube-nudge.io/on-failure": "rollback"}
     async with one_web(kube, cluster, namespace, **rollback) as timeline:
-        before = timeline.seen["web"].template
-        await change(kube, namespace, "v2")
-        await timeline.until(lambda: timeline.seen["web"].template != before
-                             and timeline.seen["web"].done)  # fmt: skip
-        good = timeline.seen["web"].template
-        await change(kube, namespace, "broken")
-        await timeline.until(lambda: timeline.seen["web"].failed)
-        await held_for(kube, namespace, "RolledBack")
-        await timeline.until(lambda: timeline.seen["web"].template == good)
-        await timeline.until(lambda: timeline.seen["web"].done)
+        good = await roll_to_good_then_broken(kube, namespace, timeline)
         web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
         env = web["spec"]["template"]["spec"]["containers"][0]["env"][0]
         copy = env["valueFrom"]["configMapKeyRef"]["name"]

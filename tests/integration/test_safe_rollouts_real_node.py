@@ -24,8 +24,8 @@ from tests.integration.rollout_timeline import (
     assert_in_order,
     change,
     held,
-    held_for,
     make_fleet,
+    roll_to_good_then_broken,
     watching,
 )
 
@@ -118,16 +118,7 @@ async def test_a_failed_snapshot_rollout_rolls_back_and_the_pods_are_ready_on_th
     async with watching(kube, namespace) as timeline:
         await timeline.until(lambda: "web" in timeline.seen and timeline.seen["web"].done)
         async with running_controller(cluster, namespace):
-            before = timeline.seen["web"].template
-            await change(kube, namespace, "v2")
-            await timeline.until(lambda: timeline.seen["web"].template != before
-                                 and timeline.seen["web"].done)  # fmt: skip
-            good = timeline.seen["web"].template
-            await change(kube, namespace, "broken")
-            await timeline.until(lambda: timeline.seen["web"].failed)
-            await held_for(kube, namespace, "RolledBack")
-            await timeline.until(lambda: timeline.seen["web"].template == good
-                                 and timeline.seen["web"].done)  # fmt: skip
+            await roll_to_good_then_broken(kube, namespace, timeline)
             web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
             env = web["spec"]["template"]["spec"]["containers"][0]["env"][0]
             copy = env["valueFrom"]["configMapKeyRef"]["name"]
