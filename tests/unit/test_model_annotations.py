@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kube_nudge.model import annotations as a
+from kube_nudge.model import compat
 from kube_nudge.model.annotations import (
     SourceSettings,
     WorkloadSettings,
@@ -78,7 +79,20 @@ def test_defaults_match_constants() -> None:
 # --- enabled and compat ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "enabled"), [("true", True), ("false", False), (" true ", True)])
+SPELLINGS = [(value, True) for value in a.TRUE_SPELLINGS] + [
+    (value, False) for value in a.FALSE_SPELLINGS
+]
+NOT_BOOLEANS = ["yes", "no", "on", "off", "y", "enabled", "TrUe", "2", "-1", "", "true!"]
+ACCEPTED = "(also accepted: True, TRUE, t, T, 1 and False, FALSE, f, F, 0)"
+
+
+def test_the_one_set_of_boolean_spellings() -> None:
+    """Go's strconv.ParseBool: what Reloader reads its own switches with."""
+    assert a.TRUE_SPELLINGS == ("true", "True", "TRUE", "t", "T", "1")
+    assert a.FALSE_SPELLINGS == ("false", "False", "FALSE", "f", "F", "0")
+
+
+@pytest.mark.parametrize(("value", "enabled"), [*SPELLINGS, (" true ", True)])
 def test_enabled(value: str, enabled: bool) -> None:
     assert parse({a.ENABLED: value}) == (
         replace(DEFAULTS, enabled=enabled),
@@ -86,11 +100,78 @@ def test_enabled(value: str, enabled: bool) -> None:
     )
 
 
-@pytest.mark.parametrize("value", ["True", "yes", "1", "", "on"])
+@pytest.mark.parametrize("value", NOT_BOOLEANS)
 def test_enabled_invalid(value: str) -> None:
     settings, errors = parse({a.ENABLED: value})
     assert settings.enabled is False
-    assert errors == [f'kube-nudge.io/enabled must be "true" or "false", got "{value}"']
+    assert errors == [f'kube-nudge.io/enabled must be "true" or "false", got "{value}" {ACCEPTED}']
+
+
+# Every boolean annotation: where it goes, and how to read its value back.
+WORKLOAD_BOOLEANS = [a.ENABLED, *compat.WORKLOAD_SWITCHES]
+SOURCE_BOOLEANS = [(a.IGNORE, "ignore"), (compat.IGNORE, "ignore"), (compat.MATCH, "matched")]
+
+
+@pytest.mark.parametrize("name", WORKLOAD_BOOLEANS)
+@pytest.mark.parametrize(("value", "on"), SPELLINGS)
+def test_every_workload_boolean_takes_the_one_set(name: str, value: str, on: bool) -> None:
+    settings, errors = parse({name: value}, compat=True)
+    assert (settings.enabled, errors) == (on, [])
+
+
+@pytest.mark.parametrize("name", WORKLOAD_BOOLEANS)
+@pytest.mark.parametrize("value", NOT_BOOLEANS)
+def test_every_workload_boolean_refuses_the_rest_out_loud(name: str, value: str) -> None:
+    settings, errors = parse({name: value}, compat=True)
+    assert settings.enabled is False
+    assert errors == [f'{name} must be "true" or "false", got "{value}" {ACCEPTED}']
+
+
+@pytest.mark.parametrize(("name", "field"), SOURCE_BOOLEANS)
+@pytest.mark.parametrize(("value", "on"), SPELLINGS)
+def test_every_source_boolean_takes_the_one_set(
+    name: str, field: str, value: str, on: bool
+) -> None:
+    settings, errors = parse_source({name: value}, compat=True)
+    assert (getattr(settings, field), errors) == (on, [])
+
+
+@pytest.mark.parametrize(("name", "field"), SOURCE_BOOLEANS)
+@pytest.mark.parametrize("value", NOT_BOOLEANS)
+def test_every_source_boolean_refuses_the_rest_out_loud(name: str, field: str, value: str) -> None:
+    settings, errors = parse_source({name: value}, compat=True)
+    assert getattr(settings, field) is False
+    assert errors == [f'{name} must be "true" or "false", got "{value}" {ACCEPTED}']
+
+
+def test_peer_switches_mean_nothing_without_compat() -> None:
+    assert parse({compat.AUTO: "yes"}) == (DEFAULTS, [])
+    assert parse_source({compat.IGNORE: "yes"}) == (parse_source({})[0], [])
+
+
+@pytest.mark.parametrize(
+    ("annotations", "compat_on", "mistyped"),
+    [
+        ({a.ENABLED: "yes"}, False, True),
+        ({a.ENABLED: "True"}, False, False),  # opted in: the reconciler reports the rest
+        ({a.ENABLED: "false"}, False, False),
+        ({a.ENABLED: "false", a.DEBOUNCE: "soon"}, False, False),  # opted out on purpose
+        ({a.DEBOUNCE: "soon"}, False, False),  # never tried to opt in
+        ({}, False, False),
+        ({a.ENABLED: True}, False, True),  # not a string
+        ({compat.AUTO: "on"}, True, True),
+        ({compat.AUTO: "on"}, False, False),  # not ours without --compat
+        ({compat.WAVE_ON: "enabled"}, True, True),
+    ],
+)
+def test_a_mistyped_opt_in_is_told(
+    annotations: dict[str, Any], compat_on: bool, mistyped: bool
+) -> None:
+    defaults = replace(a.WorkloadDefaults(), compat=compat_on)
+    errors = a.mistyped_opt_in(annotations, "team", defaults)
+    assert bool(errors) is mistyped
+    if mistyped:
+        assert errors == parse(annotations, compat=compat_on)[1]
 
 
 def test_enabled_non_string_is_an_error() -> None:
@@ -335,7 +416,7 @@ def test_source_settings_errors() -> None:
     settings, errors = parse_source({a.IGNORE: "maybe", a.SHARE_WITH: "ok,Not_OK"})
     assert settings == SourceSettings(False, frozenset())
     assert errors == [
-        'kube-nudge.io/ignore must be "true" or "false", got "maybe"',
+        f'kube-nudge.io/ignore must be "true" or "false", got "maybe" {ACCEPTED}',
         'kube-nudge.io/share-with has an invalid item "Not_OK": want a namespace name or "*"',
     ]
     assert parse_source({a.SHARE_WITH: "a,,b"})[1] == [

@@ -251,9 +251,7 @@ class WaitCommand:
                 problems.append(f"{label}: no opted-in workload consumes it")
             else:
                 hint = "" if args.compat else "; Wave and Reloader opt-ins count with --compat"
-                problems.append(
-                    f'{label}: not opted in (kube-nudge.io/enabled is not "true"{hint})'
-                )
+                problems.append(f"{label}: not opted in (kube-nudge.io/enabled is not true{hint})")
         if problems:
             raise CommandError(
                 "nothing to wait for: " + "; ".join(problems), EXIT_NOTHING_TO_WAIT_FOR

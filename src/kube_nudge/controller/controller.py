@@ -37,7 +37,7 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import SNAPSHOT_LABEL
+from kube_nudge.model.annotations import SNAPSHOT_LABEL, mistyped_opt_in
 from kube_nudge.model.notifications import Notification
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
@@ -50,6 +50,7 @@ from kube_nudge.strategies.registry import build_strategies, strategy_names
 from kube_nudge.strategies.rollout import annotate_workload
 
 log = logging.getLogger(__name__)
+_MAX_MISTYPED = 10_000
 
 #: Secrets no pod template can consume as config: skipped server-side, never listed.
 SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
@@ -140,6 +141,7 @@ class Controller:
         for kind in options.kinds:
             metrics.kind_available.labels(resource=str(kind.resource)).set(1)
         self.synced = asyncio.Event()
+        self._mistyped: dict[tuple[str, str, str], str] = {}  # reported once per message
         self.cache = Cache(self)
         self.workers = Workers(self)
         self.replacer = PodReplacer(
@@ -225,7 +227,10 @@ class Controller:
         defaults = self.options.defaults
 
         def project(obj: dict[str, Any]) -> WorkloadView | None:
-            return project_workload(obj, kind.template_path, defaults, kind=kind.resource.kind)
+            view = project_workload(obj, kind.template_path, defaults, kind=kind.resource.kind)
+            if view is None:
+                self._report_mistyped_opt_in(kind, obj)
+            return view
 
         def on_change(key: Key, old: WorkloadView | None, new: WorkloadView | None) -> None:
             self._workload_changed((kind, *key), old, new)
@@ -290,6 +295,29 @@ class Controller:
         for other in waiting:
             if (other_view := self.workload(other)) is not None:
                 self.queue.add(other, other_view.settings.debounce)
+
+    def _report_mistyped_opt_in(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
+        """A workload left out because its opt-in is not a boolean (`enabled: "yes"`): the
+        combined Warning Event ``InvalidAnnotation`` and a log line, once per message, as
+        for opted-in workloads (the reconciler) and sources, instead of silence."""
+        metadata = obj.get("metadata") or {}
+        namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        errors = mistyped_opt_in(metadata.get("annotations"), namespace, self.options.defaults)
+        key = (str(kind.resource), namespace, name)
+        message = "; ".join(errors)
+        if self._mistyped.get(key, "") == message:
+            return
+        if not errors:
+            self._mistyped.pop(key, None)
+            return
+        if len(self._mistyped) >= _MAX_MISTYPED:  # deleted ones are never seen again
+            self._mistyped.clear()
+        self._mistyped[key] = message
+        log.warning("%s %s/%s: not opted in: %s", kind.resource.kind, namespace, name, message)
+        uid = str(metadata.get("uid") or "")
+        if uid:
+            ref = ObjectRef(kind.resource.api_version, kind.resource.kind, namespace, name, uid)
+            self.events.post(ref, WARNING, "InvalidAnnotation", message)
 
     def _report_source_errors(self, resource: Resource, ref: SourceRef, view: SourceView) -> None:
         log.warning("%s: %s", ref, "; ".join(view.errors))

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from kube_nudge.model import compat
-from kube_nudge.model.compat import source_ignored, source_matched, translate_workload
+from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
+from kube_nudge.model.compat import MATCH as RELOADER_MATCH
+from kube_nudge.model.compat import SOURCE_SWITCHES, WORKLOAD_SWITCHES, translate_workload
 from kube_nudge.model.quoting import show
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.selectors import check_label_selector
@@ -40,6 +42,7 @@ __all__ = [
     "ENABLED",
     "EXCLUDE",
     "FAILED",
+    "FALSE_SPELLINGS",
     "HOT_DEADLINE",
     "HOT_FALLBACK",
     "HOT_RELOAD",
@@ -68,6 +71,7 @@ __all__ = [
     "STRATEGIES",
     "STRATEGY",
     "STRATEGY_SNAPSHOT",
+    "TRUE_SPELLINGS",
     "SourceSettings",
     "WorkloadDefaults",
     "WorkloadSettings",
@@ -77,6 +81,8 @@ __all__ = [
     "format_rolled_at",
     "is_dns_label",
     "is_dns_subdomain",
+    "mistyped_opt_in",
+    "parse_bool",
     "parse_duration",
     "parse_failed",
     "parse_hash_at",
@@ -86,6 +92,15 @@ __all__ = [
 ]
 
 PREFIX: Final = "kube-nudge.io/"
+
+#: The spellings every boolean annotation accepts: kube-nudge's (`enabled`, `ignore`) and,
+#: with --compat, Reloader's and Wave's switches (`compat.WORKLOAD_SWITCHES`,
+#: `compat.SOURCE_SWITCHES`). They are Go's `strconv.ParseBool`, which Reloader reads its own
+#: annotations with, so a value that opted a workload in under Reloader opts it in here.
+#: Anything else (`"yes"`, `"on"`, `"enabled"`) is an error: a Warning Event
+#: `InvalidAnnotation` and a log line, and the annotation counts as unset.
+TRUE_SPELLINGS: Final = ("true", "True", "TRUE", "t", "T", "1")
+FALSE_SPELLINGS: Final = ("false", "False", "FALSE", "f", "F", "0")
 
 # On the workload.
 ENABLED: Final = PREFIX + "enabled"
@@ -301,7 +316,7 @@ class SourceSettings:
 
 
 def parse_workload(
-    annotations: Mapping[str, str] | None,
+    annotations: Mapping[str, object] | None,
     namespace: str,
     defaults: WorkloadDefaults = _PRODUCT_DEFAULTS,
 ) -> tuple[WorkloadSettings, list[str]]:
@@ -313,8 +328,12 @@ def parse_workload(
     """
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
     errors: list[str] = []
-    enabled = _field(ann, ENABLED, _parse_bool, None, errors)
-    peers = translate_workload(ann) if defaults.compat else None
+    enabled = _field(ann, ENABLED, parse_bool, None, errors)
+    peers = None
+    if defaults.compat:
+        switches = {name: _field(ann, name, parse_bool, False, errors)
+                    for name in WORKLOAD_SWITCHES if name in ann}  # fmt: skip
+        peers = translate_workload(ann, switches)
     if enabled is None:
         enabled = peers is not None and peers.enabled
 
@@ -400,11 +419,13 @@ def parse_source(
     `compat`, Reloader's ignore annotation also ignores it, and its match annotation is read."""
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
     errors: list[str] = []
-    ignore = _field(ann, IGNORE, _parse_bool, None, errors)
+    ignore = _field(ann, IGNORE, parse_bool, None, errors)
+    switches = {name: _field(ann, name, parse_bool, False, errors)
+                for name in SOURCE_SWITCHES if compat and name in ann}  # fmt: skip
     if ignore is None and compat:
-        ignore = source_ignored(ann)
+        ignore = switches.get(RELOADER_IGNORE, False)
     share_with = _field(ann, SHARE_WITH, _parse_share_with, _NO_NAMESPACES, errors)
-    matched = compat and source_matched(ann)
+    matched = compat and switches.get(RELOADER_MATCH, False)
     pod_selector = _field(ann, POD_SELECTOR, check_label_selector, None, errors)
     settings = SourceSettings(
         ignore=bool(ignore), share_with=share_with, matched=matched, pod_selector=pod_selector
@@ -494,10 +515,37 @@ def _field(
         return default
 
 
-def _parse_bool(name: str, value: str) -> bool:
-    if value in ("true", "false"):
-        return value == "true"
-    raise ValueError(f'{name} must be "true" or "false", got {show(value)}')
+def parse_bool(name: str, value: str) -> bool:
+    """A boolean annotation's value, one of `TRUE_SPELLINGS` or `FALSE_SPELLINGS`;
+    ValueError naming the annotation, the value and the spellings otherwise."""
+    if value in TRUE_SPELLINGS:
+        return True
+    if value in FALSE_SPELLINGS:
+        return False
+    raise ValueError(
+        f'{name} must be "true" or "false", got {show(value)} (also accepted: '
+        f"{', '.join(TRUE_SPELLINGS[1:])} and {', '.join(FALSE_SPELLINGS[1:])})"
+    )
+
+
+def mistyped_opt_in(
+    annotations: Mapping[str, object] | None,
+    namespace: str,
+    defaults: WorkloadDefaults = _PRODUCT_DEFAULTS,
+) -> list[str]:
+    """For a workload that is not opted in: its annotation errors when an opt-in annotation
+    is set to something that is not a boolean (`kube-nudge.io/enabled: "yes"`, or with
+    --compat `reloader.stakater.com/auto: "on"`), else none. Such a workload is left alone
+    like any other that did not opt in, but its owner meant to opt in and must be told."""
+    ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
+    names = (ENABLED, *WORKLOAD_SWITCHES) if defaults.compat else (ENABLED,)
+    for name in names:
+        value = ann.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or value.strip() not in TRUE_SPELLINGS + FALSE_SPELLINGS:
+            return parse_workload(ann, namespace, defaults)[1]
+    return []
 
 
 def _split(name: str, value: str) -> list[str]:

@@ -18,6 +18,10 @@ On a ConfigMap or Secret, `reloader.stakater.com/ignore: "true"` means `kube-nud
 and `reloader.stakater.com/match: "true"` makes it count for `search` workloads.
 Reloader annotations with no equivalent (rollout strategy, pause period, ...) are reported
 as errors (a Warning Event on the workload) instead of being silently ignored.
+
+The switches (`WORKLOAD_SWITCHES`, `SOURCE_SWITCHES`) take the spellings of every boolean
+annotation, which `annotations.parse_bool` reads: this module gets their values parsed, so
+that a mistyped one (`auto: "yes"`) is an error like any other, never a silent "off".
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Final
 
 from kube_nudge.model.references import SourceKind
 
-__all__ = ["CompatWorkload", "source_ignored", "source_matched", "translate_workload"]
+__all__ = ["SOURCE_SWITCHES", "WORKLOAD_SWITCHES", "CompatWorkload", "translate_workload"]
 
 RELOADER: Final = "reloader.stakater.com/"
 AUTO: Final = RELOADER + "auto"
@@ -45,6 +49,10 @@ WAVE_SECRETS: Final = "wave.pusher.com/extra-secrets"
 _RELOADER_PREFIXES: Final = (RELOADER, "configmap.reloader.stakater.com/",
                              "secret.reloader.stakater.com/")  # fmt: skip
 _MAPPED: Final = frozenset({AUTO, CM_AUTO, SECRET_AUTO, CM_RELOAD, SECRET_RELOAD, SEARCH})
+#: The boolean peer annotations of a workload: each one opts it in.
+WORKLOAD_SWITCHES: Final = (AUTO, CM_AUTO, SECRET_AUTO, SEARCH, WAVE_ON)
+#: The boolean peer annotations of a ConfigMap or Secret.
+SOURCE_SWITCHES: Final = (IGNORE, MATCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +72,6 @@ class CompatWorkload:
     errors: tuple[str, ...]
 
 
-def _true(annotations: Mapping[str, object], name: str) -> bool:
-    value = annotations.get(name)
-    return isinstance(value, str) and value.strip() == "true"
-
-
 def _items(annotations: Mapping[str, object], name: str) -> tuple[str, ...]:
     value = annotations.get(name)
     if not isinstance(value, str):
@@ -76,12 +79,15 @@ def _items(annotations: Mapping[str, object], name: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def translate_workload(annotations: Mapping[str, object]) -> CompatWorkload:
-    """Map a workload's Reloader/Wave annotations (see the module table)."""
-    auto, cm_auto, secret_auto = (_true(annotations, n) for n in (AUTO, CM_AUTO, SECRET_AUTO))
+def translate_workload(
+    annotations: Mapping[str, object], switches: Mapping[str, bool]
+) -> CompatWorkload:
+    """Map a workload's Reloader/Wave annotations (see the module table); ``switches`` holds
+    the parsed value of each of ``WORKLOAD_SWITCHES`` that is set (absent: off)."""
+    auto, cm_auto, secret_auto = (switches.get(n, False) for n in (AUTO, CM_AUTO, SECRET_AUTO))
     cm_named, secret_named = _items(annotations, CM_RELOAD), _items(annotations, SECRET_RELOAD)
-    wave = _true(annotations, WAVE_ON)
-    search = _true(annotations, SEARCH)
+    wave = switches.get(WAVE_ON, False)
+    search = switches.get(SEARCH, False)
     kinds: set[SourceKind] | None = None
     if (cm_auto or secret_auto) and not auto:
         kinds = {SourceKind.CONFIGMAP} if cm_auto else set()
@@ -106,13 +112,3 @@ def translate_workload(annotations: Mapping[str, object]) -> CompatWorkload:
         matched_only=search and not (broader or named),
         errors=errors,
     )
-
-
-def source_ignored(annotations: Mapping[str, object]) -> bool:
-    """Reloader's `reloader.stakater.com/ignore: "true"` on a ConfigMap or Secret."""
-    return _true(annotations, IGNORE)
-
-
-def source_matched(annotations: Mapping[str, object]) -> bool:
-    """Reloader's `reloader.stakater.com/match: "true"` on a ConfigMap or Secret."""
-    return _true(annotations, MATCH)
