@@ -79,9 +79,11 @@ def test_every_command_is_in_the_parser() -> None:
         "release",
         "approve",
         "agent",
+        "completion",
     ]
     for command in COMMANDS:
         args = ["deployment/app"] if command.name in ("wait", "release", "approve") else []
+        args = ["bash"] if command.name == "completion" else args
         assert parser.parse_args([command.name, *args]).command == command.name
 
 
