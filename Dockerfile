@@ -14,7 +14,7 @@ WORKDIR /src
 COPY requirements/image-build.lock requirements/image-runtime.lock /src/requirements/
 RUN python -m venv /opt/build \
  && /opt/build/bin/pip install --require-hashes --no-deps -r requirements/image-build.lock
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml README.md LICENSE /src/
 COPY src /src/src
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
  && python -m venv --without-pip /opt/kube-nudge \

@@ -125,5 +125,5 @@ def test_image_runs_as_the_user_the_chart_asks_for() -> None:
               if line.startswith("COPY ") and "--from" not in line]  # fmt: skip
     assert sorted(p for group in copied for p in group) == sorted([
         "requirements/image-build.lock", "requirements/image-runtime.lock",
-        "pyproject.toml", "README.md", "src",
+        "pyproject.toml", "README.md", "LICENSE", "src",
     ])  # fmt: skip
