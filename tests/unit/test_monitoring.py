@@ -224,3 +224,72 @@ def test_promtool_checks_the_rules(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _held_alert_test(tmp_path: Path, states: dict[str, int]) -> tuple[dict[str, Any], Path]:
+    """A promtool unit test: the leader reports ``states`` (held workloads by state) for two
+    hours; what KubeNudgeWorkloadsHeld fires after 90 minutes."""
+    [rule] = [r for r in rules() if r["alert"] == "KubeNudgeWorkloadsHeld"]
+    rules_file = tmp_path / "kube-nudge-rules.yaml"
+    rules_file.write_text(yaml.safe_dump(yaml.safe_load(ALERTS.read_text())["spec"]))
+    where = 'job="kube-nudge", namespace="kube-nudge", pod="kube-nudge-0"'
+    series = [{"series": f"kube_nudge_leader{{{where}}}", "values": "1x120"}]
+    series += [
+        {"series": f'kube_nudge_workloads{{{where}, state="{state}"}}', "values": f"{count}x120"}
+        for state, count in states.items()
+    ]  # fmt: skip
+    alerting = {state: count for state, count in states.items() if state in _PROBLEM_HOLDS}
+
+    def annotation(text: str, state: str) -> str:
+        return text.replace("{{ $value }}", str(alerting[state])).replace(
+            "{{ $labels.state }}", state
+        )
+
+    expected = [
+        {"exp_labels": {"severity": "warning", "namespace": "kube-nudge", "job": "kube-nudge",
+                        "state": state},
+         "exp_annotations": {key: annotation(text, state)
+                             for key, text in rule["annotations"].items()}}
+        for state in alerting
+    ]  # fmt: skip
+    test = {
+        "rule_files": [rules_file.name],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": [
+            {"eval_time": "90m", "alertname": "KubeNudgeWorkloadsHeld", "exp_alerts": expected},
+        ]}],
+    }  # fmt: skip
+    return test, rules_file
+
+
+# Holds a person must look at; the others are the release working as configured.
+_PROBLEM_HOLDS = ("held-missing", "held-flapping", "held-invalid", "held-refused")
+_INTENDED_HOLDS = ("held-approval", "held-window", "held-order", "held-turn",
+                   "held-rolled-back", "held-line-stopped")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "states",
+    [
+        {state: 3 for state in _INTENDED_HOLDS},
+        {"held-approval": 4, "held-window": 2, "held-missing": 1, "held-refused": 2},
+    ],
+    ids=["intended-holds-only", "intended-and-problem-holds"],
+)
+def test_the_held_alert_fires_on_problems_not_on_intended_holds(
+    tmp_path: Path, states: dict[str, int]
+) -> None:
+    """promtool's rule unit test: KubeNudgeWorkloadsHeld fires for held-missing and the
+    other problems, never for a workload awaiting approval or its rollout window."""
+    promtool = os.environ.get("PROMTOOL") or str(promtool_binary())
+    test, _ = _held_alert_test(tmp_path, states)
+    test_file = tmp_path / "held-test.yaml"
+    test_file.write_text(yaml.safe_dump(test))
+    result = subprocess.run(
+        [promtool, "test", "rules", test_file.name],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
