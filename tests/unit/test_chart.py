@@ -518,8 +518,9 @@ def test_helm_generates_the_webhook_certificate_for_the_service_without_cert_man
 
 
 class _SecretsOnly(BaseHTTPRequestHandler):
-    """Just enough of an API server for Helm's ``lookup`` of one Secret: its discovery and a
-    GET of the Secret, if ``self.server.secret`` is set (404 otherwise)."""
+    """Just enough of an API server for Helm's ``lookup`` of one Secret and of namespaces:
+    their discovery, a GET of the Secret if ``self.server.secret`` is set, and of the
+    namespaces in ``self.server.namespaces`` (404 otherwise)."""
 
     server: _FakeApiServer
 
@@ -542,7 +543,15 @@ class _SecretsOnly(BaseHTTPRequestHandler):
             self._reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
                 {"name": "secrets", "singularName": "secret", "namespaced": True,
                  "kind": "Secret", "verbs": ["get"]},
+                {"name": "namespaces", "singularName": "namespace", "namespaced": False,
+                 "kind": "Namespace", "verbs": ["get"]},
             ]})  # fmt: skip
+        elif (
+            path.startswith("/api/v1/namespaces/")
+            and path.count("/") == 4
+            and (path.rsplit("/", 1)[1] in self.server.namespaces)
+        ):
+            self._reply(200, self.server.namespaces[path.rsplit("/", 1)[1]])
         elif secret is not None and path == (
             f"/api/v1/namespaces/{chart.NAMESPACE}/secrets/{secret['metadata']['name']}"
         ):
@@ -554,6 +563,7 @@ class _SecretsOnly(BaseHTTPRequestHandler):
 
 class _FakeApiServer(ThreadingHTTPServer):
     secret: Doc | None = None
+    namespaces: dict[str, Doc]
     gets: list[str]
 
 
@@ -562,6 +572,7 @@ def api_server(tmp_path: Path) -> Iterator[tuple[_FakeApiServer, Path]]:
     """A fake API server on localhost and a kubeconfig for it."""
     server = _FakeApiServer(("127.0.0.1", 0), _SecretsOnly)
     server.gets = []
+    server.namespaces = {}
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     kubeconfig = tmp_path / "kubeconfig"
@@ -613,6 +624,64 @@ def test_an_installed_webhook_certificate_is_kept_across_upgrades(
     assert renewed["data"]["tls.crt"] != installed["data"]["tls.crt"]
 
 
+def installed(kubeconfig: Path, *sets: str) -> list[Doc]:
+    """What helm install would apply: rendered with ``lookup`` reading the (fake) cluster."""
+    text = chart.helm(
+        "template", chart.RELEASE, str(chart.CHART), f"--namespace={chart.NAMESPACE}",
+        f"--kubeconfig={kubeconfig}", "--dry-run=server", *(f"--set={s}" for s in sets),
+        cwd=REPO,
+    )  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def a_namespace(name: str, annotations: dict[str, str] | None = None) -> Doc:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "annotations": annotations or {}}}  # fmt: skip
+
+
+def test_namespace_scoped_mode_refuses_a_missing_namespace_before_applying_anything(
+    api_server: tuple[_FakeApiServer, Path],
+) -> None:
+    server, kubeconfig = api_server
+    server.namespaces = {n: a_namespace(n) for n in (chart.NAMESPACE, "team-a")}
+    scoped = "watchNamespaces={team-a,team-b,team-c}"
+    with pytest.raises(chart.ChartError, match=r"namespace\(s\) team-b, team-c not found"):
+        installed(kubeconfig, scoped)  # helm renders everything before it applies anything
+    # all there: installs, and creates no namespace
+    server.namespaces["team-b"] = server.namespaces["team-c"] = a_namespace("team-b")
+    assert "Namespace" not in kinds(installed(kubeconfig, scoped))
+    # helm template cannot look: nothing is checked
+    assert "Namespace" not in kinds(render(scoped))
+    # cluster-wide: nothing looked up
+    server.gets.clear()
+    installed(kubeconfig)
+    assert not [p for p in server.gets if p.startswith("/api/v1/namespaces/")]
+
+
+def test_create_namespaces_creates_the_missing_ones_and_keeps_them(
+    api_server: tuple[_FakeApiServer, Path],
+) -> None:
+    server, kubeconfig = api_server
+    ours = {"meta.helm.sh/release-name": chart.RELEASE,
+            "meta.helm.sh/release-namespace": chart.NAMESPACE}  # fmt: skip
+    server.namespaces = {
+        chart.NAMESPACE: a_namespace(chart.NAMESPACE),
+        "team-a": a_namespace("team-a"),  # someone else's: left alone
+        "team-b": a_namespace("team-b", ours),  # made by this release
+    }
+    docs = installed(kubeconfig, "watchNamespaces={team-a,team-b,team-c}", "createNamespaces=true")
+    namespaces = [d for d in docs if d["kind"] == "Namespace"]
+    assert [d["metadata"]["name"] for d in namespaces] == ["team-b", "team-c"]
+    for doc in namespaces:  # helm uninstall leaves them, and the workloads in them
+        assert doc["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    # helm template: every listed one
+    offline = render("watchNamespaces={team-a,team-b}", "createNamespaces=true")
+    assert [d["metadata"]["name"] for d in offline if d["kind"] == "Namespace"] == [
+        "team-a", "team-b"]  # fmt: skip
+    with pytest.raises(chart.ChartError, match="createNamespaces needs watchNamespaces"):
+        render("createNamespaces=true")
+
+
 def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> None:
     docs = render(
         *CERT_MANAGER, "snapshotStrategy.webhook.certManager.issuerRef.kind=ClusterIssuer"
@@ -646,6 +715,15 @@ def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> Non
         ("watchNamespaces={Not_A_Name}", "watchNamespaces/0"),
         ("debounce=soon", "debounce"),
         ("leaderElection.enabled=false", "needs leaderElection.enabled"),
+        ("leaderElection.leaseDuration=8s", "renewDeadline 10s < leaseDuration 8s does not hold"),
+        ("debounce=2h", 'debounce "2h": want a duration from 0 to 1h'),
+        ("maxRollouts=3/25h", 'maxRollouts\' window "25h": want a duration from 1s to 24h'),
+        ("podDisruptionBudget.minAvailable=2", "would block every node drain"),
+        (
+            "snapshotStrategy.enabled=true snapshotStrategy.webhook.enabled=true "
+            "snapshotStrategy.webhook.port=8080",
+            "metrics.port and snapshotStrategy.webhook.port are both 8080",
+        ),
         ("snapshotStrategy.webhook.enabled=true", "webhook.enabled needs snapshotStrategy.enabled"),
         ("snapshotStrategy.webhook.timeoutSeconds=31", "timeoutSeconds"),
         (
@@ -689,6 +767,83 @@ def test_cert_manager_issues_the_webhook_certificate_and_injects_its_ca() -> Non
 def test_bad_values_are_refused(bad: str, says: str) -> None:
     with pytest.raises(chart.ChartError, match=r"(?s)" + says.replace("(", r"\(")):
         render(*bad.split(" "))
+
+
+# The flag each value becomes (deployment.yaml), for the values whose ranges the chart must
+# share with `kube-nudge run` (its checks: src/kube_nudge/app/run_command.py).
+_FLAG_OF = {"debounce": "--debounce", "maxRollouts": "--max-rollouts",
+            "maxConcurrentRollouts": "--max-concurrent-rollouts",
+            "leaseDuration": "--lease-duration", "renewDeadline": "--renew-deadline",
+            "retryPeriod": "--retry-period", "clusterName": "--cluster-name"}  # fmt: skip
+
+
+def flags_for(values: Doc) -> list[str]:
+    """The flags ``values`` become, as `kube-nudge run` would get them."""
+    flags = [f"--namespace={n}" for n in values.get("watchNamespaces", [])]
+    for section in (values, values.get("leaderElection", {}), values.get("notifications", {})):
+        flags += [f"{_FLAG_OF[k]}={v}" for k, v in section.items() if k in _FLAG_OF and v != ""]
+    return flags
+
+
+def _case(values: Doc, accepted: bool) -> Any:
+    return pytest.param(values, accepted, id=json.dumps(values, ensure_ascii=False)[:60])
+
+
+def _cases(key: str, good: list[Any], bad: list[Any]) -> list[Any]:
+    return [_case({key: v}, True) for v in good] + [_case({key: v}, False) for v in bad]
+
+
+def _timings(good: list[Doc], bad: list[Doc]) -> list[Any]:
+    return [_case({"leaderElection": t}, True) for t in good] + [
+        _case({"leaderElection": t}, False) for t in bad
+    ]
+
+
+AGREEMENT = [
+    *_cases("debounce", ["0", "500ms", "1.5s", ".5s", "+2s", "1m30s", "3600s", "1h"],
+            ["-1s", "1h1s", "2h", "inf", "nan", "soon", "5", "1e3s", "2 s", "99999999999999h"]),
+    *_cases("maxRollouts", ["3/5m", "1/1s", "03/5m", "1000/24h", "5/1m30s"],
+            ["0/5m", "1001/5m", "3/banana", "3/500ms", "3/24h1s", "3/-5m", "3", "-3/5m",
+             "3/inf", "x/5m", "3/5m/1h", "1e3/5m"]),
+    *_cases("maxConcurrentRollouts", [0, 1, 100000], [-1, 100001]),
+    *_cases("watchNamespaces", [["team-a"], ["a" * 63, "b"], ["0a"]],
+            [["a" * 64], ["Team-A"], ["-a"], ["a-"], ["a_b"], ["a.b"], [""],
+             ["team-a", "team-a"]]),
+    *_timings(
+        [{"leaseDuration": "20s", "renewDeadline": "12s", "retryPeriod": "3s"},
+         {"leaseDuration": "1s", "renewDeadline": "500ms", "retryPeriod": "100ms"},
+         {"leaseDuration": "1h", "renewDeadline": "59m", "retryPeriod": "1m"},
+         {"leaseDuration": "30s"}, {"retryPeriod": "5s"}],
+        [{"leaseDuration": "5s"}, {"renewDeadline": "15s"}, {"retryPeriod": "10s"},
+         {"leaseDuration": "500ms", "renewDeadline": "400ms", "retryPeriod": "200ms"},
+         {"retryPeriod": "50ms"}, {"leaseDuration": "1h1s"}, {"leaseDuration": "-15s"},
+         {"renewDeadline": "inf"}, {"leaseDuration": "15"}, {"retryPeriod": "0"}]),
+    *_cases("notifications", [{"clusterName": "prod eu"}, {"clusterName": "x" * 100}],
+            [{"clusterName": "x" * 101}, {"clusterName": "a\nb"}, {"clusterName": "a\tb"}]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("values", "accepted"), AGREEMENT)
+def test_the_chart_refuses_what_kube_nudge_run_refuses(
+    values: Doc, accepted: bool, tmp_path: Path
+) -> None:
+    """values.schema.json and the chart's checks agree with the controller's flag parser:
+    a value the chart installs becomes flags `kube-nudge run` accepts, and one it refuses
+    would have crash-looped the pods."""
+    try:
+        RUN.config(build_parser().parse_args(["run", *flags_for(values)]))
+    except ValueError:
+        controller = False
+    else:
+        controller = True
+    try:
+        docs = render_values(values, tmp_path)
+    except chart.ChartError:
+        helm = False
+    else:
+        helm = True
+        RUN.config(build_parser().parse_args(container_args(docs)))  # what the pod runs
+    assert (helm, controller) == (accepted, accepted)
 
 
 def test_pods_are_evicted_never_deleted() -> None:

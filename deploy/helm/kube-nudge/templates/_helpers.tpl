@@ -184,3 +184,64 @@ true
 {{- end -}}
 {{- printf "[%s]" (join ", " $users) -}}
 {{- end -}}
+
+{{/* Seconds in a Go duration whose form values.schema.json has checked (e.g. 1m30s, 500ms;
+     "0" is 0), as a number: the template-side half of the controller's flag checks. */}}
+{{- define "kube-nudge.seconds" -}}
+{{- $unitSeconds := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "μs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)" (toString .) -1 -}}
+{{- $unit := regexFind "(ns|us|µs|μs|ms|s|m|h)$" . -}}
+{{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) (get $unitSeconds $unit)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* A duration value within [low, high] seconds, or fail naming the value and its flag, as
+     `kube-nudge run` would refuse it (a crash-looping pod). Args: list name value low high
+     range-text flag. */}}
+{{- define "kube-nudge.checkDuration" -}}
+{{- $name := index . 0 -}}{{- $value := index . 1 -}}
+{{- $seconds := include "kube-nudge.seconds" $value | float64 -}}
+{{- if or (lt $seconds (index . 2)) (gt $seconds (index . 3)) -}}
+{{- fail (printf "%s %q: want a duration from %s (%s refuses it)" $name $value (index . 4) (index . 5)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* What values.schema.json cannot say: the ranges of durations and the relations between
+     values, checked as `kube-nudge run` checks its flags (src/kube_nudge/app/run_command.py),
+     so that what the controller would refuse fails the install instead of crash-looping. */}}
+{{- define "kube-nudge.checkValues" -}}
+{{- with .Values.debounce -}}
+{{- include "kube-nudge.checkDuration" (list "debounce" . 0.0 3600.0 "0 to 1h" "--debounce") -}}
+{{- end -}}
+{{- with .Values.maxRollouts -}}
+{{- $window := regexReplaceAll "^[^/]*/" . "" -}}
+{{- include "kube-nudge.checkDuration" (list "maxRollouts' window" $window 1.0 86400.0 "1s to 24h, as in 3/5m" "--max-rollouts") -}}
+{{- end -}}
+{{- $le := .Values.leaderElection -}}
+{{- if $le.enabled -}}
+{{- $lease := $le.leaseDuration | default "15s" -}}
+{{- $renew := $le.renewDeadline | default "10s" -}}
+{{- $retry := $le.retryPeriod | default "2s" -}}
+{{- include "kube-nudge.checkDuration" (list "leaderElection.leaseDuration" $lease 1.0 3600.0 "1s to 1h" "--lease-duration") -}}
+{{- include "kube-nudge.checkDuration" (list "leaderElection.renewDeadline" $renew 0.1 3600.0 "100ms to 1h" "--renew-deadline") -}}
+{{- include "kube-nudge.checkDuration" (list "leaderElection.retryPeriod" $retry 0.1 3600.0 "100ms to 1h" "--retry-period") -}}
+{{- $leaseSeconds := include "kube-nudge.seconds" $lease | float64 -}}
+{{- $renewSeconds := include "kube-nudge.seconds" $renew | float64 -}}
+{{- $retrySeconds := include "kube-nudge.seconds" $retry | float64 -}}
+{{- if not (and (lt $retrySeconds $renewSeconds) (lt $renewSeconds $leaseSeconds)) -}}
+{{- fail (printf "leaderElection: retryPeriod %s < renewDeadline %s < leaseDuration %s does not hold (empty ones are the controller's 2s, 10s, 15s): a leader must stop before its lease can expire for the others" $retry $renew $lease) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (include "kube-nudge.webhookEnabled" .) (eq (int .Values.metrics.port) (int .Values.snapshotStrategy.webhook.port)) -}}
+{{- fail (printf "metrics.port and snapshotStrategy.webhook.port are both %d: kube-nudge serves each on its own port" (int .Values.metrics.port)) -}}
+{{- end -}}
+{{- $pdb := .Values.podDisruptionBudget -}}
+{{- if and $pdb.enabled (gt (int .Values.replicas) 1) (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicas)) -}}
+{{- fail (printf "podDisruptionBudget.minAvailable %d with %d replicas would block every node drain: set it below replicas" (int $pdb.minAvailable) (int .Values.replicas)) -}}
+{{- end -}}
+{{- if and .Values.createNamespaces (not .Values.watchNamespaces) -}}
+{{- fail "createNamespaces needs watchNamespaces: it creates the namespace-scoped mode's namespaces" -}}
+{{- end -}}
+{{- end -}}
