@@ -245,3 +245,13 @@ true
 {{- fail "createNamespaces needs watchNamespaces: it creates the namespace-scoped mode's namespaces" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The prometheus-operator's objects need its API: installing one without it would fail
+     half-way (no matches for kind), so the chart fails first, saying so. Arg: list root
+     value-name kind. */}}
+{{- define "kube-nudge.requireMonitoringAPI" -}}
+{{- $root := index . 0 -}}
+{{- if not ($root.Capabilities.APIVersions.Has "monitoring.coreos.com/v1") -}}
+{{- fail (printf "%s: the cluster does not serve monitoring.coreos.com/v1 (the prometheus-operator's CRDs), so there can be no %s: install the operator's CRDs first, or turn it off. helm template cannot ask the cluster: pass --api-versions monitoring.coreos.com/v1" (index . 1) (index . 2)) -}}
+{{- end -}}
+{{- end -}}
