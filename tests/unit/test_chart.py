@@ -29,6 +29,7 @@ from kube_nudge.app.cli import build_parser
 from kube_nudge.app.run_command import RUN
 from kube_nudge.controller.webhook import WEBHOOK_PATH
 from kube_nudge.model.hot import AGENT_KEY_SECRET
+from kube_nudge.runtime.http import TLS_CHECK_SECONDS
 from kube_nudge_dev import chart
 from kube_nudge_dev.build import helm_binary
 
@@ -1057,3 +1058,39 @@ def test_a_default_install_says_its_image_is_not_published(tmp_path: Path) -> No
     own = rendered_notes(tmp_path / "own", {"image": {"repository": "registry.example/kn"}})
     assert "WARNING" not in own
     assert own.startswith("kube-nudge ")
+
+
+def test_helm_show_readme_gives_the_charts_readme() -> None:
+    text = chart.helm("show", "readme", str(chart.CHART), cwd=REPO)
+    assert text.strip() == (REPO / chart.CHART / "README.md").read_text().strip()
+    flat = " ".join(text.split())
+    assert "helm install kube-nudge deploy/helm/kube-nudge" in flat
+    assert "helm uninstall kube-nudge" in flat
+    # what uninstall leaves, in the project README's words
+    kept = ("its Lease (inert once no replica renews it) and its key Secret "
+            "`<release>-kube-nudge-hmac-key`, kept")  # fmt: skip
+    assert kept in flat and kept in " ".join((REPO / "README.md").read_text().split())
+    # the values it names are the chart's
+    values = yaml.safe_load((REPO / chart.CHART / "values.yaml").read_text())
+    for path in ("watchNamespaces", "createNamespaces", "debounce", "maxRollouts",
+                 "maxConcurrentRollouts", "snapshotStrategy", "hotStrategy",
+                 "agent.rbac.serviceAccounts", "metrics.serviceMonitor", "metrics.podMonitor",
+                 "monitoring.prometheusRule", "monitoring.grafanaDashboard", "networkPolicy",
+                 "admissionPolicy.enabled", "leaderElection.retryPeriod"):  # fmt: skip
+        node = values
+        for key in path.split("."):
+            node = node[key]  # KeyError: the README names a value the chart lacks
+        assert f"`{path.rsplit('.', 1)[-1]}" in text or f"`{path}" in text, path
+
+
+def test_notes_and_readme_say_what_the_code_does_on_a_certificate_renewal(
+    tmp_path: Path,
+) -> None:
+    """The webhook's server looks for renewed files every TLS_CHECK_SECONDS and loads them
+    into the live TLS context (runtime/http.py): no restart, in NOTES as in README."""
+    said = (f"kube-nudge loads a renewed certificate within {TLS_CHECK_SECONDS:g} s of the "
+            "kubelet updating the mounted Secret, without a restart")  # fmt: skip
+    notes = " ".join(rendered_notes(tmp_path, {}, *CERT_MANAGER).split())
+    assert said in notes
+    assert "restart kube-nudge" not in notes
+    assert said in " ".join((REPO / "README.md").read_text().split())
