@@ -1,8 +1,11 @@
-"""The chart's ValidatingAdmissionPolicies type-check cleanly on the real API server: for each
-policy, the API server checks every expression against the schema of every kind it matches
-and writes what does not fit into ``status.typeChecking.expressionWarnings`` (e.g. ``undefined
-field 'replicas'`` for a DaemonSet). A warning there means an expression that fails, or is
-skipped, at admission time for that kind."""
+"""The chart's policies against the real API server.
+
+Its ValidatingAdmissionPolicies type-check cleanly: for each policy, the API server checks
+every expression against the schema of every kind it matches and writes what does not fit
+into ``status.typeChecking.expressionWarnings`` (e.g. ``undefined field 'replicas'`` for a
+DaemonSet). A warning there means an expression that fails, or is skipped, at admission time
+for that kind. And its namespace-scoped mode refuses a missing namespace before applying
+anything (its ``lookup`` of each listed namespace, as helm install makes it)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ import pytest
 import yaml
 
 from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import NAMESPACES, SECRETS
 from kube_nudge_dev import chart
+from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.chart_support import CHART_KINDS
 
 pytestmark = pytest.mark.cluster
@@ -69,3 +74,27 @@ async def test_every_admission_policy_type_checks_for_every_kind_it_matches(
     assert all(not found for found in warnings.values()), "\n".join(
         f"{name}: {text}" for name, found in warnings.items() for text in found
     )
+
+
+async def test_a_missing_watched_namespace_fails_the_install_before_anything_is_applied(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    missing = f"{namespace}-absent"
+    install = (
+        "install", namespace, str(chart.CHART), f"--namespace={namespace}",
+        f"--kubeconfig={cluster.kubeconfig}", f"--set=watchNamespaces={{{namespace},{missing}}}",
+        "--set=admissionPolicy.enabled=false",
+    )  # fmt: skip
+    with pytest.raises(chart.ChartError, match=rf"namespace\(s\) {missing} not found") as refused:
+        chart.helm(*install, cwd=REPO)
+    log.info("helm install refused: %s", str(refused.value).splitlines()[-3:])
+    # nothing applied: no Role in the namespace that exists, no release recorded
+    assert (await kube.get(CHART_KINDS["Role"].path(namespace)))["items"] == []
+    assert (await kube.get(SECRETS.path(namespace), labelSelector="owner=helm"))["items"] == []
+    # with both there, helm's server-side dry run renders it, creating no namespace
+    await kube.create(NAMESPACES.path(), {"metadata": {"name": missing}})
+    try:
+        rendered = chart.helm(*install, "--dry-run=server", cwd=REPO)
+    finally:
+        await kube.delete(NAMESPACES.path(name=missing))
+    assert "kind: Role\n" in rendered and "kind: Namespace\n" not in rendered
