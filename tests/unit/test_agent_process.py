@@ -33,7 +33,10 @@ from tests.unit.test_agent_support import (  # noqa: F401 # the fixture http
 )
 
 Http = Callable[..., tuple[str, Recorder]]
-MAX_RSS_KB = 30 * 1024
+MAX_RSS_KB = 48 * 1024
+"""Twice what the agent benchmark measures (bench/results/agent.*, about 24 MiB): only a
+gross regression trips it (the controller's stack imported by mistake costs more than the
+difference), never a busy machine or allocator noise. The figure itself is the benchmark's."""
 
 
 def test_the_agents_import_closure_is_the_standard_library() -> None:

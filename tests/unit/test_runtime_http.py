@@ -8,7 +8,6 @@ import datetime
 import logging
 import signal
 import ssl
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -333,7 +332,12 @@ async def test_malformed_requests_do_not_kill_the_server(
     assert (await running.http.get("/healthz")).status_code == 200
 
 
-async def test_cancelling_closes_idle_and_stalled_clients_at_once_and_frees_the_port() -> None:
+async def test_cancelling_closes_idle_and_stalled_clients_at_once_and_frees_the_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A grace far longer than the bound below: a stop that waited for these clients would
+    # time out there, however loaded the machine (how fast it stops is not measured here).
+    monkeypatch.setattr(http_module, "SHUTDOWN_GRACE_SECONDS", 120)
     server = probes_only()
     task = asyncio.create_task(server.run())
     await asyncio.wait_for(server.started.wait(), 5)
@@ -344,11 +348,9 @@ async def test_cancelling_closes_idle_and_stalled_clients_at_once_and_frees_the_
     stalled_reader, stalled_writer = await asyncio.open_connection("127.0.0.1", port)
     stalled_writer.write(b"GET /hea")  # never finishes its head
     await stalled_writer.drain()
-    started = time.monotonic()
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(task, 8)
-    assert time.monotonic() - started < 1.5  # no request in flight: the grace is not used
+        await asyncio.wait_for(task, 60)  # no request in flight: the grace is not used
     assert await read_to_eof(idle_reader) in (b"", b"<reset>")
     assert await read_to_eof(stalled_reader) in (b"", b"<reset>")
     idle_writer.close()
@@ -407,11 +409,11 @@ async def test_a_request_stuck_past_the_grace_does_not_hold_up_the_stop(
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(b"GET /stuck HTTP/1.1\r\nHost: x\r\n\r\n")
     await asyncio.wait_for(entered.wait(), 5)
-    started = time.monotonic()
     task.cancel()
+    # The handler never returns: the stop ends only because the grace ran out (a bound with
+    # slack for a loaded machine; how close to the grace it ends is not measured here).
     with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.wait_for(task, 5)
-    assert time.monotonic() - started < 0.5 + 1.0
+        await asyncio.wait_for(task, 60)
     # uvicorn cancels the handler and answers 500 itself (its body, not ours), logging why.
     assert (await read_to_eof(reader)).startswith(b"HTTP/1.1 500 ")
     writer.close()
