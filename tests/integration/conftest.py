@@ -59,16 +59,17 @@ def real_node(cluster: LocalCluster, controller_image: BuiltImage) -> RealNode:
 @pytest.fixture(scope="session")
 async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
     """An admin client for the session cluster; at the end, checks that no Secret value
-    planted by the tests leaked into a log record or an Event."""
+    planted by the tests leaked into a log record or an Event (the Events of each test
+    namespace as read just before it was deleted, and those still in the cluster)."""
     logging.getLogger("kube_nudge").addHandler(_RECORDS)
     client = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
     yield client
     logging.getLogger("kube_nudge").removeHandler(_RECORDS)
-    events = orjson.dumps(await client.get(CORE_EVENTS.path())).decode()
+    _read_events("the cluster at the end", await client.get(CORE_EVENTS.path()))
     await client.aclose()
+    assert not _EVENT_LEAKS, f"a Secret value leaked into an Event: {_EVENT_LEAKS}"
     replica_logs = [log.read_text(errors="replace") for log in REPLICA_LOGS if log.exists()]
-    for needle in (CANARY, base64.b64encode(CANARY.encode()).decode()):
-        assert needle not in events, "a Secret value leaked into an Event"
+    for needle in _NEEDLES:
         assert not [r for r in _RECORDS.lines if needle in r], "a Secret value leaked into logs"
         assert not [t for t in replica_logs if needle in t], "a Secret value leaked into logs"
     assert _RECORDS.lines or any(replica_logs), "no log record at all was collected"
@@ -98,14 +99,25 @@ class _LogCollector(logging.Handler):
 
 
 _RECORDS = _LogCollector()
+_NEEDLES = (CANARY, base64.b64encode(CANARY.encode()).decode())
+_EVENT_LEAKS: list[str] = []
+"""Where the leak check found a planted Secret value in an Event (checked at the end)."""
+
+
+def _read_events(where: str, events: object) -> None:
+    """Note the Events of ``where`` (a list response) that carry a planted Secret value."""
+    text = orjson.dumps(events).decode()
+    _EVENT_LEAKS.extend(f"{where} (the Events' JSON holds {n!r})" for n in _NEEDLES if n in text)
 
 
 @pytest.fixture
 async def namespace(kube: KubeClient) -> AsyncIterator[str]:
-    """A fresh namespace per test, deleted afterwards (without waiting)."""
+    """A fresh namespace per test, deleted afterwards (without waiting). Its Events are
+    read first, for the session's leak check: deleting the namespace deletes them."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create(NAMESPACES.path(), {"metadata": {"name": name}})
     yield name
+    _read_events(f"namespace {name}", await kube.get(CORE_EVENTS.path(name)))
     await kube.delete(NAMESPACES.path(name=name))
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tests.integration.faults import FaultRun
 from tests.integration.rollout_timeline import (
     ORDERS,
     TIMEOUT,
+    Timeline,
     all_done,
     announced,
     assert_in_order,
@@ -34,6 +37,33 @@ ARGS = (
     "--leader-elect", "--debounce=0",
     "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What the timeline shows of a run's rollouts, against what its changes justify."""
+
+    lost: dict[str, int]  # workload -> justified rollouts that never happened
+    extra: dict[str, int]  # workload -> rollouts beyond those justified
+    rollouts: int
+
+
+def tally(timeline: Timeline, phases: Sequence[tuple[int, Mapping[str, int]]]) -> Tally:
+    """Count the template changes of each phase (from its start in the timeline to the next
+    phase's) per workload, against the rollouts its change justifies."""
+    lost: collections.Counter[str] = collections.Counter()
+    extra: collections.Counter[str] = collections.Counter()
+    rollouts = 0
+    ends = [start for start, _ in phases[1:]] + [len(timeline.entries)]
+    for (start, justified), end in zip(phases, ends, strict=True):
+        rolled = collections.Counter(
+            n for _, n, w in timeline.entries[start:end] if w == "template"
+        )
+        rollouts += rolled.total()
+        for name in rolled.keys() | justified.keys():
+            lost[name] += max(justified.get(name, 0) - rolled[name], 0)
+            extra[name] += max(rolled[name] - justified.get(name, 0), 0)
+    return Tally(dict(+lost), dict(+extra), rollouts)
 
 
 async def leader_of(replicas: list[Replica]) -> Replica:
@@ -75,7 +105,7 @@ async def test_an_ordered_release_survives_sigkill_and_failover(
                 leader = await leader_of(replicas)
 
                 # A good change; the leader dies once the first order has started.
-                start = len(timeline.entries)
+                start = good_start = len(timeline.entries)
                 changed_at = time.monotonic()
                 await change(kube, namespace, "v2")
                 await timeline.until(lambda: any(
@@ -89,7 +119,7 @@ async def test_an_ordered_release_survives_sigkill_and_failover(
                 assert_in_order(timeline, start)
 
                 # A bad change; the next leader dies while order 1 is failing.
-                start = len(timeline.entries)
+                start = broken_start = len(timeline.entries)
                 await change(kube, namespace, "broken")
                 await timeline.until(lambda: all(
                     any(n == name and w == "template" for _, n, w in timeline.entries[start:])
@@ -117,17 +147,22 @@ async def test_an_ordered_release_survives_sigkill_and_failover(
                 assert announced(receiver) == expected
                 assert [e for e in timeline.entries[start:]
                         if e[1] in ("a2", "b2", "c3") and e[2] == "template"] == []  # fmt: skip
-                rollouts = sum(1 for _, _, w in timeline.entries if w == "template")
+                # The report's row, from what the watch saw: the good change justifies one
+                # rollout of every workload, the broken one only order 1's (5 + 2).
+                seen = tally(timeline, [
+                    (good_start, dict.fromkeys(ORDERS, 1)),
+                    (broken_start, {"a1": 1, "b1": 1}),
+                ])  # fmt: skip
+                assert seen == Tally(lost={}, extra={}, rollouts=7), seen
         finally:
             for replica in replicas:
                 if replica.proc.returncode is None:
                     replica.proc.kill()
                     await replica.proc.wait()
             await receiver.close()
-    # Every assertion above held: nothing lost, nothing rolled twice or out of order, and the
-    # broken config reached order 1 only (5 + 2 rollouts).
     fault_runs.append(FaultRun(
         "ordered release: leader SIGKILL mid-release, failover while order 1 fails",
-        seed=0, workloads=len(ORDERS), faults=2, changes=2, lost=0, extra_rollouts=0,
-        rollouts=rollouts, converge_seconds=round(converged, 2),
+        seed=0, workloads=len(ORDERS), faults=2, changes=2, lost=sum(seen.lost.values()),
+        extra_rollouts=sum(seen.extra.values()), rollouts=seen.rollouts,
+        converge_seconds=round(converged, 2),
     ))  # fmt: skip
