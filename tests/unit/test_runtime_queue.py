@@ -79,3 +79,57 @@ def test_settle_retries_failures_with_backoff_and_requeues_successes_when_asked(
     assert queue.ready_at("x") == 105.0
     queue.settle("y", failed=False)
     assert queue.ready_at("y") is None
+
+
+async def test_a_debounce_raised_while_waiting_lengthens_the_window_from_its_start() -> None:
+    """The flake of test_namespace_deleted_while_its_workloads_are_queued: the workload's own
+    status update queued it under its 2 s debounce; the debounce was raised to 1 h and a
+    config change came while it waited. The 2 s entry must not carry that change early."""
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add("w", 2.0)  # a status update, under the old debounce
+    clock.advance(0.5)
+    queue.add("w", 3600.0)  # the debounce annotation itself (an event of the workload)
+    clock.advance(0.5)
+    queue.add("w", 3600.0)  # the config change
+    assert queue.ready_at("w") == 3600.0  # the longer window, from when it opened
+    clock.advance(2.0)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(queue.get(), 0.05)
+    clock.advance(3600.0)
+    assert await asyncio.wait_for(queue.get(), 1) == "w"
+    assert len(queue) == 0
+
+
+def test_a_raised_debounce_never_holds_back_a_look_or_a_retry_and_a_lowered_one_wins() -> None:
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add("first-sight")  # at once: the baseline must be what the pods started with
+    queue.add("first-sight", 2.0)
+    assert queue.ready_at("first-sight") == 0.0
+    queue.settle("held", failed=False, again=5.0)  # a hold's retry, at its time
+    queue.add("held", 3600.0)
+    assert queue.ready_at("held") == 5.0
+    queue.settle("failed", failed=True)
+    queue.add("failed", 3600.0)
+    assert queue.ready_at("failed") == 1.0
+    queue.add("lowered", 3600.0)
+    clock.advance(1.0)
+    queue.add("lowered", 2.0)  # the debounce was lowered: the sooner time wins
+    assert queue.ready_at("lowered") == 3.0
+
+
+async def test_a_window_kept_while_in_progress_is_the_same_when_queued_again() -> None:
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add("w")
+    key = await asyncio.wait_for(queue.get(), 1)
+    queue.add("w", 2.0)  # a change while it is processed
+    clock.advance(1.0)
+    queue.done(key)
+    assert queue.ready_at("w") == 2.0
+    clock.advance(0.5)
+    queue.add("w", 2.0)  # another change inside the same window: not pushed back
+    assert queue.ready_at("w") == 2.0
+    queue.add("w", 10.0)  # the debounce raised: 10 s from when the window opened
+    assert queue.ready_at("w") == 10.0
