@@ -38,6 +38,10 @@ class Sizes:
     roll_timeout: float = 300.0
     #: ``..data`` swaps per reload-agent setting (BENCH_AGENT_SWAPS).
     agent_swaps: int = 50
+    #: Pods (each app + agent, its own ConfigMap) on the real node (BENCH_NODE_PODS), and the
+    #: rounds of changes with the nudge (each pod's ConfigMap changed once per round).
+    node_pods: int = 24
+    node_rounds: int = 2
     repeat: int = 3
     memory_repeat: int = 3
 
@@ -59,6 +63,8 @@ QUICK = Sizes(
     steady_after=3.0,
     roll_timeout=60.0,
     agent_swaps=10,
+    node_pods=4,
+    node_rounds=1,
     repeat=1,
     memory_repeat=1,
 )
@@ -93,6 +99,7 @@ class BenchConfig:
 
 SCENARIOS = (
     "latency", "latency-debounce", "fanout", "burst", "memory", "api-cost", "flapping", "agent",
+    "agent-node",
 )  # fmt: skip
 
 
@@ -132,8 +139,8 @@ def _list_env(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
 
 def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_SCENARIOS, BENCH_PEERS,
-    BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_TOOL_ARGS (extra kube-nudge flags),
-    BENCH_OUTPUT.
+    BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_NODE_PODS, BENCH_TOOL_ARGS (extra
+    kube-nudge flags), BENCH_OUTPUT.
     Raises ValueError with one line naming what is wrong."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     sizes = QUICK if quick else Sizes()
@@ -149,6 +156,9 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     agent_swaps = _int_env("BENCH_AGENT_SWAPS")
     if agent_swaps is not None:
         sizes = replace(sizes, agent_swaps=agent_swaps)
+    node_pods = _int_env("BENCH_NODE_PODS")
+    if node_pods is not None:
+        sizes = replace(sizes, node_pods=node_pods)
     scenarios = _list_env("BENCH_SCENARIOS", SCENARIOS)
     unknown = sorted(set(scenarios) - set(SCENARIOS))
     if unknown:

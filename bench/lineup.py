@@ -85,7 +85,7 @@ def lineup(config: BenchConfig) -> list[Entry]:
     ))  # fmt: skip
     for binary in config.peers:
         make, marker = _peer(binary), PEERS[binary.name].marker_text
-        skip = {"latency-debounce": NO_DEBOUNCE, "agent": NO_AGENT}
+        skip = {"latency-debounce": NO_DEBOUNCE, "agent": NO_AGENT, "agent-node": NO_AGENT}
         entries.append(Entry(binary.name, binary.name, binary.version, binary.commit, (), make,
                              marker, skip=skip))  # fmt: skip
         for variant in PEERS[binary.name].variants:

@@ -94,6 +94,25 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "VmRSS at ready, after idling and after the swaps (each followed by a `/metrics` "
             "scrape), VmHWM then. No API server here, so the agents record nothing on a Pod."
         ),
+        "agent-node": (
+            "On the real node (kubelet, containerd, runc; the kubelet's default settings: "
+            f"`syncFrequency` 1 m): {sizes.get('node_pods', 24)} Deployments of one pod, "
+            "each with its own ConfigMap mounted whole: the app of the real-node tests (it "
+            "prints `loaded <content>` when it loads) and the `kube-nudge agent` sidecar of "
+            "the chart's NOTES snippet (its grant and own-pod-only policy, the projected token, "
+            "the namespace's agent key) at its defaults, reloading the app by HTTP. **With the "
+            "nudge**: kube-nudge (`--debounce 0`; its default 2 s window would add itself) runs "
+            f"with the Deployments on strategy `hot`; {sizes.get('node_rounds', 2)} rounds "
+            "change each ConfigMap once, one at a time, each waited for; every hot change is "
+            "confirmed by its keyed hash, with no rollout; then one more round with kube-nudge "
+            "at its defaults (debounce 2 s), what a user gets. **Without**: kube-nudge stopped, "
+            "each ConfigMap changes once at a random (seeded) moment of a 90 s window (the "
+            "kubelet resyncs a pod every 60-90 s), so changes land anywhere in their pod's "
+            "sync cycle. Latency: from the wall clock when the PATCH returned to the "
+            "runtime's timestamp of the app's `loaded <new>` line (containerd stamps each "
+            "line as it reads it; one machine, one clock); the agent's `loaded-at` "
+            "(taken after the app answered the reload call, ms) is given beside it as a check."
+        ),
     }[scenario]
 
 

@@ -29,6 +29,7 @@ FOR_SCENARIO: dict[str, tuple[tuple[str, str], ...]] = {
     "memory": (("memory", "RSS over the initial sync"),),
     "flapping": (("flapping", "Rollouts under a flapping Secret"),),
     "agent": (("agent", "Reload agent: swap to reload latency distribution"),),
+    "agent-node": (("agent-node", "Real node: PATCH to app reloaded, with and without the nudge"),),
 }
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 STYLES: tuple[Any, ...] = ("-", "--", "-.", (0, (1, 1)), (0, (5, 1, 1, 1, 1, 1)))
@@ -239,15 +240,39 @@ def agent(results: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def agent_node(results: dict[str, Any], path: Path) -> bool:
+    """Cumulative distribution of PATCH-to-reload latencies on the real node, with the
+    controller's nudge and without (all repetitions), log scale."""
+    runs = _runs(results, "agent-node")
+    if not runs:
+        return False
+    figure, ax = _axes()
+    for tool_runs in runs.values():
+        for n, (key, label) in enumerate((
+            ("nudge_s", "with the nudge (strategy hot, --debounce 0)"),
+            ("debounced_s", "with the nudge, kube-nudge's defaults (debounce 2 s)"),
+            ("sync_s", "no nudge (the kubelet's sync, 1 m)"),
+        )):  # fmt: skip
+            samples = sorted(s * 1000 for _, series in tool_runs for s in series.get(key, []))
+            if samples:
+                _ecdf(ax, samples, label, COLORS[n], STYLES[n])
+    _log_x(ax)
+    ax.set_xlabel("from the ConfigMap PATCH to the app's `loaded` line, ms (log scale)")
+    ax.set_ylabel("share of changes")
+    _finish(figure, ax, path, "Real kubelet: share of apps reloaded within x ms of the PATCH")
+    return True
+
+
 def draw(results: dict[str, Any], directory: Path, prefix: str) -> list[str]:
     """Draw every plot the results allow into ``directory``; return the names drawn."""
     drawn = []
-    for name in ("latency", "fanout", "burst", "memory", "flapping", "agent"):
+    for name in ("latency", "fanout", "burst", "memory", "flapping", "agent", "agent-node"):
         path = directory / f"{prefix}{name}.png"
         if name in ("fanout", "burst"):
             made = progress(results, name, path)
         else:
-            draw_one = {"latency": latency, "memory": memory, "flapping": flapping, "agent": agent}
+            draw_one = {"latency": latency, "memory": memory, "flapping": flapping,
+                        "agent": agent, "agent-node": agent_node}  # fmt: skip
             made = draw_one[name](results, path)
         if made:
             drawn.append(name)

@@ -110,6 +110,31 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("default_cpu_pct", "agent CPU over the swaps, defaults", "% of a core"),
         Row("polling_cpu_pct", "agent CPU over the swaps, `--watch-mode poll`", "% of a core"),
     ),
+    "agent-node": (
+        Row("nudge_p50_ms", "PATCH to app reloaded p50, with the nudge (strategy hot)", "ms"),
+        Row("nudge_p99_ms", "PATCH to app reloaded p99, with the nudge", "ms"),
+        Row("nudge_min_ms", "PATCH to app reloaded min, with the nudge", "ms"),
+        Row("nudge_max_ms", "PATCH to app reloaded max, with the nudge", "ms"),
+        Row("nudge_samples", "samples with the nudge, per run"),
+        Row("nudge_agent_p50_ms", "PATCH to the agent's `loaded-at` p50, with the nudge", "ms"),
+        Row(
+            "debounced_p50_ms",
+            "PATCH to app reloaded p50, nudge at kube-nudge's defaults (debounce 2 s)",
+            "ms",
+        ),
+        Row("debounced_p99_ms", "PATCH to app reloaded p99, nudge at kube-nudge's defaults", "ms"),
+        Row("debounced_samples", "samples at kube-nudge's defaults, per run"),
+        Row("sync_p50_ms", "PATCH to app reloaded p50, no nudge (the kubelet's own sync)", "ms"),
+        Row("sync_p99_ms", "PATCH to app reloaded p99, no nudge", "ms"),
+        Row("sync_min_ms", "PATCH to app reloaded min, no nudge", "ms"),
+        Row("sync_max_ms", "PATCH to app reloaded max, no nudge", "ms"),
+        Row("sync_samples", "samples without the nudge, per run"),
+        Row("sync_missed", "apps not reloaded within 150 s without the nudge"),
+        Row("sync_agent_p50_ms", "PATCH to the agent's `loaded-at` p50, no nudge", "ms"),
+        Row("hot_changes", "hot changes with the nudge (both settings), per run"),
+        Row("rollouts", "workloads rolled (want 0)"),
+        Row("restarts", "container restarts (want 0)"),
+    ),
 }
 TITLES = {
     "latency": "Reaction latency",
@@ -120,6 +145,7 @@ TITLES = {
     "api-cost": "API cost",
     "flapping": "Flapping Secret",
     "agent": "Reload agent: `..data` swap to reload, and its memory",
+    "agent-node": "Hot reload on the real node: ConfigMap PATCH to the app reloaded",
 }
 
 
@@ -311,7 +337,8 @@ def markdown(document: dict[str, Any], out: Output) -> str:
         "picks tools, `BENCH_NOTE='...'` adds a note under *Tools* (e.g. how a peer was "
         "built), `BENCH_ROLL_TIMEOUT=S` sets how long a fan-out or burst may take before "
         "the rest is projected, `BENCH_AGENT_SWAPS=N` sets the reload agent's swaps per setting "
-        "(`BENCH_SCENARIOS=agent` alone starts no cluster), "
+        "(`BENCH_SCENARIOS=agent` alone starts no cluster), `BENCH_NODE_PODS=N` the real "
+        "node's pods in `agent-node` (it needs root and the host packages), "
         "`BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, and "
         "`BENCH_OUTPUT=name` writes bench/results/name.* (`BENCH_OUTPUT=/some/dir`: that "
         "directory) instead of latest.json, its plots and this page.",

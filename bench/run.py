@@ -31,6 +31,7 @@ from bench.scenarios import (
     Metrics,
     Scenario,
     agent,
+    agent_node,
     api_cost,
     burst,
     fanout,
@@ -50,6 +51,7 @@ SCENARIOS: dict[str, Scenario] = {
     "memory": memory.run,
     "api-cost": api_cost.run,
     "flapping": flapping.run,
+    "agent-node": agent_node.run,  # joins the real node (root, containerd; see README)
 }
 #: Scenarios that need no cluster: the reload agent runs beside the app, not against the API.
 LOCAL: dict[str, LocalScenario] = {"agent": agent.run}
