@@ -7,23 +7,36 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kube_nudge.controller.audit import Audit
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS
+from kube_nudge.kube.resources import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    NAMESPACES,
+    PODS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    Resource,
+)
 from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import BASELINE_HASH
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
-from tests.integration.controller_support import eventually, running_controller
+from tests.integration.controller_support import HMAC_SECRET, eventually, running_controller
 from tests.integration.manifests import ENABLED
+from tests.integration.test_wait_cli import wait_cli
 from tests.unit.test_app_status import status_validator
 
 pytestmark = pytest.mark.cluster
+RBAC = "rbac.authorization.k8s.io"
+ROLEBINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding")
 
 
 async def status(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, str, str]:
@@ -44,18 +57,25 @@ async def make_stale_legacy(kube: KubeClient, namespace: str) -> None:
         DEPLOYMENTS.path(namespace),
         manifests.deployment("legacy", spec=manifests.env_consumer(), annotations={}),
     )
+    await change_after_pods_started(kube, namespace)
+
+
+async def change_after_pods_started(kube: KubeClient, namespace: str, level: str = "debug") -> None:
+    """Once every live pod of ``namespace`` started, ConfigMap `app`'s LEVEL becomes
+    ``level`` (in a later second than the last start)."""
+
+    def starts(found: dict[str, Any]) -> list[float]:
+        live = [p for p in found.values() if not p["metadata"].get("deletionTimestamp")]
+        stamps = [parse_timestamp((p.get("status") or {}).get("startTime")) for p in live]
+        return [s for s in stamps if s is not None] if None not in stamps else []
+
     pods = await wait_for_objects(
-        kube, PODS.path(namespace),
-        lambda found: any((p.get("status") or {}).get("startTime") for p in found.values()),
-        timeout=30,
-    )  # fmt: skip
-    started = min(
-        parse_timestamp(p["status"]["startTime"]) or 0.0
-        for p in pods.values() if (p.get("status") or {}).get("startTime")
-    )  # fmt: skip
+        kube, PODS.path(namespace), lambda found: bool(starts(found)), timeout=30
+    )
+    started = max(starts(pods))
     # API timestamps have whole seconds: the change must land in a later second than the start.
     await eventually(lambda: time.time() >= started + 1.0, timeout=5)
-    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": level}})
 
 
 async def test_status_finds_stale_pods_and_clears_once_rolled(
@@ -121,3 +141,96 @@ async def test_the_drift_audit_exports_what_status_all_finds(
     assert metrics.audit_workloads.labels(state="current", opted_in="true")._value.get() == 0
     assert metrics.audit_stale_pods._value.get() == 1
     assert metrics.audit_timestamp._value.get() > 0
+
+
+async def edit_role_kubeconfig(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, into: Path
+) -> Path:
+    """A team's CI account: a ServiceAccount bound to the built-in `edit` ClusterRole in
+    ``namespace`` only, as a kubeconfig with its token."""
+    await kube.create(SERVICEACCOUNTS.path(namespace), {"metadata": {"name": "ci"}})
+    await kube.create(ROLEBINDINGS.path(namespace), {
+        "metadata": {"name": "ci-edit"},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "ServiceAccount", "name": "ci", "namespace": namespace}],
+    })  # fmt: skip
+    token = await kube.create(
+        SERVICEACCOUNTS.path(namespace, "ci", "token"),
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    config = json.loads(cluster.kubeconfig.read_text())
+    config["users"] = [{"name": "ci", "user": {"token": token["status"]["token"]}}]
+    config["contexts"][0]["context"]["user"] = "ci"
+    kubeconfig = into / "ci.kubeconfig"
+    kubeconfig.write_text(json.dumps(config))
+    return kubeconfig
+
+
+async def test_a_user_who_may_not_read_the_key_never_sees_drift_as_current(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    # kube-nudge's own namespace holds the key; the CI account may edit the team's only.
+    state = f"{namespace}-kn"
+    await kube.create(NAMESPACES.path(), {"metadata": {"name": state}})
+    try:
+        ci = await edit_role_kubeconfig(kube, cluster, namespace, tmp_path)
+        await kube.create(CONFIGMAPS.path(namespace),
+                          manifests.configmap("app", {"LEVEL": "info"}))  # fmt: skip
+        await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
+            "web", spec=manifests.env_consumer("LEVEL"), annotations=ENABLED))  # fmt: skip
+        # Adopted, then rolled once by kube-nudge: its template carries the hash.
+        async with running_controller(cluster, namespace) as running:
+            await wait_for_object(
+                kube, DEPLOYMENTS.path(namespace), "web",
+                lambda o: BASELINE_HASH in (o["metadata"].get("annotations") or {}), timeout=60,
+            )  # fmt: skip
+            await change_after_pods_started(kube, namespace, "debug")
+            await wait_for_object(
+                kube, DEPLOYMENTS.path(namespace), "web",
+                lambda o: deployment_complete(o) and o["metadata"]["generation"] > 1, timeout=60,
+            )  # fmt: skip
+            await running.controller.settled(timeout=30)
+        key = await kube.get(SECRETS.path(namespace, HMAC_SECRET))
+        await kube.create(SECRETS.path(state),
+                          {"metadata": {"name": HMAC_SECRET}, "data": key["data"]})  # fmt: skip
+        # No controller runs: the next change is not rolled. The admin sees drift.
+        await change_after_pods_started(kube, namespace, "trace")
+        where = f"--state-namespace={state}"
+        code, out, err = await status(cluster.kubeconfig, namespace, where, "-o", "json")
+        assert code == 1, (out, err)
+        [row] = json.loads(out)["workloads"]
+        assert row["state"] == "drift"
+
+        # The CI account can't read the key: never `current`, never exit 0, and it is told
+        # which permission is missing.
+        code, out, err = await status(ci, namespace, where, "-o", "json")
+        assert code == 6, (out, err)
+        document = json.loads(out)
+        status_validator().validate(document)
+        assert document["desiredKnown"] is False and document["drift"] is False
+        [row] = document["workloads"]
+        assert row["state"] == "unverified", row
+        assert f"get on secret {state}/{HMAC_SECRET}" in row["detail"]
+        assert "1 pod(s) started before its config last changed" in row["detail"]
+        assert row["stalePods"] == 1
+        assert f"cannot read Secret {state}/{HMAC_SECRET} (403" in err
+        # wait works for it: pending, so it times out (it used to exit 2 at once).
+        code, _, err = await wait_cli(ci, namespace, "deployment/web", "--timeout=3s",
+                                      state=state)  # fmt: skip
+        assert code == 3, err
+        assert f"timed out: {namespace}/Deployment/web: waiting (unverified: " in err
+
+        # Once the controller rolls the change, the same account sees it out, and says so.
+        async with running_controller(cluster, namespace):
+            code, out, err = await wait_cli(ci, namespace, "configmap/app", "--timeout=90s",
+                                            state=state)  # fmt: skip
+            assert code == 0, (out, err)
+            assert "all 1 workload(s) run the new config" in out
+        code, out, err = await status(ci, namespace, where, "-o", "json")
+        assert code == 0, (out, err)
+        [row] = json.loads(out)["workloads"]
+        assert row["state"] == "current" and "checked without the key" in row["detail"]
+        code, out, _ = await status(cluster.kubeconfig, namespace, where, "-o", "json")
+        assert code == 0 and json.loads(out)["workloads"][0]["state"] == "current"
+    finally:
+        await kube.delete(NAMESPACES.path(name=state))

@@ -27,10 +27,13 @@ pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
 
 
-async def wait_cli(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, str, str]:
+async def wait_cli(
+    kubeconfig: Path, namespace: str, *args: str, state: str | None = None
+) -> tuple[int, str, str]:
+    """``kube-nudge wait``; the key Secret in ``state`` (default: ``namespace``)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "kube_nudge", "wait", *args, f"--kubeconfig={kubeconfig}",
-        f"--namespace={namespace}", f"--state-namespace={namespace}",
+        f"--namespace={namespace}", f"--state-namespace={state or namespace}",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 120)

@@ -8,15 +8,17 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-from kube_nudge.app.status_command import render_table
+from kube_nudge.app.errors import EXIT_UNVERIFIED
+from kube_nudge.app.status_command import exit_code, render_table
 from kube_nudge.controller.status import WorkloadStatus, status_document
 
 
 def row(name: str, state: str, detail: str, pods: dict[str, int], **more: object) -> WorkloadStatus:
+    fields: dict[str, object] = {"desired_hash": "v1-a", **more}
     return WorkloadStatus(
         namespace="shop", kind="Deployment", name=name, opted_in=True, strategy="rollout",
-        state=state, detail=detail, desired_hash="v1-a", applied_hash="v1-a", pods=pods,
-        **more,  # type: ignore[arg-type]
+        state=state, detail=detail, applied_hash="v1-a", pods=pods,
+        **fields,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -70,3 +72,17 @@ def test_the_json_document_matches_its_documented_schema() -> None:
     document["workloads"][0].pop("value")
     document["workloads"][0]["state"] = "unknown"
     assert not validator.is_valid(document)
+
+
+def test_unverified_has_its_own_exit_code_and_drift_wins() -> None:
+    current = row("web", "current", "pods run the config in the cluster", {"v1-a": 1})
+    unsure = row("api", "unverified", "cannot verify: …", {"v1-a": 1}, desired_hash=None)
+    drift = row("db", "drift", "its config changed", {"v1-a": 1})
+    assert exit_code([current]) == 0
+    assert exit_code([current, unsure]) == EXIT_UNVERIFIED == 6
+    assert exit_code([current, unsure, drift]) == 1  # a known drift is the answer
+    # Its own state in the documented schema, and never counted as drift.
+    document = status_document([current, unsure], desired_known=False)
+    status_validator().validate(document)
+    assert document["drift"] is False
+    assert "\x1b[33munverified" in render_table([unsure], colour=True)

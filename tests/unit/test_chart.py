@@ -1094,3 +1094,20 @@ def test_notes_and_readme_say_what_the_code_does_on_a_certificate_renewal(
     assert said in notes
     assert "restart kube-nudge" not in notes
     assert said in " ".join((REPO / "README.md").read_text().split())
+
+
+def test_the_viewer_role_reads_what_status_and_wait_read_and_no_secret() -> None:
+    assert not [d for d in render() if d["metadata"]["name"] == "kube-nudge-viewer"]
+    for mode in ((), ("watchNamespaces={team-a}",)):
+        [viewer] = named(render("viewer.create=true", *mode), "ClusterRole", "kube-nudge-viewer")
+        grants = {(group, resource, verb) for rule in viewer["rules"]
+                  for group in rule["apiGroups"] for resource in rule["resources"]
+                  for verb in rule["verbs"]}  # fmt: skip
+        assert grants == {
+            ("apps", "deployments", "get"), ("apps", "deployments", "list"),
+            ("apps", "statefulsets", "get"), ("apps", "statefulsets", "list"),
+            ("apps", "daemonsets", "get"), ("apps", "daemonsets", "list"),
+            ("batch", "cronjobs", "get"), ("batch", "cronjobs", "list"),
+            ("", "pods", "list"), ("", "configmaps", "get"),
+        }  # fmt: skip
+        assert not [r for r in viewer["rules"] if "resourceNames" in r]

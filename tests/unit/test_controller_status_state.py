@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any, cast
 
-from kube_nudge.controller.status import DRIFT_STATES, _state
+from kube_nudge.controller.status import DRIFT_STATES, UNVERIFIED, _state, collect
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import CONFIG_HASH, WorkloadDefaults, WorkloadView, project_workload
 from kube_nudge.model.annotations import FAILED, format_failed
 
@@ -40,3 +45,90 @@ def test_drift_says_what_the_workload_may_be_waiting_for() -> None:
     assert "lower rollout orders (kube-nudge.io/rollout-order: 2)" in detail
     _, plain = _state(view({}), "v1-b", (), {}, 0, [])
     assert plain == "its config changed and it has not rolled yet"
+
+
+# Without the key (a user who may not get the key Secret), only facts that need no key count.
+KEYLESS = "get on secret kube-nudge/kube-nudge-hmac-key"
+
+
+def test_without_the_key_old_pods_are_unverified_never_current_nor_drift() -> None:
+    # The admin's answer for the same workload is `drift` (its config changed, not rolled).
+    assert _state(view({}), "v1-b", (), {"v1-a": 2}, 2, [])[0] == "drift"
+    state, detail = _state(view({}), None, (), {"v1-a": 2}, 2, [], without=KEYLESS)
+    assert state == UNVERIFIED and state not in DRIFT_STATES
+    assert "2 pod(s) started before its config last changed" in detail
+    assert "a change of keys it doesn't read counts too" in detail
+    assert detail.endswith(f"comparing its hash needs {KEYLESS}")
+
+
+def test_without_the_key_pods_that_read_the_config_after_its_change_are_current() -> None:
+    state, detail = _state(view({}), None, (), {"v1-a": 2}, 0, [], without=KEYLESS)
+    assert state == "current"
+    assert "every pod started (or reloaded) after its config last changed" in detail
+    assert "checked without the key" in detail
+
+
+def test_without_the_key_no_pods_or_unlisted_pods_are_unverified() -> None:
+    state, detail = _state(view({}), None, (), {}, 0, [], without=KEYLESS)
+    assert (state, detail.split(",")[0]) == (UNVERIFIED, "cannot verify: no pod tells which "
+                                                         "config it runs")  # fmt: skip
+    state, detail = _state(view({}), None, (), None, 0, [], without=KEYLESS)
+    assert state == UNVERIFIED and "its pods may not be listed here" in detail
+    # Not opted in, pods not listable: never the audit's "current".
+    opted_out = replace(view({}), settings=replace(view({}).settings, enabled=False))
+    assert _state(opted_out, None, (), None, 0, [])[0] == UNVERIFIED
+
+
+def test_without_the_key_what_needs_no_key_is_still_told() -> None:
+    held = _state(view({}), None, ("configmap/app not found",), {"v1-a": 1}, 1, [],
+                  without=KEYLESS)  # fmt: skip
+    assert held == ("held", "missing: configmap/app not found")
+    failed = _state(view({FAILED: format_failed("v1-a", 1.0)}), None, (), {"v1-a": 1}, 1, [],
+                    without=KEYLESS)  # fmt: skip
+    assert failed[0] == "failed"
+    unadopted = replace(view({}), template_hash=None)
+    assert _state(unadopted, None, (), {"-": 1}, 1, [], without=KEYLESS)[0] == "not-adopted"
+
+
+class FakeClient:
+    """Lists one Deployment reading ConfigMap `app` and Secret `db`; the Secret is forbidden."""
+
+    def __init__(self, deployment: dict[str, Any]) -> None:
+        self.deployment = deployment
+        self.gets: list[str] = []
+
+    async def list_pages(
+        self, path: str, params: object = None
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        if path.endswith("/deployments"):
+            yield [self.deployment], ""
+        elif path.endswith("/pods"):
+            yield [{"metadata": {"name": "web-1"}, "status": {}}], ""
+        else:
+            yield [], ""
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self.gets.append(path)
+        if "/secrets/" in path:
+            raise ApiError(403, "Forbidden", 'secrets "db" is forbidden')
+        return {"metadata": {"name": "app"}, "data": {"LEVEL": "info"}}
+
+
+def test_a_source_the_user_may_not_get_makes_the_workload_unverified_naming_it() -> None:
+    spec = {"containers": [{"name": "a", "image": "x", "env": [
+        {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}},
+        {"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
+    ]}]}  # fmt: skip
+    deployment = {
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u",
+                     "annotations": {"kube-nudge.io/enabled": "true"}},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}},
+    }  # fmt: skip
+    client = FakeClient(deployment)
+    for key in (b"k" * 32, None):  # with the key or without: the Secret can't be read
+        [row] = asyncio.run(collect(cast(KubeClient, client), namespaces=("shop",),
+                                    hmac_key=key, kinds=BUILTIN_KINDS[:1]))  # fmt: skip
+        assert row.state == UNVERIFIED and row.unverified and not row.waiting_helps
+        assert "get on secret shop/db is forbidden" in row.detail
+        assert row.pods == {"-": 1} and row.desired_hash is None

@@ -15,6 +15,7 @@ from kube_nudge.kube.client import ApiError, KubeClient, KubeconfigError
 
 __all__ = [
     "EXIT_CLUSTER",
+    "EXIT_UNVERIFIED",
     "EXIT_USAGE",
     "CommandError",
     "UsageError",
@@ -29,6 +30,9 @@ EXIT_USAGE: Final = 2
 #: The command could not finish: the API server was unreachable or refused a request
 #: (unauthorized, forbidden, another error), or something unforeseen went wrong.
 EXIT_CLUSTER: Final = 5
+#: ``status`` and ``wait``: no drift found, but some workload could not be verified: the user
+#: may not read the installation key (to compare hashes), a source, or the pods.
+EXIT_UNVERIFIED: Final = 6
 
 _VERBS: Final = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 

@@ -1,8 +1,10 @@
 """``kube-nudge status``: which pods run which config, from the API, without the controller.
 
 Exit code 0 when every listed workload runs (or is rolling to) the config in the cluster,
-1 when drift is found (so it can run as a CI or cron check), 2 on bad flags or kubeconfig, 5
-when the API server is unreachable or refuses (see ``exit_codes``).
+1 when drift is found (so it can run as a CI or cron check), 6 when none is found but some
+workload could not be verified (the user may not read the installation key, a source or the
+pods), 2 on bad flags or kubeconfig, 5 when the API server is unreachable or refuses (see
+``exit_codes``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
+from kube_nudge.app.errors import (
+    EXIT_CLUSTER,
+    EXIT_UNVERIFIED,
+    EXIT_USAGE,
+    UsageError,
+    api_failure,
+    connect,
+)
 from kube_nudge.app.flags import (
     add_cluster_flags,
     add_key_flags,
@@ -26,9 +35,10 @@ from kube_nudge.app.flags import (
 from kube_nudge.controller.status import WorkloadStatus, collect, status_document
 from kube_nudge.kube.client import ApiError, KubeClient
 
-__all__ = ["STATUS", "StatusCommand", "render_table"]
+__all__ = ["STATUS", "StatusCommand", "exit_code", "render_table"]
 
-_COLOURS = {"current": "32", "rolling": "33", "not-adopted": "33"}  # others: red
+# Others: red.
+_COLOURS = {"current": "32", "rolling": "33", "not-adopted": "33", "unverified": "33"}
 _MIN_WIDTH = 80
 
 
@@ -42,7 +52,10 @@ class StatusCommand:
         (1, "drift: some workload runs other config, or is held, stale or failed"),
         (EXIT_USAGE, "a bad flag or kubeconfig; nothing was sent"),
         (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
-    )
+        (EXIT_UNVERIFIED, "no drift found, but some workload is unverified: the user may not "
+                          "read the installation key (get on its Secret), a source or the "
+                          "pods"),
+    )  # fmt: skip
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
         """The flags of ``kube-nudge status``."""
@@ -81,7 +94,16 @@ class StatusCommand:
             colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
             width = max(shutil.get_terminal_size((_MIN_WIDTH, 24)).columns, _MIN_WIDTH)
             print(render_table(rows, width=width, colour=colour), end="")
-        return 1 if any(row.drift for row in rows) else 0
+        code = exit_code(rows)
+        if code == EXIT_UNVERIFIED:
+            unsure = sum(row.unverified for row in rows)
+            how = "" if key_known else (
+                f"; with get on secret {args.state_namespace}/{args.hmac_secret} (or "
+                "--hmac-key-file) status compares hashes"
+            )  # fmt: skip
+            print(f"kube-nudge: {unsure} workload(s) unverified, no drift found among the "
+                  f"others (see DETAIL){how}", file=sys.stderr)  # fmt: skip
+        return code
 
     async def _collect(
         self, client: KubeClient, args: argparse.Namespace
@@ -95,10 +117,19 @@ class StatusCommand:
             rows = await collect(
                 client, namespaces=scope, hmac_key=key,
                 include_opted_out=args.include_opted_out, compat=args.compat,
+                key_location=f"{args.state_namespace}/{args.hmac_secret}",
             )  # fmt: skip
             return rows, key is not None
         finally:
             await client.aclose()
+
+
+def exit_code(rows: Sequence[WorkloadStatus]) -> int:
+    """1 on any drift (known drift is the answer even where other rows are unsure), else 6
+    when some row is unverified, else 0."""
+    if any(row.drift for row in rows):
+        return 1
+    return EXIT_UNVERIFIED if any(row.unverified for row in rows) else 0
 
 
 def render_table(rows: Sequence[WorkloadStatus], *, width: int = 80, colour: bool = False) -> str:

@@ -8,7 +8,14 @@ out; 1 naming those held (missing config), rolled back (snapshot undo) or stale 
 3 on timeout, naming those still pending; 4 at once when there is nothing to wait for (a
 named workload or source does not exist, a named workload is not opted in, or no opted-in
 workload consumes a named source); 2 on bad flags or kubeconfig; 5 when the API server is
-unreachable or refuses.
+unreachable or refuses; 6 at once when a workload can't be verified by waiting (the user may
+not read a source it consumes or its pods, or without the key it has no pods).
+
+Without the installation key (the user may not get its Secret) no hash can be compared:
+a workload is out once every pod read its config after the config's last change (started, or
+its agent reloaded) and its own rollout completed, as ``status`` tells without the key. A
+change of keys a workload doesn't read rolls nothing, so its pods stay older than the change:
+without the key that waits until ``--timeout``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import TextIO
 
 from kube_nudge.app.errors import (
     EXIT_CLUSTER,
+    EXIT_UNVERIFIED,
     EXIT_USAGE,
     CommandError,
     UsageError,
@@ -118,7 +126,12 @@ def _failed(row: WorkloadStatus) -> bool:
 
 
 def _line(row: WorkloadStatus) -> str:
-    mark = "done" if _done(row) else ("FAILED" if _failed(row) else "waiting")
+    if _done(row):
+        mark = "done"
+    elif _failed(row):
+        mark = "FAILED"
+    else:
+        mark = "UNVERIFIED" if row.unverified and not row.waiting_helps else "waiting"
     return f"{row.namespace}/{row.kind}/{row.name}: {mark} ({row.state}: {row.detail})"
 
 
@@ -137,6 +150,9 @@ class WaitCommand:
                                    "named workload is not opted in, or no opted-in workload "
                                    "consumes a named source"),
         (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+        (EXIT_UNVERIFIED, "at once: a workload can't be verified by waiting (the user may not "
+                          "read a source it consumes or its pods; or, without the key, it "
+                          "has no pods)"),
     )  # fmt: skip
 
     def configure(self, parser: argparse.ArgumentParser) -> None:
@@ -180,19 +196,28 @@ class WaitCommand:
         try:
             key = await read_installation_key(client, args, sys.stderr)
             if key is None:
-                print("kube-nudge: wait needs the installation key to know the desired "
-                      "config", file=sys.stderr)  # fmt: skip
-                return 2
+                print("kube-nudge: without the key, a workload is out once every pod started "
+                      "after its config last changed and its rollout completed",
+                      file=sys.stderr)  # fmt: skip
             namespace = args.namespace or client.default_namespace
+            where = f"{args.state_namespace}/{args.hmac_secret}"
             deadline = time.monotonic() + timeout
             shown: dict[str, str] = {}
             live = out.isatty()
             while True:
                 rows = await collect(client, namespaces=(namespace,), hmac_key=key,
-                                     compat=args.compat)  # fmt: skip
+                                     compat=args.compat, key_location=where)  # fmt: skip
                 chosen = _selected(rows, targets)
                 await self._something_to_wait_for(client, namespace, targets, chosen, args)
                 self._show(chosen, shown, out, live)
+                if hopeless := [r for r in chosen if r.unverified and not r.waiting_helps]:
+                    # Waiting can't settle these: stop now (failed ones are said too).
+                    failed = [r for r in chosen if _failed(r)]
+                    for row in failed:
+                        print(f"failed: {_line(row)}", file=sys.stderr)
+                    for row in hopeless:
+                        print(f"unverified: {_line(row)}", file=sys.stderr)
+                    return EXIT_FAILED if failed else EXIT_UNVERIFIED
                 missing = [t for t in targets if not t.is_source and not any(
                     (r.kind, r.name) == (t.kind, t.name) for r in chosen)]  # fmt: skip
                 if chosen and all(_done(r) or _failed(r) for r in chosen) and not missing:

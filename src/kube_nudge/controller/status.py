@@ -8,6 +8,13 @@ pod's reload agent confirmed it (``kube-nudge.io/loaded-at`` at or after the del
 With ``include_opted_out``, workloads that never opted in are audited too: pods that
 started before the data they consume last changed run stale config (env and `subPath`
 consumers certainly so: those never refresh in a running pod).
+
+Without the key (a user who may not get the key Secret) no hash can be compared, so a
+workload is `current` only on facts that need no key: every pod read its config (started, or
+its agent reloaded) after its sources' data last changed, and its own rollout completed. A pod
+older than that change may run old config, or the change touched only keys it doesn't read:
+no reader without the key can tell, so the workload is `unverified` (never `current`, never
+`drift`). The same holds for a workload whose sources or pods the reader may not see.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kube_nudge.controller.controller import product_defaults
-from kube_nudge.controller.desired import JSON, source_views
+from kube_nudge.controller.desired import JSON, read_source, source_views
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
@@ -34,7 +41,14 @@ from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, parse_hash_at
 from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
 
-__all__ = ["DRIFT_STATES", "SCHEMA", "WorkloadStatus", "collect", "status_document"]
+__all__ = [
+    "DRIFT_STATES",
+    "SCHEMA",
+    "UNVERIFIED",
+    "WorkloadStatus",
+    "collect",
+    "status_document",
+]
 
 SCHEMA = "kube-nudge.io/status/v1"
 NO_HASH = "-"  # pods (or templates) that carry no config hash
@@ -42,6 +56,9 @@ _UNKEYED = b"\x00" * 32  # stands in for the key when it can't be read: desired 
 
 #: States that make ``kube-nudge status`` exit with code 1.
 DRIFT_STATES = frozenset({"drift", "held", "stale", "rolled-back", "failed"})
+#: The state of a workload that can't be verified without what the reader may not read:
+#: the installation key (to compare hashes), a source, or its pods.
+UNVERIFIED = "unverified"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +72,7 @@ class WorkloadStatus:
     strategy: str | None
     state: str
     """current | rolling | reloading | drift | held | stale | rolled-back | failed |
-    not-adopted | notify-only"""
+    not-adopted | notify-only | unverified"""
     detail: str
     desired_hash: str | None
     applied_hash: str | None
@@ -68,11 +85,19 @@ class WorkloadStatus:
     rolled_out: bool | None = None
     """Whether its own controller finished rolling out the current template (None: the
     kind has no rollout to follow, e.g. CronJob)."""
+    waiting_helps: bool = True
+    """False for an `unverified` row that no wait can settle: a source or its pods can't be
+    read, or it has no pod whose start could tell (not in the JSON document)."""
 
     @property
     def drift(self) -> bool:
         """True when the pods do not run (and are not rolling to) the config they should."""
         return self.state in DRIFT_STATES
+
+    @property
+    def unverified(self) -> bool:
+        """True when the reader can't tell whether the pods run the config in the cluster."""
+        return self.state == UNVERIFIED
 
     def as_json(self) -> dict[str, Any]:
         """The row as the JSON document's ``workloads[]`` entry (docs/schemas/status-v1.json)."""
@@ -112,9 +137,12 @@ async def collect(
     include_opted_out: bool = False,
     kinds: Iterable[WorkloadKind] = BUILTIN_KINDS,
     compat: bool = False,
+    key_location: str = "the installation key's Secret",
 ) -> list[WorkloadStatus]:
     """Every opted-in workload in ``namespaces`` (None: all), and with
-    ``include_opted_out`` every other one that runs stale pods, sorted."""
+    ``include_opted_out`` every other one that runs stale pods, sorted. Without
+    ``hmac_key``, rows say what needs no key; ``key_location`` (``namespace/name`` of the key
+    Secret) is named in the detail of those that can't be verified."""
     defaults = product_defaults(compat=compat)  # every registered strategy is valid
     cache: dict[SourceRef, JSON | None] = {}
     rows = []
@@ -132,7 +160,9 @@ async def collect(
                     if view is None or (not view.settings.enabled and not include_opted_out):
                         continue
                     name = str((obj.get("metadata") or {}).get("name") or "")
-                    row = await _status(client, kind, name, view, hmac_key, cache, compat)
+                    row = await _status(
+                        client, kind, name, view, hmac_key, cache, compat, key_location
+                    )
                     row = replace(row, rolled_out=rollout_complete(kind.resource.kind, obj))
                     if row.state == "current" and row.rolled_out is False and row.opted_in:
                         row = replace(row, state="rolling", detail="its rollout is in progress")
@@ -149,7 +179,11 @@ async def _status(
     hmac_key: bytes | None,
     cache: dict[SourceRef, JSON | None],
     compat: bool,
+    key_location: str,
 ) -> WorkloadStatus:
+    forbidden = await _forbidden_sources(client, view, cache)
+    if forbidden:
+        return await _unreadable(client, kind, name, view, forbidden)
     views = await source_views(client, view, cache, compat=compat)
     assessment = assess(view, views.__getitem__, hmac_key or _UNKEYED)
     desired = assessment.desired if hmac_key is not None else None
@@ -164,7 +198,11 @@ async def _status(
         for ref, use in assessment.visible.items()
         if use.never_refreshed
     ]
-    state, detail = _state(view, desired, assessment.missing, pods, stale, certainly)
+    unkeyed = None if hmac_key is not None else f"get on secret {key_location}"
+    state, detail = _state(
+        view, desired, assessment.missing, pods, stale, certainly, without=unkeyed
+    )
+    waiting_helps = state != UNVERIFIED or (pods is not None and bool(pods))
     return WorkloadStatus(
         namespace=view.namespace,
         kind=kind.resource.kind,
@@ -175,9 +213,50 @@ async def _status(
         detail=detail,
         desired_hash=desired,
         applied_hash=view.applied_hash,
-        pods=pods,
+        pods=pods or {},
         stale_pods=stale,
         sources=sources,
+        waiting_helps=waiting_helps,
+    )
+
+
+async def _forbidden_sources(
+    client: KubeClient, view: WorkloadView, cache: dict[SourceRef, JSON | None]
+) -> list[SourceRef]:
+    """The sources ``view`` consumes that the reader may not get (the others are cached)."""
+    forbidden = []
+    for ref in sorted(view.consumed):
+        if ref in cache:
+            continue
+        try:
+            cache[ref] = await read_source(client, ref)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            forbidden.append(ref)
+    return forbidden
+
+
+async def _unreadable(
+    client: KubeClient, kind: WorkloadKind, name: str, view: WorkloadView, refs: list[SourceRef]
+) -> WorkloadStatus:
+    """The row of a workload that consumes a source the reader may not get: nothing about
+    its config can be told (not even whether its pods are stale), only its pods counted."""
+    pods, _ = await _pods(client, view, None)
+    needs = ", ".join(f"get on {ref.kind} {ref.namespace}/{ref.name}" for ref in refs)
+    return WorkloadStatus(
+        namespace=view.namespace,
+        kind=kind.resource.kind,
+        name=name,
+        opted_in=view.settings.enabled,
+        strategy=view.settings.strategy if view.settings.enabled else None,
+        state=UNVERIFIED,
+        detail=f"cannot verify: it reads what this user may not ({needs} is forbidden)",
+        desired_hash=None,
+        applied_hash=view.applied_hash,
+        pods=pods or {},
+        sources=tuple(f"{ref.display(view.namespace)} [?]" for ref in sorted(view.consumed)),
+        waiting_helps=False,
     )
 
 
@@ -185,11 +264,18 @@ def _state(
     view: WorkloadView,
     desired: str | None,
     missing: tuple[str, ...],
-    pods: Mapping[str, int],
+    pods: Mapping[str, int] | None,
     stale: int,
     never_refreshed: list[str],
+    *,
+    without: str | None = None,
 ) -> tuple[str, str]:
+    """The state and its detail. ``without`` (``get on secret NS/NAME``): the key could not
+    be read, so no hash is compared (``desired`` is None) and only facts that need no key
+    count; ``pods`` None: the pods could not be listed."""
     if not view.settings.enabled:
+        if pods is None:
+            return UNVERIFIED, "cannot verify: its pods may not be listed here"
         if stale:
             why = f"{stale} pod(s) started before their config last changed"
             if never_refreshed:
@@ -215,6 +301,12 @@ def _state(
             "its template was reverted to an earlier config snapshot (kubectl rollout undo?); "
             "kube-nudge leaves it until the config changes again"
         )
+    if without is not None:
+        if (unsure := _unverified(pods, stale, without)) is not None:
+            return UNVERIFIED, unsure
+        pods = pods or {}
+    elif pods is None:
+        pods = {}
     running_other = sum(n for h, n in pods.items() if h != view.applied_hash)
     if view.hot_reload is not None and view.hot_reload[0] == view.applied_hash:
         return "reloading", (
@@ -225,7 +317,28 @@ def _state(
         return "rolling", f"{running_other} pod(s) still run an older config"
     if view.template_hash is None and stale:
         return "stale", f"{stale} pod(s) started before their config last changed"
+    if without is not None:
+        return "current", (
+            "every pod started (or reloaded) after its config last changed (checked without "
+            "the key, from pod start times)"
+        )
     return "current", "pods run the config in the cluster"
+
+
+def _unverified(pods: Mapping[str, int] | None, stale: int, without: str) -> str | None:
+    """Why a workload can't be verified without the key, or None when its pods tell: each
+    read its config after the config's last change."""
+    needs = f"comparing its hash needs {without}"
+    if pods is None:
+        return f"cannot verify: its pods may not be listed here, and {needs}"
+    if not pods:
+        return f"cannot verify: no pod tells which config it runs, and {needs}"
+    if stale:
+        return (
+            f"cannot verify: {stale} pod(s) started before its config last changed (a change "
+            f"of keys it doesn't read counts too); {needs}"
+        )
+    return None
 
 
 def _waiting(view: WorkloadView) -> str:
@@ -245,7 +358,9 @@ def _waiting(view: WorkloadView) -> str:
 
 async def _pods(
     client: KubeClient, view: WorkloadView, changed_at: float | None
-) -> tuple[dict[str, int], int]:
+) -> tuple[dict[str, int] | None, int]:
+    """Pod count by the config each runs, and how many are stale; None when the pods may
+    not be listed."""
     if not view.pod_selector:
         return {}, 0
     counts: Counter[str] = Counter()
@@ -265,6 +380,7 @@ async def _pods(
     except ApiError as exc:
         if exc.status != 403:
             raise
+        return None, 0
     return dict(counts), stale
 
 
