@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kube_nudge.controller.audit import Audit
 from kube_nudge.kube.client import KubeClient
@@ -26,6 +27,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
@@ -37,6 +39,8 @@ from tests.unit.test_app_status import status_validator
 pytestmark = pytest.mark.cluster
 RBAC = "rbac.authorization.k8s.io"
 ROLEBINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding")
+CLUSTERROLES = Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False)
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def status(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, str, str]:
@@ -143,25 +147,26 @@ async def test_the_drift_audit_exports_what_status_all_finds(
     assert metrics.audit_timestamp._value.get() > 0
 
 
-async def edit_role_kubeconfig(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, into: Path
+async def bound_kubeconfig(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, into: Path, cluster_role: str
 ) -> Path:
-    """A team's CI account: a ServiceAccount bound to the built-in `edit` ClusterRole in
-    ``namespace`` only, as a kubeconfig with its token."""
-    await kube.create(SERVICEACCOUNTS.path(namespace), {"metadata": {"name": "ci"}})
+    """A team's account: a ServiceAccount bound to ``cluster_role`` in ``namespace`` only, as
+    a kubeconfig with its token."""
+    account = f"as-{cluster_role}"
+    await kube.create(SERVICEACCOUNTS.path(namespace), {"metadata": {"name": account}})
     await kube.create(ROLEBINDINGS.path(namespace), {
-        "metadata": {"name": "ci-edit"},
-        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "edit"},
-        "subjects": [{"kind": "ServiceAccount", "name": "ci", "namespace": namespace}],
+        "metadata": {"name": account},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": cluster_role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
     })  # fmt: skip
     token = await kube.create(
-        SERVICEACCOUNTS.path(namespace, "ci", "token"),
+        SERVICEACCOUNTS.path(namespace, account, "token"),
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
     )
     config = json.loads(cluster.kubeconfig.read_text())
-    config["users"] = [{"name": "ci", "user": {"token": token["status"]["token"]}}]
-    config["contexts"][0]["context"]["user"] = "ci"
-    kubeconfig = into / "ci.kubeconfig"
+    config["users"] = [{"name": account, "user": {"token": token["status"]["token"]}}]
+    config["contexts"][0]["context"]["user"] = account
+    kubeconfig = into / f"{account}.kubeconfig"
     kubeconfig.write_text(json.dumps(config))
     return kubeconfig
 
@@ -173,7 +178,7 @@ async def test_a_user_who_may_not_read_the_key_never_sees_drift_as_current(
     state = f"{namespace}-kn"
     await kube.create(NAMESPACES.path(), {"metadata": {"name": state}})
     try:
-        ci = await edit_role_kubeconfig(kube, cluster, namespace, tmp_path)
+        ci = await bound_kubeconfig(kube, cluster, namespace, tmp_path, "edit")
         await kube.create(CONFIGMAPS.path(namespace),
                           manifests.configmap("app", {"LEVEL": "info"}))  # fmt: skip
         await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
@@ -234,3 +239,56 @@ async def test_a_user_who_may_not_read_the_key_never_sees_drift_as_current(
         assert code == 0 and json.loads(out)["workloads"][0]["state"] == "current"
     finally:
         await kube.delete(NAMESPACES.path(name=state))
+
+
+async def test_the_charts_viewer_role_is_enough_for_status_and_wait(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    [role] = [
+        d
+        for d in yaml.safe_load_all(chart.template(REPO, sets=("viewer.create=true",)))
+        if d and d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-viewer")
+    ]
+    role["metadata"] = {"name": f"{namespace}-viewer"}
+    await kube.create(CLUSTERROLES.path(), role)
+    try:
+        viewer = await bound_kubeconfig(kube, cluster, namespace, tmp_path, f"{namespace}-viewer")
+        await kube.create(CONFIGMAPS.path(namespace),
+                          manifests.configmap("app", {"LEVEL": "info"}))  # fmt: skip
+        await kube.create(SECRETS.path(namespace), manifests.secret("db", {"pw": "x"}))
+        reads_secret = manifests.pod_spec(containers=[{
+            "name": "app", "image": "registry.invalid/app:1",
+            "env": [{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}],
+        }])  # fmt: skip
+        for name, spec in (("web", manifests.env_consumer("LEVEL")), ("db", reads_secret)):
+            workload = manifests.deployment(name, spec=spec, annotations=ENABLED)
+            await kube.create(DEPLOYMENTS.path(namespace), workload)
+        async with running_controller(cluster, namespace) as running:
+            for name in ("web", "db"):
+                await wait_for_object(
+                    kube, DEPLOYMENTS.path(namespace), name,
+                    lambda o: BASELINE_HASH in (o["metadata"].get("annotations") or {})
+                    and deployment_complete(o), timeout=60,
+                )  # fmt: skip
+            await running.controller.settled(timeout=30)
+        await wait_for_objects(  # both pods started: their start is what tells without the key
+            kube, PODS.path(namespace),
+            lambda found: len(found) == 2
+            and all((p.get("status") or {}).get("startTime") for p in found.values()),
+            timeout=30,
+        )  # fmt: skip
+
+        code, out, err = await status(viewer, namespace, "-o", "json")
+        assert code == 6, (out, err)  # not 5: the role reads all status needs but Secrets
+        status_validator().validate(json.loads(out))
+        rows = {row["name"]: row for row in json.loads(out)["workloads"]}
+        assert rows["web"]["state"] == "current", rows["web"]
+        assert rows["db"]["state"] == "unverified"
+        assert f"get on secret {namespace}/db is forbidden" in rows["db"]["detail"]
+        code, out, err = await wait_cli(viewer, namespace, "deployment/web", "--timeout=30s")
+        assert code == 0, (out, err)
+        code, out, err = await wait_cli(viewer, namespace, "deployment/db", "--timeout=60s")
+        assert code == 6, (out, err)  # at once: no wait can read the Secret
+        assert f"unverified: {namespace}/Deployment/db: UNVERIFIED" in err
+    finally:
+        await kube.delete(CLUSTERROLES.path(name=f"{namespace}-viewer"))
