@@ -133,3 +133,73 @@ async def test_a_window_kept_while_in_progress_is_the_same_when_queued_again() -
     assert queue.ready_at("w") == 2.0
     queue.add("w", 10.0)  # the debounce raised: 10 s from when the window opened
     assert queue.ready_at("w") == 10.0
+
+
+async def test_an_own_event_opens_no_window_a_later_change_could_ride_in() -> None:
+    """Issue 24: the workload's own event (a status update) at 0, a config change at 3.01 s,
+    both under a 5 s debounce. The change waits its whole window: ready at 8.01, not at 5
+    (2 s after it, in a window the status update would have opened)."""
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add_own("w", 5.0)
+    assert queue.ready_at("w") == 5.0  # alone, it is looked at a debounce later
+    clock.advance(3.01)
+    queue.add("w", 5.0)  # the config change
+    assert queue.ready_at("w") == pytest.approx(8.01)
+    clock.advance(1.99)  # t = 5: nothing yet
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(queue.get(), 0.05)
+    clock.advance(3.01)
+    assert await asyncio.wait_for(queue.get(), 1) == "w"
+    assert len(queue) == 0  # one pass serves the own event and the change
+
+
+def test_own_events_never_shorten_or_restart_an_open_window() -> None:
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add("w", 3.0)  # a change opens the window
+    for _ in range(5):
+        clock.advance(0.5)
+        queue.add_own("w", 3.0)  # status updates, an unrelated edit
+        assert queue.ready_at("w") == 3.0
+    queue.add("w", 3.0)  # the second change coalesces into the same window
+    assert queue.ready_at("w") == 3.0
+    queue.add_own("w", 10.0)  # the debounce raised by an edit: longer, from its start
+    assert queue.ready_at("w") == 10.0
+
+
+def test_own_events_wait_for_a_change_at_most_one_window_and_never_hold_back_a_retry() -> None:
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add_own("w", 2.0)
+    clock.advance(0.5)
+    queue.add_own("w", 2.0)  # the earliest own event wins: never restarted
+    assert queue.ready_at("w") == 2.0
+    clock.advance(1.0)
+    queue.add("w", 2.0)  # a change: the own events wait with it, one window
+    clock.advance(1.0)
+    queue.add_own("w", 2.0)
+    queue.add("w", 2.0)
+    assert queue.ready_at("w") == 3.5
+    queue.settle("held", failed=False, again=1.0)  # a hold's retry, at its time (3.5)
+    queue.add_own("held", 2.0)
+    assert queue.ready_at("held") == 3.5
+    queue.add("held", 2.0)
+    assert queue.ready_at("held") == 3.5  # the window (to 4.5) holds no retry back
+    queue.add("now")  # an immediate look is never held back by an own event or a window
+    queue.add_own("now", 2.0)
+    assert queue.ready_at("now") == 2.5
+
+
+async def test_an_own_event_while_in_progress_opens_no_window_either() -> None:
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add("w")
+    key = await asyncio.wait_for(queue.get(), 1)
+    queue.add_own("w", 2.0)  # the status update of the rollout this pass started
+    clock.advance(1.0)
+    queue.done(key)
+    assert queue.ready_at("w") == 2.0
+    clock.advance(0.5)
+    queue.add("w", 2.0)  # a change: its own whole window
+    assert queue.ready_at("w") == 3.5

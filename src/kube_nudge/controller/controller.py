@@ -281,7 +281,13 @@ class Controller:
             # started with, not what it has become a debounce window later.
             self.queue.add(key)
         elif synced and not (own_write and old is not None and old.same_but_records(new)):
-            self.queue.add(key, new.settings.debounce)
+            if self._dropped_record(key, old, new):
+                self.queue.add(key)  # as at first sight: its next look adopts what runs
+            else:
+                # The workload's own event (its status, an edit of its spec or annotations)
+                # is looked at a debounce later, but opens no window: a config change
+                # arriving meanwhile still waits its whole window, from its own time.
+                self.queue.add_own(key, new.settings.debounce)
         if synced and old is not None and new is not None and _rollout_moved(old, new):
             self._wake_waiting(key, new)
         self.metrics.queue_depth.set(len(self.queue))
@@ -294,7 +300,23 @@ class Controller:
         waiting.discard(key)
         for other in waiting:
             if (other_view := self.workload(other)) is not None:
-                self.queue.add(other, other_view.settings.debounce)
+                # Another workload's event, not a change of this one's config: no window.
+                self.queue.add_own(other, other_view.settings.debounce)
+
+    def _dropped_record(
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView
+    ) -> bool:
+        """Whether an edit took away the hash kube-nudge recorded on ``key`` (a template
+        applied without it), with nothing remembered instead: the next look then adopts
+        what the sources hold, as the restarted pods read it now, so it must be now."""
+        memory = self.reconciler.memory(key)
+        return (
+            old is not None
+            and old.applied_hash is not None
+            and new.applied_hash is None
+            and new.has_template
+            and (memory is None or memory.applied is None)
+        )
 
     def _report_mistyped_opt_in(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A workload left out because its opt-in is not a boolean (`enabled: "yes"`): the

@@ -1,14 +1,21 @@
 """A deduplicating, delaying asyncio work queue of keys (client-go's workqueue semantics).
 
-- A key is queued at most once; adding it again keeps the earliest ready time, so changes
-  arriving inside a workload's debounce window coalesce into one reconcile. One exception:
-  a longer delay asked while a key waits out a debounce window (the workload's debounce was
-  raised) makes that window longer, counted from when it opened. Otherwise an event queued
-  under the old, shorter debounce (the workload's own status update) would carry a config
-  change arriving meanwhile long before the new window ends. Immediate entries and retries
-  (``settle``, ``add_after_failure``) are never held back this way.
+- A key is queued at most once. One pass over it serves every reason it was queued for
+  (reconciles are level-triggered), and it is ready at the earliest of them:
+  - ``add(key, delay)``, a change: opens a debounce window of ``delay`` seconds, or joins
+    the one already open, whose end stays put, so changes arriving inside a workload's
+    debounce window coalesce into one reconcile. A longer delay asked while the window is
+    open (the workload's debounce was raised) makes it longer, counted from when it opened;
+    a shorter one (lowered) can end it sooner, ``delay`` from now.
+  - ``add_own(key, delay)``, an event of the key's own (a workload's status update, an edit
+    of its other fields): looked at after ``delay``, but it opens no window. A change that
+    comes while only such events wait gets its own whole window, from its own time; the
+    events wait with it (at most one window longer). While a window is open they join it as
+    ``add`` would: they never shorten it (but a changed debounce takes effect) nor restart it.
+  - ``add(key)`` (no delay), retries (``add_after_failure``) and requeues (``settle``):
+    at their own time, never held back by a window.
 - A key being processed is never handed to a second worker; re-adding it marks it dirty
-  and it is queued again when the worker calls ``done``.
+  and it is queued again, with the same window, when the worker calls ``done``.
 - Requeue policy belongs to the queue's owner, as in controller-runtime: a failed key is
   re-added with a per-key exponential backoff (``add_after_failure``), reset by
   ``succeeded`` or when the key is forgotten.
@@ -20,15 +27,57 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from kube_nudge.runtime.backoff import Backoff
 
 K = TypeVar("K", bound=Hashable)
-_Entry = tuple[float, tuple[float, float] | None]
-"""When a key is ready, and the debounce window it waits out ((opened at, length)), if any."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Why a key is queued: it is ready at the earliest of ``at`` and either the end of its
+    window or, with no window open, ``own``."""
+
+    at: float = math.inf
+    """Immediate looks and retries: never held back."""
+    window: tuple[float, float] | None = None
+    """(opened at, length) of the debounce window a change opened."""
+    own: float = math.inf
+    """The key's own events, while no window is open."""
+
+    @property
+    def ready_at(self) -> float:
+        if self.window is not None:
+            return min(self.at, self.window[0] + self.window[1])
+        return min(self.at, self.own)
+
+    def change(self, now: float, delay: float) -> None:
+        """A change: open a window, or join (and maybe resize) the open one; the key's own
+        events waiting without a window now wait for it."""
+        self.window = _join(self.window, (now, delay))
+        self.own = math.inf
+
+    def own_event(self, now: float, delay: float) -> None:
+        if self.window is not None:
+            self.window = _join(self.window, (now, delay))
+        else:
+            self.own = min(self.own, now + delay)
+
+
+def _join(window: tuple[float, float] | None, new: tuple[float, float]) -> tuple[float, float]:
+    """The window after ``new`` (asked at its time, with its length) while ``window`` is
+    open: a longer length lengthens it from its start; else the earlier end wins."""
+    if window is None:
+        return new
+    opened, length = window
+    if new[1] > length:
+        return opened, new[1]
+    return new if new[0] + new[1] < opened + length else window
 
 
 class WorkQueue(Generic[K]):
@@ -42,45 +91,52 @@ class WorkQueue(Generic[K]):
     ) -> None:
         self.backoff: Backoff[K] = backoff if backoff is not None else Backoff()
         self._monotonic = monotonic
-        self._ready_at: dict[K, float] = {}  # queued (waiting or ready) keys
-        self._windows: dict[K, tuple[float, float]] = {}
-        """(opened at, length) of each queued key waiting out a debounce window."""
+        self._queued: dict[K, _Pending] = {}  # waiting or ready keys
+        self._ready_at: dict[K, float] = {}  # each queued key's ready time (heap check)
         self._heap: list[tuple[float, int, K]] = []
         self._processing: set[K] = set()
-        self._dirty: dict[K, _Entry] = {}  # re-added while processing
+        self._dirty: dict[K, _Pending] = {}  # re-added while processing
         self._counter = itertools.count()
         self._changed = asyncio.Event()
         self._idle = asyncio.Event()
 
     def __len__(self) -> int:
-        return len(self._ready_at) + len(self._dirty)
+        return len(self._queued) + len(self._dirty)
 
     def add(self, key: K, delay: float = 0.0) -> None:
-        """Queue ``key`` to be ready after ``delay`` seconds, a debounce window (earliest
-        request wins, unless a longer window is asked while this one is open)."""
-        self._add(key, delay, window=True)
-
-    def _add(self, key: K, delay: float, *, window: bool) -> None:
-        now = self._monotonic()
-        delay = max(delay, 0.0)
-        entry = (now + delay, (now, delay) if window and delay > 0 else None)
-        if key in self._processing:
-            self._dirty[key] = _merge(self._dirty.get(key), entry)
-            return
-        current = self._ready_at.get(key)
-        if current is not None:
-            entry = _merge((current, self._windows.get(key)), entry)
-            if entry[0] == current:
-                return
-        self._put(key, entry)
-
-    def _put(self, key: K, entry: _Entry) -> None:
-        ready_at, window = entry
-        self._ready_at[key] = ready_at
-        if window is None:
-            self._windows.pop(key, None)
+        """Queue ``key`` for a change: ready ``delay`` seconds after the debounce window it
+        opens, or at the end of the one open (see the module's text); with no delay, now."""
+        now, delay = self._monotonic(), max(delay, 0.0)
+        if delay > 0:
+            self._update(key, lambda pending: pending.change(now, delay))
         else:
-            self._windows[key] = window
+            self._at(key, now)
+
+    def add_own(self, key: K, delay: float) -> None:
+        """Queue ``key`` for one of its own events: ready after ``delay`` seconds, opening no
+        window a later change could ride in, and never shortening or restarting one."""
+        now, delay = self._monotonic(), max(delay, 0.0)
+        self._update(key, lambda pending: pending.own_event(now, delay))
+
+    def _at(self, key: K, ready_at: float) -> None:
+        def earlier(pending: _Pending) -> None:
+            pending.at = min(pending.at, ready_at)
+
+        self._update(key, earlier)
+
+    def _update(self, key: K, update: Callable[[_Pending], None]) -> None:
+        if key in self._processing:
+            update(self._dirty.setdefault(key, _Pending()))
+            return
+        pending = self._queued.setdefault(key, _Pending())
+        update(pending)
+        self._push(key, pending)
+
+    def _push(self, key: K, pending: _Pending) -> None:
+        ready_at = pending.ready_at
+        if self._ready_at.get(key) == ready_at:
+            return
+        self._ready_at[key] = ready_at
         heapq.heappush(self._heap, (ready_at, next(self._counter), key))
         self._changed.set()
 
@@ -88,7 +144,7 @@ class WorkQueue(Generic[K]):
         """Queue ``key`` again after its backoff delay (which grows with each consecutive
         failure); returns the delay."""
         delay = self.backoff.failed(key)
-        self._add(key, delay, window=False)
+        self._at(key, self._monotonic() + delay)
         return delay
 
     def succeeded(self, key: K) -> None:
@@ -103,14 +159,12 @@ class WorkQueue(Generic[K]):
             return
         self.succeeded(key)
         if again is not None:
-            self._add(key, again, window=False)
+            self._at(key, self._monotonic() + max(again, 0.0))
 
     def ready_at(self, key: K) -> float | None:
         """When a queued ``key`` becomes ready (monotonic seconds), else None."""
-        if key in self._ready_at:
-            return self._ready_at[key]
-        dirty = self._dirty.get(key)
-        return dirty[0] if dirty is not None else None
+        pending = self._queued.get(key, self._dirty.get(key))
+        return pending.ready_at if pending is not None else None
 
     async def get(self) -> K:
         """Wait for the next ready key and mark it as being processed."""
@@ -125,8 +179,7 @@ class WorkQueue(Generic[K]):
                 if ready_at > now:
                     break
                 heapq.heappop(self._heap)
-                del self._ready_at[key]
-                self._windows.pop(key, None)
+                del self._ready_at[key], self._queued[key]
                 self._processing.add(key)
                 return key
             timeout = self._heap[0][0] - now if self._heap else None
@@ -136,10 +189,11 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         """Mark ``key`` processed; if it was re-added meanwhile, queue it again."""
         self._processing.discard(key)
-        entry = self._dirty.pop(key, None)
-        if entry is not None:
-            self._put(key, entry)  # the same window, not one opened now
-        if not self._processing and not self._ready_at:
+        pending = self._dirty.pop(key, None)
+        if pending is not None:
+            self._queued[key] = pending  # the same window, not one opened now
+            self._push(key, pending)
+        if not self._processing and not self._queued:
             self._idle.set()
 
     @property
@@ -149,7 +203,7 @@ class WorkQueue(Generic[K]):
 
     async def wait_idle(self) -> None:
         """Wait until the queue is next seen empty with nothing in progress."""
-        if not self._processing and not self._ready_at and not self._dirty:
+        if not self._processing and not self._queued and not self._dirty:
             return
         self._idle.clear()
         await self._idle.wait()
@@ -157,19 +211,7 @@ class WorkQueue(Generic[K]):
     def forget(self, key: K) -> None:
         """Drop a queued (not processing) key and its backoff, e.g. when its object was
         deleted."""
+        self._queued.pop(key, None)
         self._ready_at.pop(key, None)
-        self._windows.pop(key, None)
         self._dirty.pop(key, None)
         self.backoff.succeeded(key)
-
-
-def _merge(current: _Entry | None, new: _Entry) -> _Entry:
-    """One entry for a key asked for twice: a longer debounce window asked while one is
-    open lengthens it from its start; else the earliest ready time wins."""
-    if current is None:
-        return new
-    ready_at, window = current
-    if window is not None and new[1] is not None and new[1][1] > window[1]:
-        opened = window[0]
-        return opened + new[1][1], (opened, new[1][1])
-    return new if new[0] < ready_at else current

@@ -1,0 +1,114 @@
+"""A workload's own events (its status updates, an unrelated edit of its annotations) as
+the controller queues them: they never open a debounce window that a later config change
+could ride in, so that change still waits its whole window; a workload that records no
+hash is looked at at once, like one seen for the first time."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+
+import httpx2 as httpx
+import pytest
+
+from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
+from kube_nudge.controller.reconciler import WorkloadKey
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.events import EventRecorder
+from kube_nudge.kube.resources import CONFIGMAPS
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import WorkloadView
+from kube_nudge.model.progress import Progress
+from kube_nudge.runtime.metrics import Metrics
+from tests.unit.fakes import FakeClock
+from tests.unit.test_model_decide import APP, KEY, NS, configmap, workload
+
+DEPLOYMENT = BUILTIN_KINDS[0]
+WEB: WorkloadKey = (DEPLOYMENT, NS, "app")
+DEBOUNCE = 5.0
+
+
+@pytest.fixture
+async def controller() -> AsyncIterator[tuple[Controller, FakeClock]]:
+    clock = FakeClock(0.0)
+    http = httpx.AsyncClient(base_url="https://api.invalid")
+    client = KubeClient(http)
+    options = dataclasses.replace(
+        ControllerOptions(namespaces=(NS,)), defaults=product_defaults(debounce=DEBOUNCE)
+    )
+    made = Controller(
+        client, options, hmac_key=KEY, metrics=Metrics(), recorder=EventRecorder(client),
+        clock=clock,
+    )  # fmt: skip
+    made.synced.set()
+    yield made, clock
+    await http.aclose()
+
+
+def debounced(view: WorkloadView, *, progress: str = "1 of 1 updated") -> WorkloadView:
+    """``view`` with the test's debounce and a rollout status (what status updates move)."""
+    settings = dataclasses.replace(view.settings, debounce=DEBOUNCE)
+    return dataclasses.replace(
+        view, settings=settings, progress=Progress(done=True, deadline_exceeded=False,
+                                                   detail=progress),
+    )  # fmt: skip
+
+
+def seen(controller: Controller, view: WorkloadView) -> None:
+    """Put ``view`` in the workload cache, as its informer does before the handler."""
+    informer = controller._workloads[DEPLOYMENT][0]  # the cache itself
+    informer.store[(NS, "app")] = view
+
+
+def change_config(controller: Controller, before: str, after: str) -> None:
+    controller._source_changed(  # the source informer's handler
+        CONFIGMAPS, APP, configmap(LEVEL=before), configmap(LEVEL=after)
+    )
+
+
+async def test_a_status_update_opens_no_window_a_config_change_could_ride_in(
+    controller: tuple[Controller, FakeClock],
+) -> None:
+    """The issue's sequence: the workload's own event at 0, a config change at 3.01 s under
+    a 5 s debounce. The change waits its whole window (8.01), not the 2 s left of a window
+    the status update would have opened."""
+    ctl, clock = controller
+    adopted = debounced(workload(template_hash="h1"))
+    seen(ctl, adopted)
+    ctl._workload_changed(WEB, None, adopted)  # first sight: at once
+    assert ctl.queue.ready_at(WEB) == 0.0
+    await ctl.queue.get()
+    ctl.queue.done(WEB)
+    clock.advance(10.0)
+    now = clock.monotonic()
+    status = debounced(adopted, progress="1 of 1 updated, 1 available")
+    seen(ctl, status)
+    ctl._workload_changed(WEB, adopted, status)
+    assert ctl.queue.ready_at(WEB) == now + DEBOUNCE  # looked at, a debounce later
+    clock.advance(3.01)
+    change_config(ctl, "info", "debug")
+    assert ctl.queue.ready_at(WEB) == pytest.approx(now + 3.01 + DEBOUNCE)
+    clock.advance(1.0)
+    later = debounced(status, progress="1 of 1 updated, 2 available")
+    seen(ctl, later)
+    ctl._workload_changed(WEB, status, later)  # neither shortens it
+    change_config(ctl, "debug", "warn")  # nor restarts it
+    assert ctl.queue.ready_at(WEB) == pytest.approx(now + 3.01 + DEBOUNCE)
+
+
+async def test_a_workload_that_records_no_hash_anymore_is_looked_at_at_once(
+    controller: tuple[Controller, FakeClock],
+) -> None:
+    """A template edit that drops kube-nudge's hash: the next look adopts what the sources
+    hold then, so it must be now, as at first sight (the restarted pods read it now)."""
+    ctl, clock = controller
+    rolled = debounced(workload(template_hash="h1"))
+    seen(ctl, rolled)
+    ctl._workload_changed(WEB, None, rolled)
+    await ctl.queue.get()
+    ctl.queue.done(WEB)
+    clock.advance(10.0)
+    dropped = debounced(workload())
+    seen(ctl, dropped)
+    ctl._workload_changed(WEB, rolled, dropped)
+    assert ctl.queue.ready_at(WEB) == clock.monotonic()
