@@ -256,6 +256,9 @@ async def test_the_charts_viewer_role_is_enough_for_status_and_wait(
         await kube.create(CONFIGMAPS.path(namespace),
                           manifests.configmap("app", {"LEVEL": "info"}))  # fmt: skip
         await kube.create(SECRETS.path(namespace), manifests.secret("db", {"pw": "x"}))
+        # API times have whole seconds: pods that start in the second their config was
+        # written can't prove they read it (without the key).
+        await asyncio.sleep(1.1)
         reads_secret = manifests.pod_spec(containers=[{
             "name": "app", "image": "registry.invalid/app:1",
             "env": [{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}],

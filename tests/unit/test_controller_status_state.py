@@ -132,3 +132,13 @@ def test_a_source_the_user_may_not_get_makes_the_workload_unverified_naming_it()
         assert row.state == UNVERIFIED and row.unverified and not row.waiting_helps
         assert "get on secret shop/db is forbidden" in row.detail
         assert row.pods == {"-": 1} and row.desired_hash is None
+
+
+def test_without_the_key_a_pod_started_in_the_second_of_the_change_is_not_proof() -> None:
+    # API times have whole seconds: a pod started in that second may predate the change.
+    state, detail = _state(view({}), None, (), {"v1-a": 2}, 0, [], without=KEYLESS,
+                           same_second=1)  # fmt: skip
+    assert state == UNVERIFIED
+    assert "1 pod(s) started in the same second as its config's last change" in detail
+    # With the key, the hashes decide, as before.
+    assert _state(view({}), "v1-a", (), {"v1-a": 2}, 0, [], same_second=1)[0] == "current"

@@ -187,7 +187,7 @@ async def _status(
     views = await source_views(client, view, cache, compat=compat)
     assessment = assess(view, views.__getitem__, hmac_key or _UNKEYED)
     desired = assessment.desired if hmac_key is not None else None
-    pods, stale = await _pods(client, view, assessment.changed_at)
+    pods, stale, same_second = await _pods(client, view, assessment.changed_at)
     sources = tuple(
         f"{ref.display(view.namespace)} "
         f"[{', '.join(sorted(use.keys)) if use.keys is not None else '*'}]"
@@ -200,8 +200,9 @@ async def _status(
     ]
     unkeyed = None if hmac_key is not None else f"get on secret {key_location}"
     state, detail = _state(
-        view, desired, assessment.missing, pods, stale, certainly, without=unkeyed
-    )
+        view, desired, assessment.missing, pods, stale, certainly, without=unkeyed,
+        same_second=same_second,
+    )  # fmt: skip
     waiting_helps = state != UNVERIFIED or (pods is not None and bool(pods))
     return WorkloadStatus(
         namespace=view.namespace,
@@ -242,7 +243,7 @@ async def _unreadable(
 ) -> WorkloadStatus:
     """The row of a workload that consumes a source the reader may not get: nothing about
     its config can be told (not even whether its pods are stale), only its pods counted."""
-    pods, _ = await _pods(client, view, None)
+    pods, _, _ = await _pods(client, view, None)
     needs = ", ".join(f"get on {ref.kind} {ref.namespace}/{ref.name}" for ref in refs)
     return WorkloadStatus(
         namespace=view.namespace,
@@ -269,10 +270,13 @@ def _state(
     never_refreshed: list[str],
     *,
     without: str | None = None,
+    same_second: int = 0,
 ) -> tuple[str, str]:
     """The state and its detail. ``without`` (``get on secret NS/NAME``): the key could not
     be read, so no hash is compared (``desired`` is None) and only facts that need no key
-    count; ``pods`` None: the pods could not be listed."""
+    count; ``same_second``: pods that read their config in the second of its last change
+    (API times have whole seconds: before or after it, nobody can tell); ``pods`` None: the
+    pods could not be listed."""
     if not view.settings.enabled:
         if pods is None:
             return UNVERIFIED, "cannot verify: its pods may not be listed here"
@@ -302,7 +306,7 @@ def _state(
             "kube-nudge leaves it until the config changes again"
         )
     if without is not None:
-        if (unsure := _unverified(pods, stale, without)) is not None:
+        if (unsure := _unverified(pods, stale, same_second, without)) is not None:
             return UNVERIFIED, unsure
         pods = pods or {}
     elif pods is None:
@@ -325,9 +329,11 @@ def _state(
     return "current", "pods run the config in the cluster"
 
 
-def _unverified(pods: Mapping[str, int] | None, stale: int, without: str) -> str | None:
+def _unverified(
+    pods: Mapping[str, int] | None, stale: int, same_second: int, without: str
+) -> str | None:
     """Why a workload can't be verified without the key, or None when its pods tell: each
-    read its config after the config's last change."""
+    read its config (or will, not started yet) in a later second than its last change."""
     needs = f"comparing its hash needs {without}"
     if pods is None:
         return f"cannot verify: its pods may not be listed here, and {needs}"
@@ -337,6 +343,11 @@ def _unverified(pods: Mapping[str, int] | None, stale: int, without: str) -> str
         return (
             f"cannot verify: {stale} pod(s) started before its config last changed (a change "
             f"of keys it doesn't read counts too); {needs}"
+        )
+    if same_second:
+        return (
+            f"cannot verify: {same_second} pod(s) started in the same second as its config's "
+            f"last change, before or after it; {needs}"
         )
     return None
 
@@ -358,13 +369,13 @@ def _waiting(view: WorkloadView) -> str:
 
 async def _pods(
     client: KubeClient, view: WorkloadView, changed_at: float | None
-) -> tuple[dict[str, int] | None, int]:
-    """Pod count by the config each runs, and how many are stale; None when the pods may
-    not be listed."""
+) -> tuple[dict[str, int] | None, int, int]:
+    """Pod count by the config each runs (None when the pods may not be listed), how many
+    are stale, and how many read their config in the very second it last changed."""
     if not view.pod_selector:
-        return {}, 0
+        return {}, 0, 0
     counts: Counter[str] = Counter()
-    stale = 0
+    stale = same_second = 0
     try:
         for pod in await matching_pods(client, view.namespace, view.pod_selector):
             metadata = pod.get("metadata") or {}
@@ -377,11 +388,13 @@ async def _pods(
             read_at = max(pod_started(pod) or 0.0, loaded_at)
             if changed_at is not None and read_at and changed_at > read_at:
                 stale += 1
+            elif changed_at is not None and read_at and read_at < changed_at + 1:
+                same_second += 1  # the change's time is cut to its second
     except ApiError as exc:
         if exc.status != 403:
             raise
-        return None, 0
-    return dict(counts), stale
+        return None, 0, 0
+    return dict(counts), stale, same_second
 
 
 def _running_hash(annotations: Mapping[str, Any]) -> str:
