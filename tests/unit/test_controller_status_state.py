@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any, cast
+
+import pytest
 
 from kube_nudge.controller.status import DRIFT_STATES, UNVERIFIED, _state, collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import CONFIG_HASH, WorkloadDefaults, WorkloadView, project_workload
-from kube_nudge.model.annotations import FAILED, format_failed
+from kube_nudge.model.annotations import FAILED, LOADED_AT, format_failed
 
 
 def view(annotations: dict[str, str], template_hash: str = "v1-a") -> WorkloadView:
@@ -64,7 +67,7 @@ def test_without_the_key_old_pods_are_unverified_never_current_nor_drift() -> No
 def test_without_the_key_pods_that_read_the_config_after_its_change_are_current() -> None:
     state, detail = _state(view({}), None, (), {"v1-a": 2}, 0, [], without=KEYLESS)
     assert state == "current"
-    assert "every pod started (or reloaded) after its config last changed" in detail
+    assert "every pod started after its config last changed" in detail
     assert "checked without the key" in detail
 
 
@@ -135,10 +138,70 @@ def test_a_source_the_user_may_not_get_makes_the_workload_unverified_naming_it()
 
 
 def test_without_the_key_a_pod_started_in_the_second_of_the_change_is_not_proof() -> None:
-    # API times have whole seconds: a pod started in that second may predate the change.
+    # API times have whole seconds: a pod started in that second may predate the change; an
+    # agent's reload after it may have read old files. Neither proves anything.
     state, detail = _state(view({}), None, (), {"v1-a": 2}, 0, [], without=KEYLESS,
-                           same_second=1)  # fmt: skip
+                           unproven=1)  # fmt: skip
     assert state == UNVERIFIED
-    assert "1 pod(s) started in the same second as its config's last change" in detail
+    assert "1 pod(s) started in the second of its config's last change or before it" in detail
     # With the key, the hashes decide, as before.
-    assert _state(view({}), "v1-a", (), {"v1-a": 2}, 0, [], same_second=1)[0] == "current"
+    assert _state(view({}), "v1-a", (), {"v1-a": 2}, 0, [], unproven=1)[0] == "current"
+
+
+class PodsClient:
+    """One adopted Deployment reading ConfigMap `app` (written at second 1000), and pods."""
+
+    def __init__(self, pods: list[dict[str, Any]]) -> None:
+        self.pods = pods
+
+    async def list_pages(
+        self, path: str, params: object = None
+    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
+        spec = {
+            "containers": [
+                {
+                    "name": "a",
+                    "image": "x",
+                    "env": [
+                        {"name": "L", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "L"}}}
+                    ],
+                }
+            ]
+        }
+        deployment = {
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "annotations": {
+                "kube-nudge.io/enabled": "true", "kube-nudge.io/baseline-hash": "v1-a"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}},
+            "status": {"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2},
+        }  # fmt: skip
+        yield ([deployment] if path.endswith("/deployments") else
+               self.pods if path.endswith("/pods") else []), ""  # fmt: skip
+
+    async def get(self, path: str) -> dict[str, Any]:
+        stamp = "1970-01-01T00:16:40Z"  # 1000
+        return {"metadata": {"name": "app", "creationTimestamp": stamp}, "data": {"L": "x"}}
+
+
+def pod(started: int, loaded_at: float | None = None) -> dict[str, Any]:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    annotations = {LOADED_AT: str(loaded_at)} if loaded_at is not None else {}
+    return {"metadata": {"name": f"web-{started}", "annotations": annotations},
+            "status": {"startTime": stamp}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pods", "state"),
+    [
+        ([pod(1001), pod(1005)], "current"),  # both started in a later second than the change
+        ([pod(1001), pod(1000)], UNVERIFIED),  # the second of the change: before or after?
+        ([pod(1001), pod(990, loaded_at=1002.5)], UNVERIFIED),  # a reload proves no data
+        ([pod(1001), pod(990)], UNVERIFIED),  # plainly older than the change
+    ],
+)
+def test_without_the_key_only_a_pod_start_in_a_later_second_proves_the_config(
+    pods: list[dict[str, Any]], state: str
+) -> None:
+    [row] = asyncio.run(collect(cast(KubeClient, PodsClient(pods)), namespaces=("shop",),
+                                hmac_key=None, kinds=BUILTIN_KINDS[:1]))  # fmt: skip
+    assert row.state == state, row.detail

@@ -12,8 +12,8 @@ unreachable or refuses; 6 at once when a workload can't be verified by waiting (
 not read a source it consumes or its pods, or without the key it has no pods).
 
 Without the installation key (the user may not get its Secret) no hash can be compared:
-a workload is out once every pod read its config after the config's last change (started, or
-its agent reloaded) and its own rollout completed, as ``status`` tells without the key. A
+a workload is out once every pod started in a later second than the config's last change
+and its own rollout completed, as ``status`` tells without the key. A
 change of keys a workload doesn't read rolls nothing, so its pods stay older than the change:
 without the key that waits until ``--timeout``.
 """

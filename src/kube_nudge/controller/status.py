@@ -10,11 +10,12 @@ started before the data they consume last changed run stale config (env and `sub
 consumers certainly so: those never refresh in a running pod).
 
 Without the key (a user who may not get the key Secret) no hash can be compared, so a
-workload is `current` only on facts that need no key: every pod read its config (started, or
-its agent reloaded) after its sources' data last changed, and its own rollout completed. A pod
-older than that change may run old config, or the change touched only keys it doesn't read:
-no reader without the key can tell, so the workload is `unverified` (never `current`, never
-`drift`). The same holds for a workload whose sources or pods the reader may not see.
+workload is `current` only on facts that need no key: every pod started in a later second
+than its sources' data last changed (an agent's reload proves no data), and its own rollout
+completed. A pod older than that change may run old config, or the change touched only keys
+it doesn't read: no reader without the key can tell, so the workload is `unverified` (never
+`current`, never `drift`). The same holds for a workload whose sources or pods the reader may
+not see.
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ async def _status(
     views = await source_views(client, view, cache, compat=compat)
     assessment = assess(view, views.__getitem__, hmac_key or _UNKEYED)
     desired = assessment.desired if hmac_key is not None else None
-    pods, stale, same_second = await _pods(client, view, assessment.changed_at)
+    pods, stale, unproven = await _pods(client, view, assessment.changed_at)
     sources = tuple(
         f"{ref.display(view.namespace)} "
         f"[{', '.join(sorted(use.keys)) if use.keys is not None else '*'}]"
@@ -201,7 +202,7 @@ async def _status(
     unkeyed = None if hmac_key is not None else f"get on secret {key_location}"
     state, detail = _state(
         view, desired, assessment.missing, pods, stale, certainly, without=unkeyed,
-        same_second=same_second,
+        unproven=unproven,
     )  # fmt: skip
     waiting_helps = state != UNVERIFIED or (pods is not None and bool(pods))
     return WorkloadStatus(
@@ -270,13 +271,12 @@ def _state(
     never_refreshed: list[str],
     *,
     without: str | None = None,
-    same_second: int = 0,
+    unproven: int = 0,
 ) -> tuple[str, str]:
     """The state and its detail. ``without`` (``get on secret NS/NAME``): the key could not
     be read, so no hash is compared (``desired`` is None) and only facts that need no key
-    count; ``same_second``: pods that read their config in the second of its last change
-    (API times have whole seconds: before or after it, nobody can tell); ``pods`` None: the
-    pods could not be listed."""
+    count; ``unproven``: pods not stale that still don't prove they read the config after its
+    last change (see ``_pods``); ``pods`` None: the pods could not be listed."""
     if not view.settings.enabled:
         if pods is None:
             return UNVERIFIED, "cannot verify: its pods may not be listed here"
@@ -306,7 +306,7 @@ def _state(
             "kube-nudge leaves it until the config changes again"
         )
     if without is not None:
-        if (unsure := _unverified(pods, stale, same_second, without)) is not None:
+        if (unsure := _unverified(pods, stale, unproven, without)) is not None:
             return UNVERIFIED, unsure
         pods = pods or {}
     elif pods is None:
@@ -323,14 +323,14 @@ def _state(
         return "stale", f"{stale} pod(s) started before their config last changed"
     if without is not None:
         return "current", (
-            "every pod started (or reloaded) after its config last changed (checked without "
+            "every pod started after its config last changed (checked without "
             "the key, from pod start times)"
         )
     return "current", "pods run the config in the cluster"
 
 
 def _unverified(
-    pods: Mapping[str, int] | None, stale: int, same_second: int, without: str
+    pods: Mapping[str, int] | None, stale: int, unproven: int, without: str
 ) -> str | None:
     """Why a workload can't be verified without the key, or None when its pods tell: each
     read its config (or will, not started yet) in a later second than its last change."""
@@ -344,10 +344,11 @@ def _unverified(
             f"cannot verify: {stale} pod(s) started before its config last changed (a change "
             f"of keys it doesn't read counts too); {needs}"
         )
-    if same_second:
+    if unproven:
         return (
-            f"cannot verify: {same_second} pod(s) started in the same second as its config's "
-            f"last change, before or after it; {needs}"
+            f"cannot verify: {unproven} pod(s) started in the second of its config's last "
+            f"change or before it (a reload by its agent doesn't tell which data it read); "
+            f"{needs}"
         )
     return None
 
@@ -371,11 +372,14 @@ async def _pods(
     client: KubeClient, view: WorkloadView, changed_at: float | None
 ) -> tuple[dict[str, int] | None, int, int]:
     """Pod count by the config each runs (None when the pods may not be listed), how many
-    are stale, and how many read their config in the very second it last changed."""
+    are stale, and how many others don't prove they read the config after its last change:
+    started in the very second of it (API times have whole seconds: before or after, nobody
+    can tell), or before it and since reloaded by an agent (not proof without the key: the
+    reload may have read the old files, or other data)."""
     if not view.pod_selector:
         return {}, 0, 0
     counts: Counter[str] = Counter()
-    stale = same_second = 0
+    stale = unproven = 0
     try:
         for pod in await matching_pods(client, view.namespace, view.pod_selector):
             metadata = pod.get("metadata") or {}
@@ -385,16 +389,17 @@ async def _pods(
             counts[_running_hash(annotations)] += 1
             # Its config was last read at start, or at its agent's last reload.
             loaded_at = reported_at(annotations.get(LOADED_AT)) or 0.0
-            read_at = max(pod_started(pod) or 0.0, loaded_at)
+            started = pod_started(pod) or 0.0
+            read_at = max(started, loaded_at)
             if changed_at is not None and read_at and changed_at > read_at:
                 stale += 1
-            elif changed_at is not None and read_at and read_at < changed_at + 1:
-                same_second += 1  # the change's time is cut to its second
+            elif changed_at is not None and started and started < changed_at + 1:
+                unproven += 1  # the change's time is cut to its second
     except ApiError as exc:
         if exc.status != 403:
             raise
         return None, 0, 0
-    return dict(counts), stale, same_second
+    return dict(counts), stale, unproven
 
 
 def _running_hash(annotations: Mapping[str, Any]) -> str:
