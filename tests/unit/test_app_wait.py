@@ -96,7 +96,8 @@ def test_without_the_key_wait_waits_for_pods_newer_than_the_change(
 ) -> None:
     answers = [[web("unverified", stale=1)], [web("rolling")], [web("current")]]
     assert run_wait(monkeypatch, answers) == (0, 3)
-    assert "without the key, a workload is out once every pod started" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "without the key, a workload is out once every pod was created" in err
 
 
 def test_without_the_key_wait_times_out_naming_the_unverified(

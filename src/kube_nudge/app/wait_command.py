@@ -12,8 +12,8 @@ unreachable or refuses; 6 at once when a workload can't be verified by waiting (
 not read a source it consumes or its pods, or without the key it has no pods).
 
 Without the installation key (the user may not get its Secret) no hash can be compared:
-a workload is out once every pod started in a later second than the config's last change
-and its own rollout completed, as ``status`` tells without the key. A
+a workload is out once every pod was created in a later second than the config's last
+change and its own rollout completed, as ``status`` tells without the key. A
 change of keys a workload doesn't read rolls nothing, so its pods stay older than the change:
 without the key that waits until ``--timeout``.
 """
@@ -196,8 +196,8 @@ class WaitCommand:
         try:
             key = await read_installation_key(client, args, sys.stderr)
             if key is None:
-                print("kube-nudge: without the key, a workload is out once every pod started "
-                      "after its config last changed and its rollout completed",
+                print("kube-nudge: without the key, a workload is out once every pod was "
+                      "created after its config last changed and its rollout completed",
                       file=sys.stderr)  # fmt: skip
             namespace = args.namespace or client.default_namespace
             where = f"{args.state_namespace}/{args.hmac_secret}"

@@ -10,9 +10,9 @@ started before the data they consume last changed run stale config (env and `sub
 consumers certainly so: those never refresh in a running pod).
 
 Without the key (a user who may not get the key Secret) no hash can be compared, so a
-workload is `current` only on facts that need no key: every pod started in a later second
-than its sources' data last changed (an agent's reload proves no data), and its own rollout
-completed. A pod older than that change may run old config, or the change touched only keys
+workload is `current` only on facts that need no key: every pod was created in a later
+second than its sources' data last changed (an agent's reload proves no data), and its own
+rollout completed. A pod older than that change may run old config, or the change touched only keys
 it doesn't read: no reader without the key can tell, so the workload is `unverified` (never
 `current`, never `drift`). The same holds for a workload whose sources or pods the reader may
 not see.
@@ -41,6 +41,7 @@ from kube_nudge.model import (
 from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, parse_hash_at
 from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
+from kube_nudge.model.projection import parse_timestamp
 
 __all__ = [
     "DRIFT_STATES",
@@ -323,7 +324,7 @@ def _state(
         return "stale", f"{stale} pod(s) started before their config last changed"
     if without is not None:
         return "current", (
-            "every pod started after its config last changed (checked without "
+            "every pod was created after its config last changed (checked without "
             "the key, from pod start times)"
         )
     return "current", "pods run the config in the cluster"
@@ -346,7 +347,7 @@ def _unverified(
         )
     if unproven:
         return (
-            f"cannot verify: {unproven} pod(s) started in the second of its config's last "
+            f"cannot verify: {unproven} pod(s) created in the second of its config's last "
             f"change or before it (a reload by its agent doesn't tell which data it read); "
             f"{needs}"
         )
@@ -372,10 +373,11 @@ async def _pods(
     client: KubeClient, view: WorkloadView, changed_at: float | None
 ) -> tuple[dict[str, int] | None, int, int]:
     """Pod count by the config each runs (None when the pods may not be listed), how many
-    are stale, and how many others don't prove they read the config after its last change:
-    started in the very second of it (API times have whole seconds: before or after, nobody
-    can tell), or before it and since reloaded by an agent (not proof without the key: the
-    reload may have read the old files, or other data)."""
+    are stale, and how many others don't prove they read the config after its last change.
+    The proof is the pod's creation in a later second than the change: both times are the
+    API server's (a start time is the node's clock, which may run ahead), cut to the second.
+    A reload by its agent proves nothing without the key: it may have read the old files,
+    or other data."""
     if not view.pod_selector:
         return {}, 0, 0
     counts: Counter[str] = Counter()
@@ -389,12 +391,13 @@ async def _pods(
             counts[_running_hash(annotations)] += 1
             # Its config was last read at start, or at its agent's last reload.
             loaded_at = reported_at(annotations.get(LOADED_AT)) or 0.0
-            started = pod_started(pod) or 0.0
-            read_at = max(started, loaded_at)
+            read_at = max(pod_started(pod) or 0.0, loaded_at)
             if changed_at is not None and read_at and changed_at > read_at:
                 stale += 1
-            elif changed_at is not None and started and started < changed_at + 1:
-                unproven += 1  # the change's time is cut to its second
+            elif changed_at is not None:
+                created = parse_timestamp(metadata.get("creationTimestamp"))
+                if created is None or created < changed_at + 1:  # times are cut to the second
+                    unproven += 1
     except ApiError as exc:
         if exc.status != 403:
             raise
