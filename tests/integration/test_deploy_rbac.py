@@ -115,10 +115,12 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
             hot["metadata"]["labels"] = {"rbac-test": namespace}
             await kube.create(DEPLOYMENTS.path(namespace), hot)
         # The chart's command line as it is, but for the probe port; cluster-wide, it watches
-        # every namespace of the session cluster, as installed.
+        # every namespace of the session cluster, as installed. Scoped, the chart's own
+        # --namespace flags say which (kube-nudge refuses one given twice).
         chart_flags = [a for a in container["args"] if not a.startswith(OWN_FLAGS)]
+        assert any(a.startswith("--namespace=") for a in chart_flags) is scoped
         replica = await start_replica(
-            kubeconfig, namespace if scoped else None, tmp_path / "kn.log",
+            kubeconfig, None, tmp_path / "kn.log",
             state_namespace=state, extra_args=(*chart_flags, "--debounce=0"),
         )  # fmt: skip
         try:
