@@ -186,6 +186,19 @@ def test_forced_polling_says_so(tmp_path: Path, start: Callable[..., Running]) -
     assert agent.process.wait(WAIT) == 0
 
 
+def test_a_directory_that_is_no_kubelet_volume_is_named_once(
+    tmp_path: Path, start: Callable[..., Running]
+) -> None:
+    (tmp_path / "app.conf").write_text("x")  # a plain directory: no ..data link
+    agent = start(f"--watch={tmp_path}", "--process=x", "--listen=off")
+    wait_for(lambda: agent.said(r"the app runs"), "the agent to start")
+    named = [line for line in agent.lines() if "is not a kubelet volume" in str(line["msg"])]
+    assert len(named) == 1 and named[0]["level"] == "WARNING"
+    assert str(tmp_path) in str(named[0]["msg"]) and "subPath" in str(named[0]["msg"])
+    agent.process.send_signal(signal.SIGTERM)
+    assert agent.process.wait(WAIT) == 0
+
+
 def _plain_digests(files: dict[str, bytes]) -> set[str]:
     """Every unkeyed SHA-256 one could compute from the files: of each file, and of the
     directory in the agent's documented format without the key."""

@@ -72,6 +72,7 @@ class Agent:
         self._wall = wall
         self._monotonic = monotonic
         self._problems: dict[str, str] = {}
+        self._said_plain: set[str] = set()  # directories already named as not kubelet volumes
         self.last_step = monotonic()
 
     def shown(self, loaded: Snapshot | None) -> str:
@@ -116,6 +117,14 @@ class Agent:
             else:
                 log.info("watched directory %s is back", directory, extra={"dir": directory})
         self._problems = now
+        for directory in set(self.watcher.plain) - self._said_plain:
+            log.warning(
+                "watched directory %s is not a kubelet volume (no ..data link): a plain "
+                "directory or a subPath mount, which the kubelet never refreshes; watching its "
+                "files anyway (mount the whole volume to get its changes)", directory,
+                extra={"dir": directory},
+            )  # fmt: skip
+        self._said_plain |= set(self.watcher.plain)
 
     def step(self) -> None:
         """One look: reload if a settled change differs from what the app runs."""

@@ -188,6 +188,12 @@ class Watcher:
         return out
 
     @property
+    def plain(self) -> tuple[str, ...]:
+        """Directories that were, at the last poll, not kubelet volumes (no ``..data`` link):
+        a plain directory or a ``subPath`` mount, which the kubelet never refreshes."""
+        return tuple(d for d, fp in self._seen.items() if fp[0] == "plain")
+
+    @property
     def pending(self) -> bool:
         """Whether a change was seen that has not settled yet."""
         return self._pending_since is not None
