@@ -143,8 +143,9 @@ class HotStrategy:
         since = delivered_at if changed_at is None else min(delivered_at, changed_at)
         pods = await self._pods(target)
         checked = await self._check_claims(target, assessment, config_hash, since, pods)
+        reports = [pod_report(pod, checked) for pod in pods]
         verdict = judge(
-            (pod_report(pod, checked) for pod in pods), since=since, delivered_at=delivered_at,
+            reports, since=since, delivered_at=delivered_at,
             deadline=view.settings.hot_deadline, now=self._context.clock.now(),
         )  # fmt: skip
         if verdict.kind is VerdictKind.WAITING:
@@ -154,7 +155,8 @@ class HotStrategy:
         if verdict.kind is VerdictKind.RELOADED:
             await annotate_workload(self._context, target, {HOT_RELOAD: None})
             message = f"every pod ({len(pods)}) reloaded config {config_hash} in place"
-            log.info("%s: %s", target, message, extra=target.log_fields("hot-reloaded"))
+            log.info("%s: %s (%s)", target, message, _how_confirmed(reports, since),
+                     extra=target.log_fields("hot-reloaded"))  # fmt: skip
             self._context.events.post(target.ref, NORMAL, "HotReloaded", message)
             return None
         return await self._fall_back(target, assessment, config_hash, verdict)
@@ -283,6 +285,15 @@ class HotStrategy:
             self._context.metrics.writes.labels(kind=PODS.kind).inc()
             nudged += 1
         return nudged
+
+
+def _how_confirmed(reports: list[PodReport], since: float) -> str:
+    """Per live pod, what confirmed it (for the log: which rule said "reloaded")."""
+    return "; ".join(
+        f"{r.name}: loaded the data delivered" if r.loaded_delivered
+        else f"{r.name}: started at {r.started} >= change at {since:.3f}"
+        for r in reports if not r.terminating
+    )  # fmt: skip
 
 
 def pod_report(pod: Mapping[str, Any], checked: Mapping[str, str | None]) -> PodReport:
