@@ -21,6 +21,7 @@ from kube_nudge.model.hot import (
     agent_key_id,
     judge,
     restart_reasons,
+    started_after,
 )
 from kube_nudge.model.references import SourceKind, SourceRef, discover
 
@@ -91,6 +92,20 @@ def test_every_pod_that_loaded_the_data_delivered_or_started_since_is_done() -> 
             pod("c", terminating=True)]  # fmt: skip
     verdict = judge(pods, since=T0, delivered_at=T0 + 2, deadline=60, now=T0 + 5)
     assert verdict.kind is VerdictKind.RELOADED
+
+
+def test_a_pod_started_in_the_same_second_as_the_change_proves_nothing() -> None:
+    # Start times have whole seconds: started "at T0" may be T0.9, before a change at T0.8
+    # that it then never read. Only a start in a later second confirms.
+    change = T0 + 0.8
+    same = judge([pod("a", started=T0)], since=change, delivered_at=change, deadline=60,
+                 now=change + 1)  # fmt: skip
+    assert same.kind is VerdictKind.WAITING and same.pods == ("a",)
+    later = judge([pod("a", started=T0 + 1)], since=change, delivered_at=change, deadline=60,
+                  now=change + 1)  # fmt: skip
+    assert later.kind is VerdictKind.RELOADED
+    assert not started_after(T0, change) and started_after(T0 + 1, change)
+    assert not started_after(None, change)
 
 
 def test_a_fresh_load_of_other_data_is_not_a_confirmation() -> None:

@@ -70,6 +70,7 @@ __all__ = [
     "parse_claim",
     "reported_at",
     "restart_reasons",
+    "started_after",
     "volume_files",
 ]
 
@@ -176,9 +177,17 @@ def judge(
 
 
 def _has_change(pod: PodReport, since: float) -> bool:
-    # Start times have whole seconds: a pod started in the same second as the change counts
-    # as having read it (as at adoption). A reload counts by what it loaded, not by when.
-    return pod.loaded_delivered or (pod.started is not None and pod.started >= int(since))
+    # A reload counts by what it loaded, not by when; a start only when it proves the read.
+    return pod.loaded_delivered or started_after(pod.started, since)
+
+
+def started_after(started: float | None, since: float) -> bool:
+    """Whether a pod that started at ``started`` surely read the config changed at
+    ``since``. Start times have whole seconds, so only a start in a later second than the
+    change proves it: a pod started in the same second may have read either version, and
+    counting it would confirm a reload nobody made (seen on the real node, where a pod
+    can start and its config change within one second)."""
+    return started is not None and started >= math.floor(since) + 1
 
 
 def reported_at(value: object) -> float | None:

@@ -62,6 +62,7 @@ from kube_nudge.model.hot import (
     parse_claim,
     reported_at,
     restart_reasons,
+    started_after,
 )
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
@@ -207,7 +208,7 @@ class HotStrategy:
             str(pod["metadata"].get("name") or ""): pod for pod in pods
             if LOADED_HASH in (pod["metadata"].get("annotations") or {})
             and not _terminating(pod)
-            and not ((started := pod_started(pod)) is not None and started >= int(since))
+            and not started_after(pod_started(pod), since)
         }  # fmt: skip
         if not claimed:
             return {}
