@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import email.parser
 import re
-import shutil
-import subprocess
-import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -17,24 +14,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LICENSE = REPO / "LICENSE"
-_NOT_SOURCES = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
-)
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The product wheel, built from a copy of the checkout (as from a fresh clone)."""
-    source = tmp_path_factory.mktemp("checkout") / "kube-nudge"
-    shutil.copytree(REPO, source, ignore=_NOT_SOURCES)
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "-w", str(out), str(source)],
-        check=True, timeout=240,
-    )  # fmt: skip
-    [built] = out.glob("kube_nudge-*.whl")
-    return built
 
 
 def test_the_license_is_the_whole_apache_2_0_text() -> None:

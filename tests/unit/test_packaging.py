@@ -6,39 +6,16 @@ from __future__ import annotations
 import configparser
 import email.parser
 import json
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[2]
-
-# Build outputs and caches are not sources. setuptools copies all of an existing build/lib
-# into the wheel, so a stale one (say, from before a module moved) would leak old files in:
-# the wheel is built from a copy of the checkout without them, as from a fresh clone.
-_NOT_SOURCES = shutil.ignore_patterns(
-    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
-)
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = tmp_path_factory.mktemp("checkout") / "kube-nudge"
-    shutil.copytree(REPO, source, ignore=_NOT_SOURCES)
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "-w", str(out), str(source)],
-        check=True, timeout=240,
-    )  # fmt: skip
-    [built] = out.glob("kube_nudge-*.whl")
-    return built
 
 
 def _members(wheel: Path) -> list[str]:
