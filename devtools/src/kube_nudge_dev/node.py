@@ -125,7 +125,6 @@ class RealNode:
         images: tuple[Path, ...],
         pause_image: str,
         free_port: Callable[[], int],
-        kubelet_config: dict[str, Any] | None = None,
     ) -> None:
         self.directory = directory
         self.kubeconfig = kubeconfig
@@ -134,7 +133,6 @@ class RealNode:
         self.images = images
         self.pause_image = pause_image
         self._free_port = free_port
-        self._extra_kubelet_config = kubelet_config or {}
         self.containerd_socket = directory / "containerd.sock"
         self.components: list[Component] = []
         self._lock: IO[str] | None = None
@@ -387,7 +385,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "volumePluginDir": str(self.directory / "volume-plugins"),
             "registerWithTaints": [{"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}],
             "serializeImagePulls": False,
-            **self._extra_kubelet_config,
         }  # fmt: skip
         path = self.directory / "kubelet.json"
         path.write_text(json.dumps(config, indent=2))
