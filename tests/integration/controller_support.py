@@ -51,7 +51,7 @@ async def running_controller(
     cluster: LocalCluster,
     namespace: str,
     *,
-    debounce: float = 0.0,
+    debounce: float | None = 0.0,
     max_rollouts: int = 100,
     window: float = 60.0,
     kinds: tuple[WorkloadKind, ...] = BUILTIN_KINDS,

@@ -197,7 +197,11 @@ FLAGS: dict[str, dict[str, Kind]] = {
             st.sampled_from(["example.com/v1/things:Thing=spec.template"]),
             st.sampled_from(["", "x", "example.com/v1/policies", "A/v1/x=spec", "a/b/c:lower=s"]),
         ),
-        "--debounce": duration(0.0, 3600.0),
+        "--debounce": Kind(
+            st.one_of(durations(0.0, 3600.0), st.just("auto")),
+            st.one_of(bad_durations(0.0, 3600.0), st.sampled_from(["Auto", "auto2", "on"])),
+        ),
+        "--quiet-window": duration(0.0, 10.0),
         "--max-rollouts": Kind(
             st.builds("{}/{}".format, counts(1, 1000), durations(1.0, 86400.0)),
             st.one_of(

@@ -839,8 +839,9 @@ def _timings(good: list[Doc], bad: list[Doc]) -> list[Any]:
 
 
 AGREEMENT = [
-    *_cases("debounce", ["0", "500ms", "1.5s", ".5s", "+2s", "1m30s", "3600s", "1h"],
-            ["-1s", "1h1s", "2h", "inf", "nan", "soon", "5", "1e3s", "2 s", "99999999999999h"]),
+    *_cases("debounce", ["auto", "0", "500ms", "1.5s", ".5s", "+2s", "1m30s", "3600s", "1h"],
+            ["-1s", "1h1s", "2h", "inf", "nan", "soon", "5", "1e3s", "2 s", "99999999999999h",
+             "Auto", "auto "]),
     *_cases("maxRollouts", ["3/5m", "1/1s", "03/5m", "1000/24h", "5/1m30s"],
             ["0/5m", "1001/5m", "3/banana", "3/500ms", "3/24h1s", "3/-5m", "3", "-3/5m",
              "3/inf", "x/5m", "3/5m/1h", "1e3/5m"]),

@@ -25,7 +25,7 @@ DEFAULTS = WorkloadSettings(
     enabled=False,
     extra=(),
     exclude=frozenset(),
-    debounce=2.0,
+    debounce=None,
     max_rollouts=3,
     rollout_window=300.0,
     strategy="rollout",
@@ -290,20 +290,23 @@ def test_exclude_invalid(item: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "seconds"),
-    [("0", 0.0), ("0s", 0.0), ("500ms", 0.5), ("2s", 2.0), ("1m30s", 90.0), ("1h", 3600.0)],
-)
-def test_debounce(value: str, seconds: float) -> None:
+    [
+        ("0", 0.0), ("0s", 0.0), ("500ms", 0.5), ("2s", 2.0), ("1m30s", 90.0), ("1h", 3600.0),
+        ("auto", None), (" auto ", None),
+    ],
+)  # fmt: skip
+def test_debounce(value: str, seconds: float | None) -> None:
     settings, errors = parse({a.DEBOUNCE: value})
     assert (settings.debounce, errors) == (seconds, [])
 
 
-@pytest.mark.parametrize("value", ["-1s", "1h0m0.001s", "2", "2x", "", "soon"])
+@pytest.mark.parametrize("value", ["-1s", "1h0m0.001s", "2", "2x", "", "soon", "Auto"])
 def test_debounce_invalid(value: str) -> None:
     settings, errors = parse({a.DEBOUNCE: value})
-    assert settings.debounce == 2.0
+    assert settings.debounce is None
     assert errors == [
-        'kube-nudge.io/debounce must be a duration between 0s and 1h such as "500ms" or "2s", '
-        f'got "{value}"'
+        'kube-nudge.io/debounce must be "auto" or a duration between 0s and 1h such as "500ms" '
+        f'or "2s", got "{value}"'
     ]
 
 
@@ -380,7 +383,7 @@ def test_each_bad_annotation_reports_once_and_others_still_apply() -> None:
         enabled=True,
         extra=(secret("db"),),
         exclude=frozenset(),
-        debounce=2.0,
+        debounce=None,
         max_rollouts=10,
         rollout_window=60.0,
         strategy="rollout",

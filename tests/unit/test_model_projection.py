@@ -8,7 +8,7 @@ import pytest
 
 from kube_nudge.kube.pods import pod_started
 from kube_nudge.model.annotations import parse_workload
-from kube_nudge.model.projection import data_changed_at, parse_timestamp, pod_selector
+from kube_nudge.model.projection import data_changed_at, data_write, parse_timestamp, pod_selector
 
 T0 = 1_795_392_000.0  # 2026-11-23T00:00:00Z
 
@@ -72,3 +72,19 @@ def test_the_adopt_annotation() -> None:
     settings, errors = parse_workload({"kube-nudge.io/adopt": "always"}, "ns")
     assert settings.roll_stale_on_adoption is True
     assert errors == ['kube-nudge.io/adopt must be "roll-stale" or "never-roll", got "always"']
+
+
+def test_data_write_names_the_managers_of_the_latest_data_write() -> None:
+    metadata = {
+        "managedFields": [
+            {"manager": "helm", "time": "2026-11-23T00:00:00Z", "fieldsV1": {"f:data": {}}},
+            {"manager": "kubectl-client-side-apply", "time": "2026-11-23T00:10:00Z",
+             "fieldsV1": {"f:data": {}}},
+            {"manager": "kubectl-label", "time": "2026-11-23T00:20:00Z",
+             "fieldsV1": {"f:metadata": {}}},  # not a data write
+            {"manager": "kubectl", "time": "2026-11-23T00:10:00Z",
+             "fieldsV1": {"f:stringData": {}}},
+        ]
+    }  # fmt: skip
+    assert data_write(metadata) == (T0 + 600, ("kubectl", "kubectl-client-side-apply"))
+    assert data_write({"creationTimestamp": "2026-11-23T00:00:00Z"}) == (T0, ())

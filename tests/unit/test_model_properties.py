@@ -465,7 +465,7 @@ def test_parse_workload_is_total(annotations: dict[str, str], compat: bool) -> N
     settings_, errors = parse_workload(annotations, NS, WorkloadDefaults(compat=compat))
     assert len(errors) <= len(annotations)
     assert all(e.split(" ", 1)[0] in annotations for e in errors)
-    assert 0 <= settings_.debounce <= 3600
+    assert settings_.debounce is None or 0 <= settings_.debounce <= 3600
     assert 1 <= settings_.max_rollouts <= 1000
     assert 1 <= settings_.rollout_window <= 86400
     assert settings_.enabled == (annotations.get(ENABLED, "").strip() == "true")

@@ -28,6 +28,7 @@ from kube_nudge.kube.client import ClientOptions, KubeconfigError, load_kubeconf
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
 from kube_nudge.model.annotations import (
+    AUTO_DEBOUNCE,
     MAX_DEBOUNCE,
     MAX_MAX_ROLLOUTS,
     MAX_ROLLOUT_WINDOW,
@@ -53,6 +54,7 @@ MIN_LEASE_DURATION = 1.0  # a Lease counts whole seconds
 MIN_LEASE_TIMING = 0.1  # --renew-deadline, --retry-period
 MAX_LEASE_TIMING = 3600.0
 MAX_CLUSTER_NAME = 100
+MAX_QUIET_WINDOW = 10.0
 
 
 def parse_max_rollouts(text: str) -> tuple[int, float]:
@@ -81,6 +83,13 @@ def _duration(flag: str, text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise ValueError(f"{flag}: {exc}") from None
+
+
+def _debounce(text: str) -> float | None:
+    """``--debounce``: ``auto`` (None) or a duration from 0 to 1h, the annotation's range."""
+    if text == AUTO_DEBOUNCE:
+        return None
+    return check_duration("--debounce", text, 0.0, MAX_DEBOUNCE)
 
 
 def _lease_timing(flag: str, text: str, low: float = MIN_LEASE_TIMING) -> float:
@@ -175,7 +184,18 @@ class RunCommand:
             action="store_true",
             help="also opt in workloads annotated for Wave or Reloader",
         )
-        add("--debounce", default="2s", help="default debounce window (default 2s)")
+        add(
+            "--debounce",
+            default="auto",
+            help="default debounce: auto (a quiet window that "
+            "extends while changes arrive, up to 2s) or a fixed window such as 2s (default auto)",
+        )
+        add(
+            "--quiet-window",
+            default="50ms",
+            help="the quiet window of debounce auto, for "
+            "writers not known to be slower (0 to 10s, default 50ms)",
+        )
         add(
             "--max-rollouts",
             default="3/5m",
@@ -263,7 +283,8 @@ class RunCommand:
         _positive("--write-burst", args.write_burst)
         check_count("--write-burst", args.write_burst, 1, MAX_WRITE_BURST)
         count, window = parse_max_rollouts(args.max_rollouts)
-        debounce = check_duration("--debounce", args.debounce, 0.0, MAX_DEBOUNCE)
+        debounce = _debounce(args.debounce)
+        quiet_window = check_duration("--quiet-window", args.quiet_window, 0.0, MAX_QUIET_WINDOW)
         webhook = _webhook(args)
         audit_interval = _duration("--audit-interval", args.audit_interval)
         if audit_interval < 0 or 0 < audit_interval < MIN_AUDIT_INTERVAL:
@@ -325,6 +346,7 @@ class RunCommand:
                 source_selector=_selector("--source-selector", args.source_selector),
                 workload_selector=_selector("--workload-selector", args.workload_selector),
                 max_concurrent_rollouts=int(concurrent) or None,
+                quiet_window=quiet_window,
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=metrics_addr,

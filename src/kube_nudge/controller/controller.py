@@ -39,6 +39,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import SNAPSHOT_LABEL, mistyped_opt_in
 from kube_nudge.model.notifications import Notification
+from kube_nudge.model.pacing import DEFAULT_QUIET_WINDOW, hold_for_change, hold_for_own_event
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.index import ReverseIndex
@@ -78,6 +79,8 @@ class ControllerOptions:
     watch_inactivity: float = 90.0
     # Rollouts in progress at once, cluster-wide (None: no limit).
     max_concurrent_rollouts: int | None = None
+    # The quiet window of `debounce: auto` for writers not known to be slower (pacing.py).
+    quiet_window: float = DEFAULT_QUIET_WINDOW
 
 
 class Controller:
@@ -256,10 +259,12 @@ class Controller:
                 return  # labels, other annotations, or errors only
         if not self.synced.is_set():
             return  # every workload is queued once the initial lists are in
+        writers = new.writers if new is not None else ()
         for key in self.index.consumers(ref):
             view = self.workload(key)
             if view is not None:
-                self.queue.add(key, view.settings.debounce)
+                debounce = view.settings.debounce
+                self.queue.add(key, hold_for_change(debounce, writers, self.options.quiet_window))
         self.metrics.queue_depth.set(len(self.queue))
 
     def _workload_changed(
@@ -287,10 +292,16 @@ class Controller:
                 # The workload's own event (its status, an edit of its spec or annotations)
                 # is looked at a debounce later, but opens no window: a config change
                 # arriving meanwhile still waits its whole window, from its own time.
-                self.queue.add_own(key, new.settings.debounce)
+                self._add_own(key, new)
         if synced and old is not None and new is not None and _rollout_moved(old, new):
             self._wake_waiting(key, new)
         self.metrics.queue_depth.set(len(self.queue))
+
+    def _add_own(self, key: WorkloadKey, view: WorkloadView) -> None:
+        """Queue an event of the workload's own: opens no window (runtime/queue.py)."""
+        debounce = view.settings.debounce
+        hold = hold_for_change(debounce, (), self.options.quiet_window)
+        self.queue.add_own(key, hold_for_own_event(debounce), hold)
 
     def _wake_waiting(self, key: WorkloadKey, view: WorkloadView) -> None:
         """A rollout moved on (progressed, failed, was released): the workloads held for
@@ -301,7 +312,7 @@ class Controller:
         for other in waiting:
             if (other_view := self.workload(other)) is not None:
                 # Another workload's event, not a change of this one's config: no window.
-                self.queue.add_own(other, other_view.settings.debounce)
+                self._add_own(other, other_view)
 
     def _dropped_record(
         self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView

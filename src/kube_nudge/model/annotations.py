@@ -29,6 +29,7 @@ __all__ = [
     "ADOPT",
     "APPROVAL",
     "APPROVED_AT",
+    "AUTO_DEBOUNCE",
     "BASELINE_HASH",
     "COMPAT_RELOADER",
     "COMPAT_WAVE",
@@ -83,6 +84,7 @@ __all__ = [
     "is_dns_subdomain",
     "mistyped_opt_in",
     "parse_bool",
+    "parse_debounce",
     "parse_duration",
     "parse_failed",
     "parse_hash_at",
@@ -203,7 +205,9 @@ SHARE_ALL: Final = "*"
 #: of the source's namespace that started before the change (see `model.replacement`).
 POD_SELECTOR: Final = PREFIX + "pod-selector"
 
-DEFAULT_DEBOUNCE: Final = 2.0
+DEFAULT_DEBOUNCE: Final[float | None] = None
+"""``auto``: a short quiet window that extends while changes arrive (model/pacing.py)."""
+AUTO_DEBOUNCE: Final = "auto"
 MAX_DEBOUNCE: Final = 3600.0
 DEFAULT_MAX_ROLLOUTS: Final = 3
 MAX_MAX_ROLLOUTS: Final = 1000
@@ -256,8 +260,9 @@ class WorkloadSettings:
     extra: tuple[SourceRef, ...]
     """Sources named by annotation, sorted: consumed whole and not optional."""
     exclude: frozenset[SourceRef]
-    debounce: float
-    """Seconds to wait for further changes before rolling."""
+    debounce: float | None
+    """Seconds to wait for further changes before rolling (a fixed window from the first);
+    None: ``auto``, a quiet window that extends while changes arrive (model/pacing.py)."""
     max_rollouts: int
     rollout_window: float
     """At most `max_rollouts` rollouts per `rollout_window` seconds."""
@@ -290,7 +295,7 @@ class WorkloadDefaults:
     """Controller-wide defaults (from flags) that a workload's annotations override, and
     the strategy names that exist. Passed in once; nothing re-reads raw annotations later."""
 
-    debounce: float = DEFAULT_DEBOUNCE
+    debounce: float | None = DEFAULT_DEBOUNCE
     max_rollouts: int = DEFAULT_MAX_ROLLOUTS
     rollout_window: float = DEFAULT_ROLLOUT_WINDOW
     strategy: str = DEFAULT_STRATEGY
@@ -349,7 +354,7 @@ def parse_workload(
         only_named = frozenset(named) if peers.named_only else None
         errors.extend(peers.errors)
     exclude = _field(ann, EXCLUDE, lambda n, v: _parse_exclude(n, v, namespace), _NO_REFS, errors)
-    debounce = _field(ann, DEBOUNCE, _parse_debounce, defaults.debounce, errors)
+    debounce = _field(ann, DEBOUNCE, parse_debounce, defaults.debounce, errors)
     max_rollouts, window = _field(
         ann,
         MAX_ROLLOUTS,
@@ -598,14 +603,17 @@ def _source_ref(kind: SourceKind, text: str, namespace: str) -> SourceRef | None
     return SourceRef(kind, parts[0], parts[1])
 
 
-def _parse_debounce(name: str, value: str) -> float:
+def parse_debounce(name: str, value: str) -> float | None:
+    """``auto`` (None) or a duration from 0 to 1h, for the annotation and ``--debounce``."""
+    if value.strip() == AUTO_DEBOUNCE:
+        return None
     try:
         seconds = parse_duration(value)
     except ValueError:
         seconds = -1.0
     if not 0 <= seconds <= MAX_DEBOUNCE:
         raise ValueError(
-            f'{name} must be a duration between 0s and 1h such as "500ms" or "2s", '
+            f'{name} must be "auto" or a duration between 0s and 1h such as "500ms" or "2s", '
             f"got {show(value)}"
         )
     return seconds

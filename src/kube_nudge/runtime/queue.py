@@ -2,17 +2,20 @@
 
 - A key is queued at most once. One pass over it serves every reason it was queued for
   (reconciles are level-triggered), and it is ready at the earliest of them:
-  - ``add(key, delay)``, a change: opens a debounce window of ``delay`` seconds, or joins
-    the one already open, whose end stays put, so changes arriving inside a workload's
-    debounce window coalesce into one reconcile. A longer delay asked while the window is
-    open (the workload's debounce was raised) makes it longer, counted from when it opened;
-    a shorter one (lowered) can end it sooner, ``delay`` from now.
+  - ``add(key, hold)``, a change: opens a window, or joins the one already open, so changes
+    arriving inside it coalesce into one reconcile. The window ends (``Hold.end``) when the
+    fixed part (``hold.debounce`` from when it opened) is over and, with a quiet window
+    (``hold.quiet``, ``debounce: auto``), once no change has arrived for that long, but
+    never later than ``hold.cap`` after it opened. A longer debounce asked while the window
+    is open (the workload's debounce was raised) makes it longer, counted from when it
+    opened; a shorter one (lowered) can end it sooner, ``debounce`` from now. A float is a
+    fixed window of that many seconds.
   - ``add_own(key, delay)``, an event of the key's own (a workload's status update, an edit
     of its other fields): looked at after ``delay``, but it opens no window. A change that
     comes while only such events wait gets its own whole window, from its own time; the
-    events wait with it (at most one window longer). While a window is open they join it as
-    ``add`` would: they never shorten it (but a changed debounce takes effect) nor restart it.
-  - ``add(key)`` (no delay), retries (``add_after_failure``) and requeues (``settle``):
+    events wait with it (at most one window longer). While a window is open they join it
+    without extending, shortening or restarting it.
+  - ``add(key)`` (no hold), retries (``add_after_failure``) and requeues (``settle``):
     at their own time, never held back by a window.
 - A key being processed is never handed to a second worker; re-adding it marks it dirty
   and it is queued again, with the same window, when the worker calls ``done``.
@@ -33,9 +36,36 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from kube_nudge.model.pacing import Hold
 from kube_nudge.runtime.backoff import Backoff
 
 K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(slots=True)
+class _Window:
+    """A window a change opened: its fixed part, its latest change and its hold."""
+
+    opened: float
+    fixed: tuple[float, float]
+    """(start, length) of the fixed part (the debounce)."""
+    last: float
+    hold: Hold
+
+    @property
+    def end(self) -> float:
+        return self.hold.end(self.opened, self.fixed[0] + self.fixed[1], self.last)
+
+    def join(self, now: float, hold: Hold, *, change: bool) -> None:
+        """Another change (``change``) or an own event of the key arrived at ``now``."""
+        self.fixed = _join(self.fixed, (now, hold.debounce))
+        if change:
+            self.last = now
+            # The slowest writer seen in the window sets its quiet window.
+            quiet = max(hold.quiet, self.hold.quiet) if hold.quiet > 0 else 0.0
+            self.hold = Hold(hold.debounce, quiet, hold.cap)
+        else:
+            self.hold = Hold(hold.debounce, self.hold.quiet if hold.quiet > 0 else 0.0, hold.cap)
 
 
 @dataclass(slots=True)
@@ -45,35 +75,36 @@ class _Pending:
 
     at: float = math.inf
     """Immediate looks and retries: never held back."""
-    window: tuple[float, float] | None = None
-    """(opened at, length) of the debounce window a change opened."""
+    window: _Window | None = None
+    """The window a change opened."""
     own: float = math.inf
     """The key's own events, while no window is open."""
 
     @property
     def ready_at(self) -> float:
         if self.window is not None:
-            return min(self.at, self.window[0] + self.window[1])
+            return min(self.at, self.window.end)
         return min(self.at, self.own)
 
-    def change(self, now: float, delay: float) -> None:
+    def change(self, now: float, hold: Hold) -> None:
         """A change: open a window, or join (and maybe resize) the open one; the key's own
         events waiting without a window now wait for it."""
-        self.window = _join(self.window, (now, delay))
+        if self.window is None:
+            self.window = _Window(now, (now, hold.debounce), now, hold)
+        else:
+            self.window.join(now, hold, change=True)
         self.own = math.inf
 
-    def own_event(self, now: float, delay: float) -> None:
-        if self.window is not None:
-            self.window = _join(self.window, (now, delay))
-        else:
+    def own_event(self, now: float, delay: float, hold: Hold) -> None:
+        if self.window is None:
             self.own = min(self.own, now + delay)
+        else:
+            self.window.join(now, hold, change=False)
 
 
-def _join(window: tuple[float, float] | None, new: tuple[float, float]) -> tuple[float, float]:
-    """The window after ``new`` (asked at its time, with its length) while ``window`` is
+def _join(window: tuple[float, float], new: tuple[float, float]) -> tuple[float, float]:
+    """The fixed part after ``new`` (asked at its time, with its length) while ``window`` is
     open: a longer length lengthens it from its start; else the earlier end wins."""
-    if window is None:
-        return new
     opened, length = window
     if new[1] > length:
         return opened, new[1]
@@ -103,20 +134,28 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queued) + len(self._dirty)
 
-    def add(self, key: K, delay: float = 0.0) -> None:
-        """Queue ``key`` for a change: ready ``delay`` seconds after the debounce window it
-        opens, or at the end of the one open (see the module's text); with no delay, now."""
-        now, delay = self._monotonic(), max(delay, 0.0)
-        if delay > 0:
-            self._update(key, lambda pending: pending.change(now, delay))
-        else:
+    def add(self, key: K, hold: Hold | float = 0.0) -> None:
+        """Queue ``key`` for a change: ready at the end of the window it opens or joins (see
+        the module's text); a float holds it that many seconds (a fixed window); with
+        nothing to hold it, now."""
+        now = self._monotonic()
+        if not isinstance(hold, Hold):
+            hold = Hold(debounce=max(hold, 0.0))
+        if hold.immediate:
             self._at(key, now)
+        else:
+            self._update(key, lambda pending: pending.change(now, hold))
 
-    def add_own(self, key: K, delay: float) -> None:
+    def add_own(self, key: K, delay: float, hold: Hold | float | None = None) -> None:
         """Queue ``key`` for one of its own events: ready after ``delay`` seconds, opening no
-        window a later change could ride in, and never shortening or restarting one."""
+        window a later change could ride in, and never extending, shortening or restarting
+        one; ``hold`` is what a change of the key would be held by now (its debounce may
+        have changed: that takes effect on an open window), by default a fixed window of
+        ``delay``."""
         now, delay = self._monotonic(), max(delay, 0.0)
-        self._update(key, lambda pending: pending.own_event(now, delay))
+        if not isinstance(hold, Hold):
+            hold = Hold(debounce=delay if hold is None else max(hold, 0.0))
+        self._update(key, lambda pending: pending.own_event(now, delay, hold))
 
     def _at(self, key: K, ready_at: float) -> None:
         def earlier(pending: _Pending) -> None:

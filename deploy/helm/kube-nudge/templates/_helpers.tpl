@@ -213,7 +213,9 @@ true
      so that what the controller would refuse fails the install instead of crash-looping. */}}
 {{- define "kube-nudge.checkValues" -}}
 {{- with .Values.debounce -}}
+{{- if ne . "auto" -}}
 {{- include "kube-nudge.checkDuration" (list "debounce" . 0.0 3600.0 "0 to 1h" "--debounce") -}}
+{{- end -}}
 {{- end -}}
 {{- with .Values.maxRollouts -}}
 {{- $window := regexReplaceAll "^[^/]*/" . "" -}}
