@@ -42,12 +42,15 @@ class Sizes:
     #: rounds of changes with the nudge (each pod's ConfigMap changed once per round).
     node_pods: int = 24
     node_rounds: int = 2
+    #: Commands of each writer (kubectl apply, helm upgrade) in the writers scenario.
+    writer_commands: int = 10
     repeat: int = 3
     memory_repeat: int = 3
 
 
 QUICK = Sizes(
     latency_changes=20,
+    writer_commands=3,
     debounce_changes=3,
     fanout_workloads=50,
     burst_workloads=50,
@@ -98,8 +101,8 @@ class BenchConfig:
 
 
 SCENARIOS = (
-    "latency", "latency-debounce", "fanout", "burst", "memory", "api-cost", "flapping", "agent",
-    "agent-node",
+    "latency", "latency-debounce", "writers", "fanout", "burst", "memory", "api-cost", "flapping",
+    "agent", "agent-node",
 )  # fmt: skip
 
 

@@ -35,6 +35,16 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             f"The same with kube-nudge's default debounce (2 s), {sizes['debounce_changes']} "
             "changes: the window it waits on purpose to coalesce edits."
         ),
+        "writers": (
+            f"Each tool at its defaults. One opted-in Deployment reads a ConfigMap key and a "
+            f"Secret key; {sizes['writer_commands']} times, one command changes both: "
+            "`kubectl apply -f` of a two-document file (client-side apply), then, for a second "
+            "Deployment, `helm upgrade` of a chart holding the two (the project's pinned "
+            "kubectl and helm). Gap: between the two writes' events on a watch of ConfigMaps "
+            "and Secrets (what a controller sees). Rollouts per command: the Deployment's "
+            "revisions once nothing more rolled for 3 s (1 means the two writes coalesced). "
+            "Latency: from the later write's event to the rollout's."
+        ),
         "fanout": (
             f"1 ConfigMap consumed by {sizes['fanout_workloads']:,} opted-in Deployments. Set-up: "
             "the tool takes them in with its write throttle lifted, then the measured instance "

@@ -57,6 +57,23 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("p99_ms", "reaction latency p99, default debounce 2 s", "ms"),
         Row("max_ms", "reaction latency max, default debounce 2 s", "ms"),
     ),
+    "writers": tuple(
+        row
+        for writer, command in (("kubectl", "`kubectl apply -f`"), ("helm", "`helm upgrade`"))
+        for row in (
+            Row(f"{writer}_gap_p50_ms", f"{command}: gap between its two writes, p50", "ms"),
+            Row(f"{writer}_gap_max_ms", f"{command}: gap between its two writes, max", "ms"),
+            Row(
+                f"{writer}_rollouts_per_command",
+                f"{command}: rollouts per command (want 1)",
+                "",
+                "lower",
+            ),
+            Row(
+                f"{writer}_latency_p50_ms", f"{command}: later write to rollout, p50", "ms", "lower"
+            ),
+        )
+    ),
     "fanout": _ROLL,
     "burst": (*_ROLL, Row("send_s", "the benchmark sending every change", "s")),
     "memory": (
@@ -139,6 +156,7 @@ ROWS: dict[str, tuple[Row, ...]] = {
 TITLES = {
     "latency": "Reaction latency",
     "latency-debounce": "Reaction latency with kube-nudge's default debounce",
+    "writers": "Coalescing at the defaults: one `kubectl apply -f`, one `helm upgrade`",
     "fanout": "Fan-out: one ConfigMap, many workloads",
     "burst": "Burst: many ConfigMaps changed at once",
     "memory": "Memory at scale",

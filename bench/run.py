@@ -38,6 +38,7 @@ from bench.scenarios import (
     flapping,
     latency,
     memory,
+    writers,
 )
 from bench.stats import spread
 from bench.tools import Tool, ToolSettings
@@ -46,6 +47,7 @@ from kube_nudge_dev.cluster import LocalCluster
 SCENARIOS: dict[str, Scenario] = {
     "latency": latency.run_fast,
     "latency-debounce": latency.run_debounced,
+    "writers": writers.run,
     "fanout": fanout.run,
     "burst": burst.run,
     "memory": memory.run,

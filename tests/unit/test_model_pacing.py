@@ -20,8 +20,8 @@ from kube_nudge.model.pacing import (
 def test_auto_holds_for_the_quiet_window_of_the_slowest_writer() -> None:
     assert hold_for_change(None) == Hold(quiet=DEFAULT_QUIET_WINDOW, cap=AUTO_CAP)
     assert hold_for_change(None, ("helm",)) == Hold(quiet=0.05, cap=2.0)
-    assert hold_for_change(None, ("kubectl-client-side-apply",)) == Hold(quiet=0.4, cap=2.0)
-    assert hold_for_change(None, ("helm", "kubectl-replace")) == Hold(quiet=0.25, cap=2.0)
+    assert hold_for_change(None, ("kubectl-client-side-apply",)) == Hold(quiet=1.0, cap=2.0)
+    assert hold_for_change(None, ("helm", "kubectl-replace")) == Hold(quiet=0.5, cap=2.0)
     assert hold_for_change(None, ("kubectl",), quiet_window=0.1) == Hold(quiet=0.1, cap=2.0)
 
 
