@@ -17,11 +17,11 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.resources import CONFIGMAPS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import WorkloadView
+from kube_nudge.model import SourceView, WorkloadView
 from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.metrics import Metrics
 from tests.unit.fakes import FakeClock
-from tests.unit.test_model_decide import APP, KEY, NS, configmap, workload
+from tests.unit.test_model_decide import APP, KEY, NS, configmap, desired, sources, workload
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 WEB: WorkloadKey = (DEPLOYMENT, NS, "app")
@@ -112,3 +112,32 @@ async def test_a_workload_that_records_no_hash_anymore_is_looked_at_at_once(
     seen(ctl, dropped)
     ctl._workload_changed(WEB, rolled, dropped)
     assert ctl.queue.ready_at(WEB) == clock.monotonic()
+
+
+def source_seen(controller: Controller, view: SourceView) -> None:
+    """Put the ConfigMap's view in the source cache, as its informer does."""
+    controller._sources[APP.kind][0].store[(APP.namespace, APP.name)] = view
+
+
+async def test_an_early_pass_inside_a_window_does_not_roll_the_change_it_holds(
+    controller: tuple[Controller, FakeClock],
+) -> None:
+    """A follow-up or retry taken while a config change's window is open does nothing with
+    the change (no write: this client's API server doesn't exist); the window's end does."""
+    ctl, clock = controller
+    running = desired(workload(), sources(LEVEL="info"))
+    adopted = debounced(workload(template_hash=running))
+    seen(ctl, adopted)
+    source_seen(ctl, configmap(LEVEL="info"))
+    ctl._workload_changed(WEB, None, adopted)
+    await ctl.queue.get()
+    assert (await ctl.reconciler.reconcile(WEB)).action == "none"  # runs what's desired
+    ctl.queue.done(WEB)
+    source_seen(ctl, configmap(LEVEL="debug"))
+    change_config(ctl, "info", "debug")  # its window: 5 s
+    ctl.queue.add(WEB)  # a follow-up, now
+    assert await ctl.queue.get() == WEB
+    outcome = await ctl.reconciler.reconcile(WEB)
+    assert outcome.action == "none"
+    ctl.queue.done(WEB)
+    assert ctl.queue.ready_at(WEB) == pytest.approx(clock.monotonic() + DEBOUNCE)

@@ -247,3 +247,21 @@ def test_a_quiet_window_without_a_change_waits_the_own_delay() -> None:
     clock.advance(0.5)
     queue.add("w", Hold(quiet=0.05, cap=2.0))  # a change gets its own window, not the 1 s
     assert queue.ready_at("w") == pytest.approx(0.55)
+
+
+async def test_a_retry_inside_a_window_leaves_the_window_open() -> None:
+    """A requeue or follow-up taken while a change's window is open must not carry the
+    change early: the window stays, and the key comes back at its end."""
+    clock = FakeClock(0.0)
+    queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
+    queue.add("w", Hold(quiet=1.0, cap=2.0))
+    queue.add("w")  # a follow-up, now
+    assert await asyncio.wait_for(queue.get(), 1) == "w"
+    assert queue.window_open("w")
+    queue.done("w")
+    assert queue.ready_at("w") == 1.0  # back at the window's end
+    clock.advance(1.0)
+    assert not queue.window_open("w")
+    assert await asyncio.wait_for(queue.get(), 1) == "w"
+    queue.done("w")
+    assert len(queue) == 0

@@ -123,6 +123,7 @@ class Controller:
             clock=clock,
             fleet=Fleet(self.index.consumers, options.max_concurrent_rollouts),
             annotate=lambda target, annotations: annotate_workload(context, target, annotations),
+            window_open=lambda key: self.queue.window_open(key),
             notify=notify,
         )
         scopes: tuple[str | None, ...] = options.namespaces or (None,)

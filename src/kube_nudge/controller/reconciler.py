@@ -104,8 +104,11 @@ class Reconciler:
         fleet: Fleet | None = None,
         annotate: Annotate | None = None,
         notify: Callable[[Notification], None] | None = None,
+        window_open: Callable[[WorkloadKey], bool] = lambda key: False,
     ) -> None:
         self.hmac_key = hmac_key
+        self.window_open = window_open
+        """Whether a change's debounce window is open for a workload (the work queue's)."""
         self.workload = workload
         self.source = source
         self.strategies = strategies
@@ -210,6 +213,10 @@ class Reconciler:
         oldest = await self._oldest_pod_start(target, memory)
         decision = self._decide(view, assessment, memory, strategy, oldest)
         if isinstance(decision, Apply) and decision.config_hash != view.applied_hash:
+            if self.window_open(key):
+                # An early pass (a retry, a follow-up) while the change's debounce window is
+                # open: the pass at the window's end rolls it, with what else comes by then.
+                return Outcome("none", follow_up=follow_up)
             decision = self._gate(key, target, assessment, decision)
         action = "none"
         # What we are about to write is remembered first: the watch echo of a write can be

@@ -16,7 +16,9 @@
     events wait with it (at most one window longer). While a window is open they join it
     without extending, shortening or restarting it.
   - ``add(key)`` (no hold), retries (``add_after_failure``) and requeues (``settle``):
-    at their own time, never held back by a window.
+    at their own time, never held back by a window. A pass they bring while a change's
+    window is open leaves the window open (``window_open`` says so, for the pass not to act
+    on that change): the key comes back at the window's end.
 - A key being processed is never handed to a second worker; re-adding it marks it dirty
   and it is queued again, with the same window, when the worker calls ``done``.
 - Requeue policy belongs to the queue's owner, as in controller-runtime: a failed key is
@@ -218,8 +220,13 @@ class WorkQueue(Generic[K]):
                 if ready_at > now:
                     break
                 heapq.heappop(self._heap)
-                del self._ready_at[key], self._queued[key]
+                del self._ready_at[key]
+                pending = self._queued.pop(key)
                 self._processing.add(key)
+                if pending.window is not None and pending.window.end > now:
+                    # Taken early (a retry, a requeue, a follow-up) while a change's window
+                    # is open: the window stays, and brings the key back at its end.
+                    self._dirty[key] = _Pending(window=pending.window)
                 return key
             timeout = self._heap[0][0] - now if self._heap else None
             with contextlib.suppress(TimeoutError):
@@ -234,6 +241,13 @@ class WorkQueue(Generic[K]):
             self._push(key, pending)
         if not self._processing and not self._queued:
             self._idle.set()
+
+    def window_open(self, key: K) -> bool:
+        """True while a change's window is open for ``key`` (being processed or not): a pass
+        taken early must not act on the change it holds back."""
+        pending = self._dirty.get(key) if key in self._processing else self._queued.get(key)
+        window = pending.window if pending is not None else None
+        return window is not None and window.end > self._monotonic()
 
     @property
     def busy(self) -> bool:
