@@ -141,3 +141,24 @@ async def test_an_early_pass_inside_a_window_does_not_roll_the_change_it_holds(
     assert outcome.action == "none"
     ctl.queue.done(WEB)
     assert ctl.queue.ready_at(WEB) == pytest.approx(clock.monotonic() + DEBOUNCE)
+
+
+async def test_the_queue_and_cache_gauges_read_the_state_when_scraped(
+    controller: tuple[Controller, FakeClock],
+) -> None:
+    ctl, _ = controller
+
+    def sample(name: str, **labels: str) -> float | None:
+        return ctl.metrics.registry.get_sample_value(name, labels)
+
+    assert sample("kube_nudge_queue_depth") == 0
+    view = debounced(workload(template_hash="h1"))
+    seen(ctl, view)
+    source_seen(ctl, configmap(LEVEL="info"))
+    ctl._workload_changed(WEB, None, view)
+    assert sample("kube_nudge_queue_depth") == 1
+    assert sample("kube_nudge_objects_tracked", resource=str(DEPLOYMENT.resource)) == 1
+    assert sample("kube_nudge_objects_tracked", resource=str(CONFIGMAPS)) == 1
+    await ctl.queue.get()
+    ctl.queue.done(WEB)
+    assert sample("kube_nudge_queue_depth") == 0

@@ -144,6 +144,12 @@ class Controller:
         }
         for kind in options.kinds:
             metrics.kind_available.labels(resource=str(kind.resource)).set(1)
+        # Gauges read the state they report when scraped, never set at each call site.
+        metrics.queue_depth.set_function(lambda: len(self.queue))
+        self._gauge_tracked(resources.CONFIGMAPS, self._sources[SourceKind.CONFIGMAP])
+        self._gauge_tracked(resources.SECRETS, self._sources[SourceKind.SECRET])
+        for kind, group in self._workloads.items():
+            self._gauge_tracked(kind.resource, group)
         self.synced = asyncio.Event()
         self._mistyped: dict[tuple[str, str, str], str] = {}  # reported once per message
         self.cache = Cache(self)
@@ -176,6 +182,7 @@ class Controller:
         scopes: tuple[str | None, ...] = self.options.namespaces or (None,)
         informers = [self._workload_informer(kind, ns) for ns in scopes]
         self._workloads[kind] = informers
+        self._gauge_tracked(kind.resource, informers)
         self.cache.start(informers)
 
     # -- informers and handlers -------------------------------------------------------------
@@ -184,6 +191,12 @@ class Controller:
         """Every informer, sources first."""
         found: list[Informer[Any]] = [i for group in self._sources.values() for i in group]
         return found + [i for group in self._workloads.values() for i in group]
+
+    def _gauge_tracked(self, resource: Resource, informers: Sequence[Informer[Any]]) -> None:
+        """``kube_nudge_objects_tracked{resource}``: the caches' sizes, read when scraped."""
+        self.metrics.objects_tracked.labels(resource=str(resource)).set_function(
+            lambda: sum(len(informer.store) for informer in informers)
+        )
 
     def _restart_counter(self, resource: Resource) -> Any:
         def count(reason: str) -> None:
@@ -247,9 +260,6 @@ class Controller:
     def _source_changed(
         self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
     ) -> None:
-        self.metrics.objects_tracked.labels(resource=str(resource)).set(
-            sum(len(i.store) for i in self._sources[ref.kind])
-        )
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             self._report_source_errors(resource, ref, new)
         self.replacer.source_changed(ref, old, new)
@@ -266,7 +276,6 @@ class Controller:
             if view is not None:
                 debounce = view.settings.debounce
                 self.queue.add(key, hold_for_change(debounce, writers, self.options.quiet_window))
-        self.metrics.queue_depth.set(len(self.queue))
 
     def _workload_changed(
         self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
@@ -274,9 +283,6 @@ class Controller:
         kind = key[0]
         self.index.update(key, old.consumed if old else (), new.consumed if new else ())
         own_write = self.reconciler.observed(key, new)
-        self.metrics.objects_tracked.labels(resource=str(kind.resource)).set(
-            sum(len(i.store) for i in self._workloads[kind])
-        )
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
         synced = self.synced.is_set()
@@ -296,7 +302,6 @@ class Controller:
                 self._add_own(key, new)
         if synced and old is not None and new is not None and _rollout_moved(old, new):
             self._wake_waiting(key, new)
-        self.metrics.queue_depth.set(len(self.queue))
 
     def _add_own(self, key: WorkloadKey, view: WorkloadView) -> None:
         """Queue an event of the workload's own: opens no window (runtime/queue.py)."""
@@ -413,7 +418,6 @@ class Controller:
         """Queue every cached workload once, at once (level-triggered resync)."""
         for key in self.workload_keys():
             self.queue.add(key)
-        self.metrics.queue_depth.set(len(self.queue))
 
 
 class Cache:
@@ -504,7 +508,6 @@ class Workers:
     def _due(self, key: WorkloadKey) -> None:
         self._follow_ups.pop(key, None)
         self._controller.queue.add(key)
-        self._controller.metrics.queue_depth.set(len(self._controller.queue))
 
     async def _work(self) -> None:
         controller = self._controller
@@ -526,7 +529,6 @@ class Workers:
             finally:
                 queue.done(key)
             queue.settle(key, failed=failed, again=requeue)
-            metrics.queue_depth.set(len(queue))
 
 
 def _rollout_moved(old: WorkloadView, new: WorkloadView) -> bool:
