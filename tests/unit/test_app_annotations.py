@@ -3,12 +3,18 @@ of the annotation contract (`model.annotations.ANNOTATIONS`)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kube_nudge.app.annotations_command import markdown_table, text_listing
 from kube_nudge.app.cli import build_parser, main
 from kube_nudge.app.completion_command import bash_script, describe
 from kube_nudge.model.annotations import ANNOTATIONS, DEBOUNCE
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_text_lists_every_annotation_with_its_meaning(
@@ -52,3 +58,12 @@ def test_completion_offers_the_command_and_its_outputs() -> None:
     script = bash_script(describe(build_parser()))
     assert " annotations " in script.split("COMPREPLY", 2)[1]
     assert '--output|-o) COMPREPLY=($(compgen -W "text markdown"' in script
+
+
+def test_readme_table_is_generated_from_the_declarations() -> None:
+    """Fails when README's table differs from the declarations: run the tool it names."""
+    check = subprocess.run(
+        [sys.executable, "tools/readme_annotations.py", "--check"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
