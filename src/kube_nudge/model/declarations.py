@@ -34,7 +34,6 @@ class By(StrEnum):
     """Who writes an annotation."""
 
     USER = "user"
-    OPERATOR = "operator (CLI)"
     CONTROLLER = "kube-nudge"
     AGENT = "kube-nudge agent"
 
