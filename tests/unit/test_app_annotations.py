@@ -12,7 +12,7 @@ import pytest
 from kube_nudge.app.annotations_command import markdown_table, text_listing
 from kube_nudge.app.cli import build_parser, main
 from kube_nudge.app.completion_command import bash_script, describe
-from kube_nudge.model.annotations import ANNOTATIONS, DEBOUNCE
+from kube_nudge.model.annotations import ANNOTATIONS, HOT_DEADLINE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,9 +41,9 @@ def test_markdown_has_one_row_per_annotation(capsys: pytest.CaptureFixture[str])
     assert out == markdown_table()
     rows = out.splitlines()[2:]
     assert len(rows) == len(ANNOTATIONS)
-    [debounce] = [row for row in rows if row.startswith(f"| `{DEBOUNCE}` |")]
-    assert debounce.count(" | ") == 5
-    assert "| workload | user | a duration from 0s to 1h | 2s (--debounce) |" in debounce
+    [deadline] = [row for row in rows if row.startswith(f"| `{HOT_DEADLINE}` |")]
+    assert deadline.count(" | ") == 5
+    assert "| workload | user | a duration from 5s to 1h | 2m |" in deadline
 
 
 def test_an_unknown_output_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
