@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kube_nudge_dev.documents import replace_between
+
 BEGIN, END = "<!-- fault-table:begin -->", "<!-- fault-table:end -->"
 
 
@@ -50,15 +52,6 @@ def table(runs: list[dict[str, Any]], wall_seconds: float) -> str:
     return "\n".join(lines)
 
 
-def update(document: str, block: str) -> str:
-    """``document`` with the text between the markers replaced by ``block``."""
-    head, begin, rest = document.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise ValueError(f"the document has no {BEGIN} ... {END} block")
-    return f"{head}{BEGIN}\n{block}\n{END}{tail}"
-
-
 def main(argv: list[str]) -> int:
     """``RUNS.jsonl WALL_SECONDS DOCUMENT``: rewrite DOCUMENT's table in place."""
     runs_path, wall, doc_path = Path(argv[0]), float(argv[1]), Path(argv[2])
@@ -66,7 +59,7 @@ def main(argv: list[str]) -> int:
     if not runs:
         print(f"no fault runs in {runs_path}", file=sys.stderr)
         return 1
-    doc_path.write_text(update(doc_path.read_text(), table(runs, wall)))
+    doc_path.write_text(replace_between(doc_path.read_text(), BEGIN, END, table(runs, wall)))
     return 0
 
 

@@ -79,6 +79,7 @@ def test_every_command_is_in_the_parser() -> None:
         "release",
         "approve",
         "agent",
+        "annotations",
         "completion",
     ]
     for command in COMMANDS:

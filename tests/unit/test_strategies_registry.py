@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import parse_workload
+from kube_nudge.model.annotations import DOCUMENTED_STRATEGIES
 from kube_nudge.strategies.registry import STRATEGIES, strategy_names
 
 
@@ -12,6 +13,11 @@ def test_the_default_comes_first_and_every_strategy_is_named() -> None:
     assert set(strategy_names()) == set(STRATEGIES) == {"rollout", "notify", "snapshot", "hot"}
     for name, factory in STRATEGIES.items():
         assert factory.name == name  # type: ignore[attr-defined]
+
+
+def test_the_annotation_table_names_the_registered_strategies() -> None:
+    """The model cannot import the registry, so the `strategy` declaration names them."""
+    assert strategy_names() == DOCUMENTED_STRATEGIES
 
 
 def test_the_annotation_accepts_registered_strategies_only() -> None:

@@ -19,6 +19,7 @@ from typing import NoReturn, Protocol
 
 from kube_nudge import __version__
 from kube_nudge.app.agent_command import AGENT
+from kube_nudge.app.annotations_command import ANNOTATIONS_COMMAND
 from kube_nudge.app.completion_command import CompletionCommand
 from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, CommandError, one_line
 from kube_nudge.app.release_command import APPROVE, RELEASE
@@ -49,7 +50,16 @@ class Command(Protocol):
 
 
 COMPLETION = CompletionCommand(lambda: build_parser())
-COMMANDS: tuple[Command, ...] = (RUN, STATUS, WAIT, RELEASE, APPROVE, AGENT, COMPLETION)
+COMMANDS: tuple[Command, ...] = (
+    RUN,
+    STATUS,
+    WAIT,
+    RELEASE,
+    APPROVE,
+    AGENT,
+    ANNOTATIONS_COMMAND,
+    COMPLETION,
+)
 
 #: The exit codes of every command (each command's ``--help`` shows its own).
 EXIT_CODES: tuple[tuple[int, str], ...] = (

@@ -1,5 +1,10 @@
-"""The annotation contract: every annotation kube-nudge reads or writes, in one place, and
-parsers turning them into settings plus readable error messages.
+"""The annotation contract: every annotation kube-nudge reads or writes, declared once as
+data in `ANNOTATIONS` (name, what it goes on, who writes it, parser, default, range, one
+line of documentation), and the parsing of a workload's and a source's settings from them.
+
+Adding an annotation a user sets on a workload takes its declaration below (which also
+makes its name constant) and the field of `WorkloadSettings` it fills; README's table
+(`tools/readme_annotations.py`) and `kube-nudge annotations` follow from the declaration.
 
 Parsing never raises. Each invalid annotation yields one message naming the
 annotation and the (truncated) bad value, and its field falls back to the default,
@@ -12,67 +17,53 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Any, Final
 
 from kube_nudge.model import compat
 from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
 from kube_nudge.model.compat import MATCH as RELOADER_MATCH
 from kube_nudge.model.compat import SOURCE_SWITCHES, WORKLOAD_SWITCHES, translate_workload
+from kube_nudge.model.declarations import Annotation, By, On, ParseContext, Parser
+from kube_nudge.model.parsing import (
+    FALSE_SPELLINGS,
+    TRUE_SPELLINGS,
+    duration_between,
+    is_dns_label,
+    is_dns_subdomain,
+    one_of,
+    parse_bool,
+    parse_duration,
+    source_ref,
+    split_items,
+)
 from kube_nudge.model.quoting import show
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.model.windows import RolloutWindow, parse_window
 
+# The annotation and label names (ENABLED, DEBOUNCE, ...) are module constants too, made by
+# their declarations below; `ANNOTATIONS` lists them all.
 __all__ = [
-    "ADOPT",
-    "APPROVAL",
-    "APPROVED_AT",
+    "ANNOTATIONS",
     "AUTO_DEBOUNCE",
-    "BASELINE_HASH",
-    "COMPAT_RELOADER",
-    "COMPAT_WAVE",
-    "CONFIGMAPS",
-    "CONFIG_HASH",
-    "DEBOUNCE",
     "DEFAULT_DEBOUNCE",
     "DEFAULT_MAX_ROLLOUTS",
     "DEFAULT_ROLLOUT_WINDOW",
     "DEFAULT_STRATEGY",
-    "ENABLED",
-    "EXCLUDE",
-    "FAILED",
+    "DEFAULT_STRATEGY_NAMES",
     "FALSE_SPELLINGS",
-    "HOT_DEADLINE",
-    "HOT_FALLBACK",
-    "HOT_RELOAD",
-    "IGNORE",
-    "KEY_ID",
-    "LOADED_AT",
-    "MAX_ROLLOUTS",
-    "ON_FAILURE",
     "ON_FAILURE_ROLLBACK",
-    "POD_SELECTOR",
     "PREFIX",
-    "PROGRESS_DEADLINE",
-    "RELEASED_AT",
-    "RELOAD_FAILED_AT",
-    "ROLLED_AT",
-    "ROLLED_TO",
-    "ROLLOUT_ORDER",
-    "ROLLOUT_WINDOW",
-    "SECRETS",
     "SHARE_ALL",
-    "SHARE_WITH",
-    "SNAPSHOTS",
-    "SNAPSHOT_FOR",
-    "SNAPSHOT_LABEL",
-    "SNAPSHOT_OF",
-    "STRATEGIES",
-    "STRATEGY",
+    "SOURCE_ANNOTATIONS",
     "STRATEGY_SNAPSHOT",
     "TRUE_SPELLINGS",
+    "WORKLOAD_ANNOTATIONS",
+    "Annotation",
+    "By",
+    "On",
     "SourceSettings",
     "WorkloadDefaults",
     "WorkloadSettings",
@@ -95,116 +86,6 @@ __all__ = [
 
 PREFIX: Final = "kube-nudge.io/"
 
-#: The spellings every boolean annotation accepts: kube-nudge's (`enabled`, `ignore`) and,
-#: with --compat, Reloader's and Wave's switches (`compat.WORKLOAD_SWITCHES`,
-#: `compat.SOURCE_SWITCHES`). They are Go's `strconv.ParseBool`, which Reloader reads its own
-#: annotations with, so a value that opted a workload in under Reloader opts it in here.
-#: Anything else (`"yes"`, `"on"`, `"enabled"`) is an error: a Warning Event
-#: `InvalidAnnotation` and a log line, and the annotation counts as unset.
-TRUE_SPELLINGS: Final = ("true", "True", "TRUE", "t", "T", "1")
-FALSE_SPELLINGS: Final = ("false", "False", "FALSE", "f", "F", "0")
-
-# On the workload.
-ENABLED: Final = PREFIX + "enabled"
-CONFIGMAPS: Final = PREFIX + "configmaps"
-SECRETS: Final = PREFIX + "secrets"
-EXCLUDE: Final = PREFIX + "exclude"
-DEBOUNCE: Final = PREFIX + "debounce"
-MAX_ROLLOUTS: Final = PREFIX + "max-rollouts"
-STRATEGY: Final = PREFIX + "strategy"
-ADOPT: Final = PREFIX + "adopt"
-ADOPT_ROLL_STALE: Final = "roll-stale"
-ADOPT_NEVER_ROLL: Final = "never-roll"
-#: Safe releases (see `model.gates`): roll after every workload of a lower order that
-#: consumes the same changed source completed healthy.
-ROLLOUT_ORDER: Final = PREFIX + "rollout-order"
-#: How long a rollout may take before kube-nudge calls it failed (a duration).
-PROGRESS_DEADLINE: Final = PREFIX + "progress-deadline"
-#: "required": a change waits for `kube-nudge approve` (or APPROVED_AT) before rolling.
-APPROVAL: Final = PREFIX + "approval"
-APPROVAL_REQUIRED: Final = "required"
-#: When changes may roll: days and hours in a time zone (see `model.windows`).
-ROLLOUT_WINDOW: Final = PREFIX + "rollout-window"
-#: What to do when a rollout fails: "hold" (stop the line; the default) or "rollback"
-#: (strategy `snapshot` only: back to the copies the previous revision used).
-ON_FAILURE: Final = PREFIX + "on-failure"
-ON_FAILURE_HOLD: Final = "hold"
-ON_FAILURE_ROLLBACK: Final = "rollback"
-#: Strategy `hot`: when pods don't report a successful reload of a hot change within
-#: HOT_DEADLINE (or report a failed one), "rollout" (the default) rolls the workload, "warn"
-#: only posts a Warning Event.
-HOT_FALLBACK: Final = PREFIX + "hot-fallback"
-HOT_FALLBACK_ROLLOUT: Final = "rollout"
-HOT_FALLBACK_WARN: Final = "warn"
-HOT_DEADLINE: Final = PREFIX + "hot-deadline"
-COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
-COMPAT_RELOADER: Final = compat.AUTO
-
-# On the pod template, written by the controller.
-CONFIG_HASH: Final = PREFIX + "config-hash"
-#: Strategy `snapshot`: which immutable copy stands for which source in this template,
-#: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
-#: brings back the copies of its time (see `model.snapshots`).
-SNAPSHOTS: Final = PREFIX + "snapshots"
-
-# On the workload's own metadata, written by the controller.
-#: The hash of the config the pods already run, recorded when kube-nudge adopts a workload.
-#: Adoption never touches the pod template, so opting in (or migrating hundreds of workloads
-#: with --compat) restarts nothing; the first rollout removes it.
-BASELINE_HASH: Final = PREFIX + "baseline-hash"
-#: When kube-nudge rolled the workload recently (Unix seconds, oldest first). The flap cap
-#: reads it, so a restart or a new leader does not forget how often a flapping config has
-#: already rolled the workload.
-ROLLED_AT: Final = PREFIX + "rolled-at"
-#: Which installation key made the recorded hashes (see `hashing.key_id`). A workload whose
-#: hashes were made under another key (the key Secret was lost or replaced) is re-baselined,
-#: not rolled: its hash changed, its config did not.
-KEY_ID: Final = PREFIX + "key-id"
-#: Written by an operator (`kube-nudge release`, or kubectl annotate) on the workload's
-#: metadata: Unix seconds from which the flap cap counts rollouts again, releasing a
-#: workload the cap holds.
-RELEASED_AT: Final = PREFIX + "released-at"
-#: Strategy `snapshot`: the config hash kube-nudge last rolled the workload to. A template
-#: whose own hash differs while this one still equals the desired hash was reverted on
-#: purpose (`kubectl rollout undo`): kube-nudge leaves it until the config changes again.
-ROLLED_TO: Final = PREFIX + "rolled-to"
-
-#: Written by an operator (`kube-nudge approve`, or kubectl annotate): Unix seconds. A
-#: change of the consumed data made before it is approved.
-APPROVED_AT: Final = PREFIX + "approved-at"
-#: `<config hash>@<unix seconds>`: the rollout to that hash failed then. Kept on the
-#: workload so that a restart or a new leader still stops the line (and notifies once).
-FAILED: Final = PREFIX + "failed"
-
-#: Strategy `hot`: `<config hash>@<unix seconds>` of a change delivered without a rollout
-#: and not yet confirmed by the pods' agents (removed once every pod reloaded it, or by
-#: the fallback). The time is when the change was delivered: a reload at or after it counts.
-HOT_RELOAD: Final = PREFIX + "hot-reload"
-
-# On pods, written by the `kube-nudge agent` sidecar (its own copies of these names: the
-# agent imports nothing of the controller; a unit test keeps them equal).
-#: Unix seconds of the app's last successful reload.
-LOADED_AT: Final = PREFIX + "loaded-at"
-#: Unix seconds of the last reload that failed (validation, signal or HTTP call).
-RELOAD_FAILED_AT: Final = PREFIX + "reload-failed-at"
-
-# On the copies the `snapshot` strategy makes.
-#: Label, "true": informers leave copies out; `kubectl get cm -l kube-nudge.io/snapshot`.
-SNAPSHOT_LABEL: Final = PREFIX + "snapshot"
-#: Annotation: the source a copy copies, e.g. `configmap/app`.
-SNAPSHOT_OF: Final = PREFIX + "snapshot-of"
-#: Label: the uid of the workload a copy was made for (each workload has its own copies, so
-#: a thousand workloads reading one ConfigMap never contend for one object).
-SNAPSHOT_FOR: Final = PREFIX + "snapshot-for"
-
-# On a ConfigMap or Secret.
-IGNORE: Final = PREFIX + "ignore"
-SHARE_WITH: Final = PREFIX + "share-with"
-SHARE_ALL: Final = "*"
-#: A label selector (`app=web`): when the data changes, kube-nudge evicts the matching pods
-#: of the source's namespace that started before the change (see `model.replacement`).
-POD_SELECTOR: Final = PREFIX + "pod-selector"
-
 DEFAULT_DEBOUNCE: Final[float | None] = None
 """``auto``: a short quiet window that extends while changes arrive (model/pacing.py)."""
 AUTO_DEBOUNCE: Final = "auto"
@@ -224,37 +105,420 @@ STRATEGY_ROLLOUT: Final = "rollout"
 STRATEGY_SNAPSHOT: Final = "snapshot"
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
 #: Strategy names the model accepts when no registry is given (the app passes the
-#: registry's names through `WorkloadDefaults.strategies`).
-STRATEGIES: Final = (STRATEGY_ROLLOUT,)
+#: registry's names, `strategies.registry.strategy_names()`, through
+#: `WorkloadDefaults.strategies`).
+DEFAULT_STRATEGY_NAMES: Final = (STRATEGY_ROLLOUT,)
+#: The strategies the `strategy` annotation's documentation names (a unit test keeps it
+#: equal to the registry's, which the model cannot import).
+DOCUMENTED_STRATEGIES: Final = ("rollout", "hot", "notify", "snapshot")
+ADOPT_ROLL_STALE: Final = "roll-stale"
+ADOPT_NEVER_ROLL: Final = "never-roll"
+APPROVAL_REQUIRED: Final = "required"
+ON_FAILURE_HOLD: Final = "hold"
+ON_FAILURE_ROLLBACK: Final = "rollback"
+HOT_FALLBACK_ROLLOUT: Final = "rollout"
+HOT_FALLBACK_WARN: Final = "warn"
+SHARE_ALL: Final = "*"
+COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
+COMPAT_RELOADER: Final = compat.AUTO
 _MAX_ROLLED_AT = 100  # a malformed or hostile annotation costs at most this many numbers
 
 _KINDS: Final = frozenset(kind.value for kind in SourceKind)
-_MAX_DURATION_CHARS = 64
-_MAX_NS = 2**63 - 1  # Go's time.Duration range
-_UNIT_NS: Final = {
-    "ns": 1,
-    "us": 1_000,
-    "\u00b5s": 1_000,  # micro sign
-    "\u03bcs": 1_000,  # Greek mu
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60_000_000_000,
-    "h": 3_600_000_000_000,
-}
-_COMPONENT = re.compile(r"([0-9]*)(?:\.([0-9]*))?(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-_DNS_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_LABEL_RE = re.compile(_DNS_LABEL)
-_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 _MAX_ROLLOUTS_RE = re.compile(r"([0-9]{1,10})/(.*)", re.DOTALL)
-
-_T = TypeVar("_T")
 _NO_REFS: frozenset[SourceRef] = frozenset()
 _NO_NAMESPACES: frozenset[str] = frozenset()
 
 
+# -- Parsers of one annotation each ------------------------------------------------------
+
+
+def _parse_sources(kind: SourceKind) -> Callable[[ParseContext], Parser]:
+    """`kube-nudge.io/configmaps` / `secrets`: names or namespace/names of `kind`."""
+
+    def parser(context: ParseContext) -> Parser:
+        def parse(name: str, value: str) -> tuple[SourceRef, ...]:
+            refs = []
+            for item in split_items(name, value):
+                ref = source_ref(kind, item, context.namespace)
+                if ref is None:
+                    raise ValueError(
+                        f"{name} has an invalid item {show(item)}: "
+                        "want a name or namespace/name (lowercase DNS-1123)"
+                    )
+                refs.append(ref)
+            return tuple(refs)
+
+        return parse
+
+    return parser
+
+
+def _parse_exclude(context: ParseContext) -> Parser:
+    def parse(name: str, value: str) -> frozenset[SourceRef]:
+        refs = set()
+        for item in split_items(name, value):
+            kind_text, _, rest = item.partition("/")
+            ref = None
+            if kind_text in _KINDS:
+                ref = source_ref(SourceKind(kind_text), rest, context.namespace)
+            if ref is None:
+                raise ValueError(
+                    f"{name} has an invalid item {show(item)}: want configmap/name, "
+                    "secret/name, configmap/namespace/name or secret/namespace/name"
+                )
+            refs.add(ref)
+        return frozenset(refs)
+
+    return parse
+
+
+def parse_debounce(name: str, value: str) -> float | None:
+    """``auto`` (None) or a duration from 0 to 1h, for the annotation and ``--debounce``."""
+    if value.strip() == AUTO_DEBOUNCE:
+        return None
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_DEBOUNCE:
+        raise ValueError(
+            f'{name} must be "auto" or a duration between 0s and 1h such as "500ms" or "2s", '
+            f"got {show(value)}"
+        )
+    return seconds
+
+
+def _parse_max_rollouts(name: str, value: str) -> tuple[int, float]:
+    match = _MAX_ROLLOUTS_RE.fullmatch(value)
+    count, window = 0, 0.0
+    if match is not None:
+        count = int(match[1])
+        try:
+            window = parse_duration(match[2])
+        except ValueError:
+            window = 0.0
+    if not (1 <= count <= MAX_MAX_ROLLOUTS and MIN_ROLLOUT_WINDOW <= window <= MAX_ROLLOUT_WINDOW):
+        raise ValueError(
+            f'{name} must be "N/window" with N from 1 to {MAX_MAX_ROLLOUTS} and a window '
+            f'between 1s and 24h such as "3/5m", got {show(value)}'
+        )
+    return count, window
+
+
+def _parse_strategy(context: ParseContext) -> Parser:
+    strategies = context.defaults.strategies
+
+    def parse(name: str, value: str) -> str:
+        if value not in strategies:
+            supported = ", ".join(f'"{s}"' for s in strategies)
+            raise ValueError(f"{name} must be one of {supported}, got {show(value)}")
+        return value
+
+    return parse
+
+
+def _parse_order(name: str, value: str) -> int:
+    if not value.isdigit() or int(value) > MAX_ROLLOUT_ORDER:
+        raise ValueError(
+            f'{name} must be a whole number from 0 to {MAX_ROLLOUT_ORDER} such as "1" '
+            f"(lower orders roll first), got {show(value)}"
+        )
+    return int(value)
+
+
+def _parse_share_with(name: str, value: str) -> frozenset[str]:
+    items = split_items(name, value)
+    for item in items:
+        if item != SHARE_ALL and not is_dns_label(item):
+            raise ValueError(
+                f'{name} has an invalid item {show(item)}: want a namespace name or "*"'
+            )
+    return frozenset(items)
+
+
+def _go(seconds: float) -> str:
+    """`seconds` as the shortest Go duration of whole hours, minutes or seconds."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+# -- The contract: every annotation, declared once (README's table has this order; a
+# workload's error messages come in it)
+
+_DECLARED: list[Annotation] = []
+
+
+def _declare(annotation: Annotation) -> str:
+    """Add `annotation` to the contract; its name (for the module constant)."""
+    _DECLARED.append(annotation)
+    return annotation.name
+
+
+_BOOLEAN: Final = "true or false"
+
+# A table: one declaration a paragraph, its fields as dense as the README row they make.
+# fmt: off
+
+# Set by users on the workload.
+ENABLED: Final = _declare(Annotation(
+    PREFIX + "enabled", On.WORKLOAD, By.USER,
+    "opt in; every ConfigMap/Secret the pod template uses is discovered",
+    values=_BOOLEAN, shown_default="false", field="enabled", parse=parse_bool,
+))
+CONFIGMAPS: Final = _declare(Annotation(
+    PREFIX + "configmaps", On.WORKLOAD, By.USER,
+    "also consume these ConfigMaps (all keys), e.g. for apps reading them through the API",
+    values="names, comma-separated; ns/name for another namespace (see share-with)",
+    shown_default="none", field="configmaps",
+    parse_in=_parse_sources(SourceKind.CONFIGMAP), default=(),
+))
+SECRETS: Final = _declare(Annotation(
+    PREFIX + "secrets", On.WORKLOAD, By.USER, "the same for Secrets",
+    values="names, comma-separated; ns/name for another namespace (see share-with)",
+    shown_default="none", field="secrets",
+    parse_in=_parse_sources(SourceKind.SECRET), default=(),
+))
+EXCLUDE: Final = _declare(Annotation(
+    PREFIX + "exclude", On.WORKLOAD, By.USER, "never roll for these sources",
+    values="configmap/NAME or secret/NAME, comma-separated; NAME may be ns/name",
+    shown_default="none", field="exclude", parse_in=_parse_exclude, default=_NO_REFS,
+))
+DEBOUNCE: Final = _declare(Annotation(
+    PREFIX + "debounce", On.WORKLOAD, By.USER,
+    "how long a change waits for further changes before rolling: auto waits until the "
+    "workload's sources were quiet for 50 ms (1 s after client-side kubectl apply), at most "
+    "2 s; a duration is a fixed window from the first change; 0 rolls at once",
+    values=f"auto, or a duration from 0s to {_go(MAX_DEBOUNCE)}",
+    shown_default="auto (--debounce)", field="debounce",
+    parse=parse_debounce, default_from=lambda defaults: defaults.debounce,
+))
+MAX_ROLLOUTS: Final = _declare(Annotation(
+    PREFIX + "max-rollouts", On.WORKLOAD, By.USER,
+    "flap cap: at most N rollouts per window; beyond it the workload is held",
+    values=f"N/WINDOW: N from 1 to {MAX_MAX_ROLLOUTS}, a window from "
+    f"{_go(MIN_ROLLOUT_WINDOW)} to {_go(MAX_ROLLOUT_WINDOW)}",
+    shown_default=f"{DEFAULT_MAX_ROLLOUTS}/{_go(DEFAULT_ROLLOUT_WINDOW)} (--max-rollouts)",
+    field=("max_rollouts", "rollout_window"), parse=_parse_max_rollouts,
+    default_from=lambda defaults: (defaults.max_rollouts, defaults.rollout_window),
+))
+STRATEGY: Final = _declare(Annotation(
+    PREFIX + "strategy", On.WORKLOAD, By.USER,
+    "how to apply a change: rollout writes the hash on the pod template; hot reloads in "
+    "place what refreshed volumes carry and rolls for the rest; notify only posts an Event "
+    "ConfigChanged; snapshot rolls onto immutable copies of the config",
+    values=", ".join(DOCUMENTED_STRATEGIES[:-1]) + f" or {DOCUMENTED_STRATEGIES[-1]}",
+    shown_default=f"{DEFAULT_STRATEGY} (--strategy)", field="strategy",
+    parse_in=_parse_strategy, default_from=lambda defaults: defaults.strategy,
+))
+ADOPT: Final = _declare(Annotation(
+    PREFIX + "adopt", On.WORKLOAD, By.USER,
+    "at first sight, roll pods that started before their config last changed, or never",
+    values=f"{ADOPT_ROLL_STALE} or {ADOPT_NEVER_ROLL}", shown_default=ADOPT_ROLL_STALE,
+    field="roll_stale_on_adoption",
+    parse=one_of({ADOPT_ROLL_STALE: True, ADOPT_NEVER_ROLL: False}), default=True,
+))
+ROLLOUT_ORDER: Final = _declare(Annotation(
+    PREFIX + "rollout-order", On.WORKLOAD, By.USER,
+    "for one source change, lower orders roll first; a higher order starts only when every "
+    "lower-order consumer of the same changed source completed healthy",
+    values=f"0 to {MAX_ROLLOUT_ORDER}", shown_default="unset: not ordered",
+    field="rollout_order", parse=_parse_order,
+))
+PROGRESS_DEADLINE: Final = _declare(Annotation(
+    PREFIX + "progress-deadline", On.WORKLOAD, By.USER,
+    "how long a rollout may take before kube-nudge calls it failed",
+    values=f"a duration from {_go(MIN_PROGRESS_DEADLINE)} to {_go(MAX_PROGRESS_DEADLINE)}",
+    shown_default="the Deployment's progressDeadlineSeconds, else 10m",
+    field="progress_deadline",
+    parse=duration_between(MIN_PROGRESS_DEADLINE, MAX_PROGRESS_DEADLINE, "1s and 24h", "10m"),
+))
+APPROVAL: Final = _declare(Annotation(
+    PREFIX + "approval", On.WORKLOAD, By.USER,
+    "required: a change waits for kube-nudge approve before rolling",
+    values=f"{APPROVAL_REQUIRED} or none", shown_default="none", field="approval_required",
+    parse=one_of({APPROVAL_REQUIRED: True, "none": False}), default=False,
+))
+ROLLOUT_WINDOW: Final = _declare(Annotation(
+    PREFIX + "rollout-window", On.WORKLOAD, By.USER,
+    "changes roll only while the window is open",
+    values="[DAYS] HH:MM-HH:MM[; ...] [ZONE], e.g. Mon-Fri 09:00-17:00 Europe/Berlin",
+    shown_default="always open", field="window", parse=parse_window,
+))
+ON_FAILURE: Final = _declare(Annotation(
+    PREFIX + "on-failure", On.WORKLOAD, By.USER,
+    "when a rollout fails: hold (stop the line) or rollback (strategy snapshot only: back "
+    "to the previous revision's copies)",
+    values=f"{ON_FAILURE_HOLD} or {ON_FAILURE_ROLLBACK}", shown_default=ON_FAILURE_HOLD,
+    field="rollback_on_failure",
+    parse=one_of({ON_FAILURE_HOLD: False, ON_FAILURE_ROLLBACK: True}), default=False,
+))
+HOT_FALLBACK: Final = _declare(Annotation(
+    PREFIX + "hot-fallback", On.WORKLOAD, By.USER,
+    "strategy hot: when a pod reports a failed reload or stays silent past the deadline, "
+    "roll the workload or only warn",
+    values=f"{HOT_FALLBACK_ROLLOUT} or {HOT_FALLBACK_WARN}", shown_default=HOT_FALLBACK_ROLLOUT,
+    field="hot_fallback_rollout",
+    parse=one_of({HOT_FALLBACK_ROLLOUT: True, HOT_FALLBACK_WARN: False}), default=True,
+))
+HOT_DEADLINE: Final = _declare(Annotation(
+    PREFIX + "hot-deadline", On.WORKLOAD, By.USER,
+    "strategy hot: how long the pods' agents have to report the reload",
+    values=f"a duration from {_go(MIN_HOT_DEADLINE)} to {_go(MAX_HOT_DEADLINE)}",
+    shown_default=_go(DEFAULT_HOT_DEADLINE), field="hot_deadline",
+    parse=duration_between(MIN_HOT_DEADLINE, MAX_HOT_DEADLINE, "5s and 1h", "2m"),
+    default=DEFAULT_HOT_DEADLINE,
+))
+APPROVED_AT: Final = _declare(Annotation(
+    PREFIX + "approved-at", On.WORKLOAD_METADATA, By.USER,
+    "written by kube-nudge approve KIND/NAME: changes of the data made before it (or in the "
+    "same whole second) are approved",
+    values="Unix seconds",
+))
+RELEASED_AT: Final = _declare(Annotation(
+    PREFIX + "released-at", On.WORKLOAD_METADATA, By.USER,
+    "written by kube-nudge release KIND/NAME: the flap cap counts only rollouts after it, "
+    "so a held workload rolls its latest config now",
+    values="Unix seconds",
+))
+
+# Set by users on a ConfigMap or Secret.
+IGNORE: Final = _declare(Annotation(
+    PREFIX + "ignore", On.SOURCE, By.USER,
+    "changes to it never trigger anything (it is left out of every hash, so adding or "
+    "removing this annotation is itself one change)",
+    values=_BOOLEAN, shown_default="false", field="ignore", parse=parse_bool,
+))
+SHARE_WITH: Final = _declare(Annotation(
+    PREFIX + "share-with", On.SOURCE, By.USER,
+    "namespaces whose workloads may name it in configmaps/secrets",
+    values=f"namespaces, comma-separated; {SHARE_ALL} for all",
+    shown_default="its own namespace only", field="share_with", parse=_parse_share_with,
+    default=_NO_NAMESPACES,
+))
+POD_SELECTOR: Final = _declare(Annotation(
+    PREFIX + "pod-selector", On.SOURCE, By.USER,
+    "when its data changes, evict the matching pods of its namespace that started before "
+    "the change (PodDisruptionBudgets respected); no workload annotation needed",
+    values="a label selector, e.g. app=web", shown_default="none", field="pod_selector",
+    parse=check_label_selector,
+))
+
+# Written by the controller.
+CONFIG_HASH: Final = _declare(Annotation(
+    PREFIX + "config-hash", On.POD_TEMPLATE, By.CONTROLLER,
+    "the hash of the consumed config the pods run; writing it rolls the workload",
+))
+#: Strategy `snapshot`: which immutable copy stands for which source in this template,
+#: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
+#: brings back the copies of its time (see `model.snapshots`).
+SNAPSHOTS: Final = _declare(Annotation(
+    PREFIX + "snapshots", On.POD_TEMPLATE, By.CONTROLLER,
+    "strategy snapshot: which copy stands for which source",
+    values='JSON, e.g. {"configmap/app-1a2b3c4d5e6f":"app"}',
+))
+#: Adoption never touches the pod template, so opting in (or migrating hundreds of workloads
+#: with --compat) restarts nothing; the first rollout removes it.
+BASELINE_HASH: Final = _declare(Annotation(
+    PREFIX + "baseline-hash", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "on adoption: the hash of the config the pods already run; removed when the template "
+    "first gets its hash",
+))
+#: The flap cap reads it, so a restart or a new leader does not forget how often a
+#: flapping config has already rolled the workload.
+ROLLED_AT: Final = _declare(Annotation(
+    PREFIX + "rolled-at", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "with each rollout: the recent rollout times, for the flap cap",
+    values="Unix seconds, comma-separated, oldest first",
+))
+#: A workload whose hashes were made under another key (the key Secret was lost or
+#: replaced) is re-baselined, not rolled: its hash changed, its config did not.
+KEY_ID: Final = _declare(Annotation(
+    PREFIX + "key-id", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "with each adoption and rollout: which installation key made the recorded hashes "
+    "(reveals nothing about the key)",
+    values="8 hex digits of an HMAC under the key",
+))
+#: A template whose own hash differs while this one still equals the desired hash was
+#: reverted on purpose (`kubectl rollout undo`): left alone until the config changes again.
+ROLLED_TO: Final = _declare(Annotation(
+    PREFIX + "rolled-to", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "strategy snapshot: the hash it last rolled to; a template that differs was reverted "
+    "on purpose",
+))
+#: Kept on the workload so that a restart or a new leader still stops the line (and
+#: notifies once).
+FAILED: Final = _declare(Annotation(
+    PREFIX + "failed", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "when a rollout fails, so a restart or a new leader keeps the line stopped and "
+    "announces nothing twice",
+    values="HASH@UNIX_SECONDS",
+))
+#: Removed once every pod reloaded it, or by the fallback. The time is when the change
+#: was delivered: a reload at or after it counts.
+HOT_RELOAD: Final = _declare(Annotation(
+    PREFIX + "hot-reload", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "strategy hot: a change delivered in place; on the workload until every pod confirmed "
+    "it (or the fallback), on each pod as the nudge that makes its kubelet refresh volumes",
+    values="HASH@UNIX_SECONDS",
+))
+#: Copied by the Deployment controller onto the new ReplicaSet, where
+#: `kubectl rollout history` shows it in its CHANGE-CAUSE column.
+CHANGE_CAUSE: Final = _declare(Annotation(
+    "kubernetes.io/change-cause", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "with each rollout: why, so kubectl rollout history shows it",
+    values="e.g. kube-nudge: secret/db keys [password] changed",
+))
+
+# Written on pods by the `kube-nudge agent` sidecar (its own copies of these names: the
+# agent imports nothing of the controller; a unit test keeps them equal).
+LOADED_AT: Final = _declare(Annotation(
+    PREFIX + "loaded-at", On.POD, By.AGENT, "when the app last reloaded successfully",
+    values="Unix seconds",
+))
+LOADED_HASH: Final = _declare(Annotation(
+    PREFIX + "loaded-hash", On.POD, By.AGENT,
+    "what the app last reloaded: the files' hash under the agents' key, which strategy "
+    "hot compares with the change it delivered",
+    values="JSON",
+))
+RELOAD_FAILED_AT: Final = _declare(Annotation(
+    PREFIX + "reload-failed-at", On.POD, By.AGENT,
+    "when a reload last failed (validation, signal or HTTP call)",
+    values="Unix seconds",
+))
+
+# On the copies the `snapshot` strategy makes.
+SNAPSHOT_LABEL: Final = _declare(Annotation(
+    PREFIX + "snapshot", On.COPY, By.CONTROLLER,
+    "marks a copy: informers leave copies out; kubectl get cm -l kube-nudge.io/snapshot",
+    values="true", label=True,
+))
+SNAPSHOT_OF: Final = _declare(Annotation(
+    PREFIX + "snapshot-of", On.COPY, By.CONTROLLER, "the source a copy copies",
+    values="e.g. configmap/app",
+))
+SNAPSHOT_FOR: Final = _declare(Annotation(
+    PREFIX + "snapshot-for", On.COPY, By.CONTROLLER,
+    "the workload a copy was made for (each has its own copies, so a thousand workloads "
+    "reading one ConfigMap never contend for one object)",
+    values="the workload's uid", label=True,
+))
+# fmt: on
+
+#: Every annotation and label of the contract, in the order of README's table.
+ANNOTATIONS: Final = tuple(_DECLARED)
+#: What `parse_workload` reads, in the order its messages come.
+WORKLOAD_ANNOTATIONS: Final = tuple(a for a in ANNOTATIONS if a.on is On.WORKLOAD and a.field)
+#: What `parse_source` reads.
+SOURCE_ANNOTATIONS: Final = tuple(a for a in ANNOTATIONS if a.on is On.SOURCE and a.field)
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadSettings:
-    """What a workload's annotations ask of the controller."""
+    """What a workload's annotations ask of the controller (`WORKLOAD_ANNOTATIONS` name
+    the field each fills)."""
 
     enabled: bool
     extra: tuple[SourceRef, ...]
@@ -299,7 +563,7 @@ class WorkloadDefaults:
     max_rollouts: int = DEFAULT_MAX_ROLLOUTS
     rollout_window: float = DEFAULT_ROLLOUT_WINDOW
     strategy: str = DEFAULT_STRATEGY
-    strategies: tuple[str, ...] = field(default=STRATEGIES)
+    strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGY_NAMES)
     compat: bool = False
     """Also opt in workloads annotated for Wave or Reloader."""
 
@@ -332,76 +596,74 @@ def parse_workload(
     `kube-nudge.io/enabled` is validly set.
     """
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
+    context = ParseContext(namespace, defaults)
+    peers = _Peers.read(ann, namespace) if defaults.compat else _Peers()
     errors: list[str] = []
-    enabled = _field(ann, ENABLED, parse_bool, None, errors)
-    peers = None
-    if defaults.compat:
-        switches = {name: _field(ann, name, parse_bool, False, errors)
-                    for name in WORKLOAD_SWITCHES if name in ann}  # fmt: skip
-        peers = translate_workload(ann, switches)
-    if enabled is None:
-        enabled = peers is not None and peers.enabled
-
-    def sources(name: str, kind: SourceKind) -> tuple[SourceRef, ...]:
-        return _field(ann, name, lambda n, v: _parse_sources(n, v, kind, namespace), (), errors)
-
-    extra = set(sources(CONFIGMAPS, SourceKind.CONFIGMAP) + sources(SECRETS, SourceKind.SECRET))
-    only_named = None
-    if peers is not None:
-        named = _peer_sources(peers.configmaps, SourceKind.CONFIGMAP, namespace, errors)
-        named += _peer_sources(peers.secrets, SourceKind.SECRET, namespace, errors)
-        extra.update(named)
-        only_named = frozenset(named) if peers.named_only else None
-        errors.extend(peers.errors)
-    exclude = _field(ann, EXCLUDE, lambda n, v: _parse_exclude(n, v, namespace), _NO_REFS, errors)
-    debounce = _field(ann, DEBOUNCE, parse_debounce, defaults.debounce, errors)
-    max_rollouts, window = _field(
-        ann,
-        MAX_ROLLOUTS,
-        _parse_max_rollouts,
-        (defaults.max_rollouts, defaults.rollout_window),
-        errors,
-    )
-    strategy = _field(
-        ann, STRATEGY, lambda n, v: _parse_strategy(n, v, defaults.strategies),
-        defaults.strategy, errors,
-    )  # fmt: skip
-    adopt = _field(ann, ADOPT, _parse_adopt, ADOPT_ROLL_STALE, errors)
-    order = _field(ann, ROLLOUT_ORDER, _parse_order, None, errors)
-    deadline = _field(ann, PROGRESS_DEADLINE, _parse_progress_deadline, None, errors)
-    approval = _field(ann, APPROVAL, _parse_approval, "", errors)
-    release_window = _field(ann, ROLLOUT_WINDOW, parse_window, None, errors)
-    on_failure = _field(ann, ON_FAILURE, _parse_on_failure, ON_FAILURE_HOLD, errors)
-    hot_fallback = _field(ann, HOT_FALLBACK, _parse_hot_fallback, HOT_FALLBACK_ROLLOUT, errors)
-    hot_deadline = _field(ann, HOT_DEADLINE, _parse_hot_deadline, DEFAULT_HOT_DEADLINE, errors)
-    if on_failure == ON_FAILURE_ROLLBACK and strategy != STRATEGY_SNAPSHOT:
+    values = _parse_declared(ann, WORKLOAD_ANNOTATIONS, context, errors, peers.errors_after)
+    if values["enabled"] is None:
+        values["enabled"] = peers.workload is not None and peers.workload.enabled
+    extra = {*values.pop("configmaps"), *values.pop("secrets"), *peers.named}
+    if values["rollback_on_failure"] and values["strategy"] != STRATEGY_SNAPSHOT:
         errors.append(
             f'{ON_FAILURE} "{ON_FAILURE_ROLLBACK}" needs {STRATEGY}: {STRATEGY_SNAPSHOT} (with '
-            f"{strategy!r} the earlier config is gone once the source is edited); holding on "
-            "failure instead"
+            f"{values['strategy']!r} the earlier config is gone once the source is edited); "
+            "holding on failure instead"
         )
-        on_failure = ON_FAILURE_HOLD
+        values["rollback_on_failure"] = False
+    workload = peers.workload
     settings = WorkloadSettings(
-        enabled=enabled,
         extra=tuple(sorted(extra)),
-        exclude=exclude,
-        debounce=debounce,
-        max_rollouts=max_rollouts,
-        rollout_window=window,
-        strategy=strategy,
-        roll_stale_on_adoption=adopt == ADOPT_ROLL_STALE,
-        only_kinds=peers.kinds if peers is not None else None,
-        only_named=only_named,
-        only_matched=peers is not None and peers.matched_only,
-        rollout_order=order,
-        progress_deadline=deadline,
-        approval_required=approval == APPROVAL_REQUIRED,
-        rollback_on_failure=on_failure == ON_FAILURE_ROLLBACK,
-        window=release_window,
-        hot_fallback_rollout=hot_fallback == HOT_FALLBACK_ROLLOUT,
-        hot_deadline=hot_deadline,
+        only_kinds=workload.kinds if workload is not None else None,
+        only_named=frozenset(peers.named) if workload is not None and workload.named_only else None,
+        only_matched=workload is not None and workload.matched_only,
+        **values,
     )
     return settings, errors
+
+
+def _parse_declared(
+    ann: Mapping[str, object],
+    declared: Iterable[Annotation],
+    context: ParseContext,
+    errors: list[str],
+    errors_after: Mapping[str, list[str]],
+) -> dict[str, Any]:
+    """Each of `declared` parsed from `ann`, by settings field; the messages of bad ones in
+    `errors`, each followed by the --compat messages `errors_after` gives for its name."""
+    values: dict[str, Any] = {}
+    for annotation in declared:
+        parse, default = annotation.parser(context), annotation.default_in(context)
+        value = _field(ann, annotation.name, parse, default, errors)
+        if isinstance(annotation.field, tuple):
+            values.update(zip(annotation.field, value, strict=True))
+        else:
+            values[annotation.field] = value
+        errors.extend(errors_after.get(annotation.name, ()))
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class _Peers:
+    """A workload's Reloader and Wave annotations (--compat), read before its own."""
+
+    workload: compat.CompatWorkload | None = None
+    named: tuple[SourceRef, ...] = ()
+    """The sources Reloader's and Wave's lists name."""
+    errors_after: Mapping[str, list[str]] = field(default_factory=dict)
+    """Messages to report after those of the kube-nudge annotation named by the key."""
+
+    @classmethod
+    def read(cls, ann: Mapping[str, object], namespace: str) -> _Peers:
+        """The peers' annotations of a workload in `namespace`."""
+        switch_errors: list[str] = []
+        switches = {name: _field(ann, name, parse_bool, False, switch_errors)
+                    for name in WORKLOAD_SWITCHES if name in ann}  # fmt: skip
+        workload = translate_workload(ann, switches)
+        list_errors: list[str] = []
+        named = _peer_sources(workload.configmaps, SourceKind.CONFIGMAP, namespace, list_errors)
+        named += _peer_sources(workload.secrets, SourceKind.SECRET, namespace, list_errors)
+        list_errors.extend(workload.errors)
+        return cls(workload, tuple(named), {ENABLED: switch_errors, SECRETS: list_errors})
 
 
 def _peer_sources(
@@ -409,7 +671,7 @@ def _peer_sources(
 ) -> list[SourceRef]:
     refs = []
     for item in items:
-        ref = _source_ref(kind, item, namespace)
+        ref = source_ref(kind, item, namespace)
         if ref is None:
             errors.append(f"--compat: invalid {kind} name {show(item)} in a Reloader/Wave list")
         else:
@@ -423,18 +685,15 @@ def parse_source(
     """Settings of a ConfigMap or Secret, and one error message per bad annotation. With
     `compat`, Reloader's ignore annotation also ignores it, and its match annotation is read."""
     ann: Mapping[str, object] = annotations if isinstance(annotations, Mapping) else {}
-    errors: list[str] = []
-    ignore = _field(ann, IGNORE, parse_bool, None, errors)
-    switches = {name: _field(ann, name, parse_bool, False, errors)
+    switch_errors: list[str] = []
+    switches = {name: _field(ann, name, parse_bool, False, switch_errors)
                 for name in SOURCE_SWITCHES if compat and name in ann}  # fmt: skip
-    if ignore is None and compat:
-        ignore = switches.get(RELOADER_IGNORE, False)
-    share_with = _field(ann, SHARE_WITH, _parse_share_with, _NO_NAMESPACES, errors)
-    matched = compat and switches.get(RELOADER_MATCH, False)
-    pod_selector = _field(ann, POD_SELECTOR, check_label_selector, None, errors)
-    settings = SourceSettings(
-        ignore=bool(ignore), share_with=share_with, matched=matched, pod_selector=pod_selector
-    )
+    errors: list[str] = []
+    context = ParseContext("", _PRODUCT_DEFAULTS)
+    values = _parse_declared(ann, SOURCE_ANNOTATIONS, context, errors, {IGNORE: switch_errors})
+    if values["ignore"] is None:
+        values["ignore"] = compat and switches.get(RELOADER_IGNORE, False)
+    settings = SourceSettings(matched=compat and switches.get(RELOADER_MATCH, False), **values)
     return settings, errors
 
 
@@ -446,90 +705,6 @@ def cross_namespace_allowed(
         workload_namespace == source_namespace
         or SHARE_ALL in settings.share_with
         or workload_namespace in settings.share_with
-    )
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go-style duration such as `0`, `500ms`, `1.5s` or `1m30s`.
-
-    Follows Go's `time.ParseDuration`: an optional sign, then one or more
-    number-unit pairs (units ns, us, µs, ms, s, m, h); a bare `0` needs no unit.
-    Raises ValueError with a message quoting the (truncated) input.
-    """
-    if not isinstance(text, str) or len(text) > _MAX_DURATION_CHARS:
-        raise ValueError(f"invalid duration {show(text)}: too long")
-    body = text[1:] if text[:1] in ("-", "+") else text
-    sign = -1 if text[:1] == "-" else 1
-    if body == "0":
-        return 0.0
-    if not body:
-        raise ValueError(f"invalid duration {show(text)}: empty")
-    total_ns, pos = 0, 0
-    while pos < len(body):
-        match = _COMPONENT.match(body, pos)
-        if match is None or not (match[1] or match[2]):
-            raise ValueError(
-                f"invalid duration {show(text)}: expected a number and a unit "
-                '(ns, us, ms, s, m, h) such as "500ms", "2s" or "1m30s"'
-            )
-        whole, fraction, unit = match[1], match[2] or "", _UNIT_NS[match[3]]
-        # Integer nanoseconds, fractions truncated, as Go does.
-        total_ns += int(whole or "0") * unit + int(fraction or "0") * unit // 10 ** len(fraction)
-        pos = match.end()
-    if total_ns > _MAX_NS:
-        raise ValueError(f"invalid duration {show(text)}: out of range")
-    return sign * total_ns / 1e9
-
-
-def parse_rolled_at(value: object) -> tuple[float, ...]:
-    """The timestamps of `kube-nudge.io/rolled-at`, sorted; anything unreadable is skipped
-    (it only ever makes the flap cap more lenient)."""
-    if not isinstance(value, str):
-        return ()
-    stamps = []
-    for part in value.split(",", _MAX_ROLLED_AT)[:_MAX_ROLLED_AT]:
-        with contextlib.suppress(ValueError):
-            stamp = float(part)
-            if math.isfinite(stamp) and stamp > 0:
-                stamps.append(stamp)
-    return tuple(sorted(stamps))
-
-
-def format_rolled_at(stamps: tuple[float, ...] | list[float]) -> str:
-    """The value of `kube-nudge.io/rolled-at` for `stamps` (millisecond precision)."""
-    return ",".join(f"{t:.3f}" for t in stamps)
-
-
-def _field(
-    ann: Mapping[str, object],
-    name: str,
-    parse: Callable[[str, str], _T],
-    default: _T,
-    errors: list[str],
-) -> _T:
-    value = ann.get(name)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        errors.append(f"{name} must be a string")
-        return default
-    try:
-        return parse(name, value.strip())
-    except ValueError as exc:
-        errors.append(str(exc))
-        return default
-
-
-def parse_bool(name: str, value: str) -> bool:
-    """A boolean annotation's value, one of `TRUE_SPELLINGS` or `FALSE_SPELLINGS`;
-    ValueError naming the annotation, the value and the spellings otherwise."""
-    if value in TRUE_SPELLINGS:
-        return True
-    if value in FALSE_SPELLINGS:
-        return False
-    raise ValueError(
-        f'{name} must be "true" or "false", got {show(value)} (also accepted: '
-        f"{', '.join(TRUE_SPELLINGS[1:])} and {', '.join(FALSE_SPELLINGS[1:])})"
     )
 
 
@@ -553,149 +728,39 @@ def mistyped_opt_in(
     return []
 
 
-def _split(name: str, value: str) -> list[str]:
-    if not value:
-        return []
-    items = [item.strip() for item in value.split(",")]
-    if not all(items):
-        raise ValueError(f"{name} has an empty item in {show(value)}")
-    return items
-
-
-def _parse_sources(
-    name: str, value: str, kind: SourceKind, namespace: str
-) -> tuple[SourceRef, ...]:
-    refs = []
-    for item in _split(name, value):
-        ref = _source_ref(kind, item, namespace)
-        if ref is None:
-            raise ValueError(
-                f"{name} has an invalid item {show(item)}: "
-                "want a name or namespace/name (lowercase DNS-1123)"
-            )
-        refs.append(ref)
-    return tuple(refs)
-
-
-def _parse_exclude(name: str, value: str, namespace: str) -> frozenset[SourceRef]:
-    refs = set()
-    for item in _split(name, value):
-        kind_text, _, rest = item.partition("/")
-        ref = None
-        if kind_text in _KINDS:
-            ref = _source_ref(SourceKind(kind_text), rest, namespace)
-        if ref is None:
-            raise ValueError(
-                f"{name} has an invalid item {show(item)}: want configmap/name, "
-                "secret/name, configmap/namespace/name or secret/namespace/name"
-            )
-        refs.add(ref)
-    return frozenset(refs)
-
-
-def _source_ref(kind: SourceKind, text: str, namespace: str) -> SourceRef | None:
-    """`name` or `namespace/name`, or None if either part is not a valid Kubernetes name."""
-    parts = text.split("/")
-    if len(parts) == 1:
-        parts = [namespace, *parts]
-    if len(parts) != 2 or not _is_label(parts[0]) or not _is_subdomain(parts[1]):
-        return None
-    return SourceRef(kind, parts[0], parts[1])
-
-
-def parse_debounce(name: str, value: str) -> float | None:
-    """``auto`` (None) or a duration from 0 to 1h, for the annotation and ``--debounce``."""
-    if value.strip() == AUTO_DEBOUNCE:
-        return None
+def _field(
+    ann: Mapping[str, object], name: str, parse: Parser, default: Any, errors: list[str]
+) -> Any:
+    value = ann.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        errors.append(f"{name} must be a string")
+        return default
     try:
-        seconds = parse_duration(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds <= MAX_DEBOUNCE:
-        raise ValueError(
-            f'{name} must be "auto" or a duration between 0s and 1h such as "500ms" or "2s", '
-            f"got {show(value)}"
-        )
-    return seconds
+        return parse(name, value.strip())
+    except ValueError as exc:
+        errors.append(str(exc))
+        return default
 
 
-def _parse_max_rollouts(name: str, value: str) -> tuple[int, float]:
-    match = _MAX_ROLLOUTS_RE.fullmatch(value)
-    count, window = 0, 0.0
-    if match is not None:
-        count = int(match[1])
-        try:
-            window = parse_duration(match[2])
-        except ValueError:
-            window = 0.0
-    if not (1 <= count <= MAX_MAX_ROLLOUTS and MIN_ROLLOUT_WINDOW <= window <= MAX_ROLLOUT_WINDOW):
-        raise ValueError(
-            f'{name} must be "N/window" with N from 1 to {MAX_MAX_ROLLOUTS} and a window '
-            f'between 1s and 24h such as "3/5m", got {show(value)}'
-        )
-    return count, window
+def parse_rolled_at(value: object) -> tuple[float, ...]:
+    """The timestamps of `kube-nudge.io/rolled-at`, sorted; anything unreadable is skipped
+    (it only ever makes the flap cap more lenient)."""
+    if not isinstance(value, str):
+        return ()
+    stamps = []
+    for part in value.split(",", _MAX_ROLLED_AT)[:_MAX_ROLLED_AT]:
+        with contextlib.suppress(ValueError):
+            stamp = float(part)
+            if math.isfinite(stamp) and stamp > 0:
+                stamps.append(stamp)
+    return tuple(sorted(stamps))
 
 
-def _parse_strategy(name: str, value: str, strategies: tuple[str, ...]) -> str:
-    if value not in strategies:
-        supported = ", ".join(f'"{s}"' for s in strategies)
-        raise ValueError(f"{name} must be one of {supported}, got {show(value)}")
-    return value
-
-
-def _one_of(*choices: str) -> Callable[[str, str], str]:
-    """A parser accepting exactly ``choices``; its message lists them."""
-    wanted = " or ".join(f'"{c}"' for c in choices)
-
-    def parse(name: str, value: str) -> str:
-        if value not in choices:
-            raise ValueError(f"{name} must be {wanted}, got {show(value)}")
-        return value
-
-    return parse
-
-
-_parse_adopt = _one_of(ADOPT_ROLL_STALE, ADOPT_NEVER_ROLL)
-
-
-def _parse_order(name: str, value: str) -> int:
-    if not value.isdigit() or int(value) > MAX_ROLLOUT_ORDER:
-        raise ValueError(
-            f'{name} must be a whole number from 0 to {MAX_ROLLOUT_ORDER} such as "1" '
-            f"(lower orders roll first), got {show(value)}"
-        )
-    return int(value)
-
-
-def _duration_between(
-    low: float, high: float, shown: str, example: str
-) -> Callable[[str, str], float]:
-    """A parser of a duration from ``low`` to ``high`` seconds (``shown``: "1s and 24h")."""
-
-    def parse(name: str, value: str) -> float:
-        try:
-            seconds = parse_duration(value)
-        except ValueError:
-            seconds = -1.0
-        if not low <= seconds <= high:
-            raise ValueError(
-                f'{name} must be a duration between {shown} such as "{example}", got {show(value)}'
-            )
-        return seconds
-
-    return parse
-
-
-_parse_progress_deadline = _duration_between(
-    MIN_PROGRESS_DEADLINE, MAX_PROGRESS_DEADLINE, "1s and 24h", "10m"
-)
-
-
-_parse_approval = _one_of(APPROVAL_REQUIRED, "none")
-_parse_on_failure = _one_of(ON_FAILURE_HOLD, ON_FAILURE_ROLLBACK)
-_parse_hot_fallback = _one_of(HOT_FALLBACK_ROLLOUT, HOT_FALLBACK_WARN)
-
-_parse_hot_deadline = _duration_between(MIN_HOT_DEADLINE, MAX_HOT_DEADLINE, "5s and 1h", "2m")
+def format_rolled_at(stamps: tuple[float, ...] | list[float]) -> str:
+    """The value of `kube-nudge.io/rolled-at` for `stamps` (millisecond precision)."""
+    return ",".join(f"{t:.3f}" for t in stamps)
 
 
 def parse_hash_at(value: object) -> tuple[str, float] | None:
@@ -720,28 +785,3 @@ def format_hash_at(config_hash: str, moment: float) -> str:
 #: `kube-nudge.io/failed`: the rollout to that hash failed then.
 parse_failed = parse_hash_at
 format_failed = format_hash_at
-
-
-def _parse_share_with(name: str, value: str) -> frozenset[str]:
-    items = _split(name, value)
-    for item in items:
-        if item != SHARE_ALL and not _is_label(item):
-            raise ValueError(
-                f'{name} has an invalid item {show(item)}: want a namespace name or "*"'
-            )
-    return frozenset(items)
-
-
-def is_dns_label(text: str) -> bool:
-    """A DNS-1123 label (a namespace's name): at most 63 of a-z, 0-9 and "-", alphanumeric
-    at both ends."""
-    return len(text) <= 63 and _LABEL_RE.fullmatch(text) is not None
-
-
-def is_dns_subdomain(text: str) -> bool:
-    """A DNS-1123 subdomain (most objects' names): labels joined by ".", at most 253."""
-    return len(text) <= 253 and _SUBDOMAIN_RE.fullmatch(text) is not None
-
-
-_is_label = is_dns_label
-_is_subdomain = is_dns_subdomain

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from kube_nudge.model.annotations import LOADED_HASH
 from kube_nudge.model.decide import Apply
 from kube_nudge.model.hashing import ABSENT, SourceState
 from kube_nudge.model.references import (
@@ -203,8 +204,6 @@ def reported_at(value: object) -> float | None:
 
 # -- Confirmation by hash ------------------------------------------------------------------
 
-#: On pods, written by the agent (its own copy of the name; a unit test keeps them equal).
-LOADED_HASH = "kube-nudge.io/loaded-hash"
 #: The Secret, in each namespace whose pods run the agent, with the agents' HMAC key (at
 #: `AGENT_KEY_FIELD`, 16 bytes or more); the agent's container mounts it.
 AGENT_KEY_SECRET = "kube-nudge-agent-key"  # noqa: S105  # nosec B105 # a name, not a key

@@ -30,6 +30,7 @@ from kube_nudge.model import (
     describe_versions,
 )
 from kube_nudge.model.annotations import (
+    CHANGE_CAUSE,
     FAILED,
     HOT_RELOAD,
     KEY_ID,
@@ -57,9 +58,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "kube-nudge"
-#: Copied by the Deployment controller onto the new ReplicaSet, where
-#: `kubectl rollout history` shows it in its CHANGE-CAUSE column.
-CHANGE_CAUSE = "kubernetes.io/change-cause"
 #: Reads of a workload before a patch that must not overwrite an edit gives up (409).
 FRESH_READ_ATTEMPTS = 4
 
