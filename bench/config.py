@@ -94,6 +94,7 @@ class BenchConfig:
     scenarios: tuple[str, ...]
     tool_args: tuple[str, ...] = ()
     output: str = ""  # BENCH_OUTPUT; "" = latest (full) or quick
+    allow_dirty: bool = False  # BENCH_ALLOW_DIRTY=1: measure a tree that differs from HEAD
 
     def out(self) -> Output:
         """The files this run writes (see ``outputs``)."""
@@ -143,7 +144,8 @@ def _list_env(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
 def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_SCENARIOS, BENCH_PEERS,
     BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_NODE_PODS, BENCH_TOOL_ARGS (extra
-    kube-nudge flags), BENCH_OUTPUT.
+    kube-nudge flags), BENCH_OUTPUT, BENCH_ALLOW_DIRTY=1 (run on a tree that differs from its
+    commit; the results say so).
     Raises ValueError with one line naming what is wrong."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     sizes = QUICK if quick else Sizes()
@@ -171,4 +173,5 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     output = os.environ.get("BENCH_OUTPUT", "").strip()
     if output:
         outputs(output)  # validate now, not after an hour of running
-    return BenchConfig(quick, sizes, peers, scenarios, tool_args, output)
+    allow_dirty = os.environ.get("BENCH_ALLOW_DIRTY", "") not in ("", "0")
+    return BenchConfig(quick, sizes, peers, scenarios, tool_args, output, allow_dirty)

@@ -19,6 +19,7 @@ from typing import Any
 
 from bench import report
 from bench.config import ROOT, BenchConfig, Output, from_env
+from bench.gitstate import refusal, tree_state
 from bench.lineup import Entry, lineup
 from bench.objects import bench_client
 from bench.peers import PEERS
@@ -146,6 +147,12 @@ def main() -> int:
     except ValueError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    tree = tree_state(ROOT)
+    if tree.dirty and not config.allow_dirty:
+        print(f"bench: {refusal(tree)}", file=sys.stderr)
+        return 2
+    if tree.dirty:
+        say(f"WARNING: measuring a dirty tree ({tree.label()}): {', '.join(tree.dirty)}")
     out: Output = config.out()
     started = time.monotonic()
     facts = machine(ROOT)
@@ -170,12 +177,14 @@ def main() -> int:
         "tools": tools,
         "peers_missing": missing,
         "note": os.environ.get("BENCH_NOTE", "").strip(),
+        "tree": tree.record(),
         "results": results,
     }
-    end_commit = machine(ROOT)["git_commit"]
-    if end_commit != facts["git_commit"]:
-        say(f"WARNING: the checkout changed during the run: {facts['git_commit']} -> {end_commit}")
-        facts["git_commit_end"] = end_commit
+    end = tree_state(ROOT)
+    if end != tree:
+        say(f"WARNING: the checkout changed during the run: {tree.label()} -> {end.label()}")
+        document["tree"]["end"] = end.record()
+        facts["git_commit_end"] = machine(ROOT)["git_commit"]
     report.write(document, out)
     for scenario in config.scenarios:
         print("\n".join(report.table(scenario, results, config.sizes.repeat)), flush=True)
