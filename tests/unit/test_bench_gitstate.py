@@ -6,7 +6,6 @@ import subprocess  # nosec B404 # a throwaway git repository
 from pathlib import Path
 
 import pytest
-
 from bench import run
 from bench.gitstate import TreeState, parse_status, refusal, tree_state
 from bench.report import provenance
