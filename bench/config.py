@@ -44,6 +44,12 @@ class Sizes:
     node_rounds: int = 2
     #: Commands of each writer (kubectl apply, helm upgrade) in the writers scenario.
     writer_commands: int = 10
+    #: The ``scale`` scenario (not in the default list): Secrets, opted-in Deployments and
+    #: namespaces (BENCH_SCALE_SECRETS, BENCH_SCALE_WORKLOADS, BENCH_SCALE_NAMESPACES).
+    scale_secrets: int = 100_000
+    scale_workloads: int = 10_000
+    scale_namespaces: int = 1_000
+    scale_secret_bytes: int = 256
     repeat: int = 3
     memory_repeat: int = 3
 
@@ -68,6 +74,9 @@ QUICK = Sizes(
     agent_swaps=10,
     node_pods=4,
     node_rounds=1,
+    scale_secrets=2_000,
+    scale_workloads=200,
+    scale_namespaces=20,
     repeat=1,
     memory_repeat=1,
 )
@@ -105,6 +114,9 @@ SCENARIOS = (
     "latency", "latency-debounce", "writers", "fanout", "burst", "memory", "api-cost", "flapping",
     "agent", "agent-node",
 )  # fmt: skip
+#: Scenarios run only when named in BENCH_SCENARIOS (``scale`` takes well over 10 minutes).
+EXTRA_SCENARIOS = ("scale",)
+KNOWN_SCENARIOS = SCENARIOS + EXTRA_SCENARIOS
 
 
 def outputs(name: str) -> Output:
@@ -141,11 +153,22 @@ def _list_env(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip()) if text else default
 
 
+def _scale_env(sizes: Sizes) -> Sizes:
+    """BENCH_SCALE_SECRETS, BENCH_SCALE_WORKLOADS, BENCH_SCALE_NAMESPACES over ``sizes``."""
+    for field_name in ("scale_secrets", "scale_workloads", "scale_namespaces"):
+        value = _int_env(f"BENCH_{field_name.upper()}")
+        if value is not None:
+            sizes = replace(sizes, **{field_name: value})
+    if sizes.scale_namespaces > min(sizes.scale_secrets, sizes.scale_workloads):
+        raise ValueError("BENCH_SCALE_NAMESPACES must not exceed the Secrets or the workloads")
+    return sizes
+
+
 def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_SCENARIOS, BENCH_PEERS,
-    BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_NODE_PODS, BENCH_TOOL_ARGS (extra
-    kube-nudge flags), BENCH_OUTPUT, BENCH_ALLOW_DIRTY=1 (run on a tree that differs from its
-    commit; the results say so).
+    BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_NODE_PODS, BENCH_SCALE_*,
+    BENCH_TOOL_ARGS (extra kube-nudge flags), BENCH_OUTPUT, BENCH_ALLOW_DIRTY=1 (run on a tree
+    that differs from its commit; the results say so).
     Raises ValueError with one line naming what is wrong."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     sizes = QUICK if quick else Sizes()
@@ -164,10 +187,11 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     node_pods = _int_env("BENCH_NODE_PODS")
     if node_pods is not None:
         sizes = replace(sizes, node_pods=node_pods)
+    sizes = _scale_env(sizes)
     scenarios = _list_env("BENCH_SCENARIOS", SCENARIOS)
-    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    unknown = sorted(set(scenarios) - set(KNOWN_SCENARIOS))
     if unknown:
-        raise ValueError(f"BENCH_SCENARIOS: unknown {unknown}; known: {', '.join(SCENARIOS)}")
+        raise ValueError(f"BENCH_SCENARIOS: unknown {unknown}; known: {', '.join(KNOWN_SCENARIOS)}")
     peers = parse_peers(os.environ.get("BENCH_PEERS", ""), known_peers)
     tool_args = tuple(shlex.split(os.environ.get("BENCH_TOOL_ARGS", "")))
     output = os.environ.get("BENCH_OUTPUT", "").strip()

@@ -78,6 +78,16 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             f"{sizes['restarts']} restarts with nothing changed ({sizes['restart_pause']:g} s "
             "each after ready): writes from the audit log, requests per restart."
         ),
+        "scale": (
+            f"kube-nudge alone, at its defaults: {sizes['scale_secrets']:,} Secrets of "
+            f"{sizes['scale_secret_bytes']} bytes and {sizes['scale_workloads']:,} opted-in "
+            f"Deployments over {sizes['scale_namespaces']:,} namespaces; each Deployment reads "
+            "its own Secret and its namespace's shared one. Peak RSS: VmHWM the moment it is "
+            "ready; steady: VmRSS once every Deployment is taken in and the tool is quiet. One "
+            "typical change: a namespace's shared Secret, timed until each Deployment of that "
+            "namespace rolled. Run only when named (`BENCH_SCENARIOS=scale`); "
+            "`BENCH_SCALE_SECRETS`, `BENCH_SCALE_WORKLOADS`, `BENCH_SCALE_NAMESPACES` size it."
+        ),
         "flapping": (
             f"One Secret rewritten every {sizes['flap_interval'] * 1000:g} ms for "
             f"{sizes['flap_seconds']:g} s, one opted-in Deployment reading it; every tool at "

@@ -39,6 +39,7 @@ from bench.scenarios import (
     flapping,
     latency,
     memory,
+    scale,
     writers,
 )
 from bench.stats import spread
@@ -55,6 +56,7 @@ SCENARIOS: dict[str, Scenario] = {
     "api-cost": api_cost.run,
     "flapping": flapping.run,
     "agent-node": agent_node.run,  # joins the real node (root, containerd; see README)
+    "scale": scale.run,  # only when named in BENCH_SCENARIOS (config.EXTRA_SCENARIOS)
 }
 #: Scenarios that need no cluster: the reload agent runs beside the app, not against the API.
 LOCAL: dict[str, LocalScenario] = {"agent": agent.run}
