@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -153,6 +154,21 @@ def _list_env(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip()) if text else default
 
 
+#: What in BENCH_NOTE would tell how a peer was built: a path, Go build flags.
+_BUILD_DETAILS = re.compile(r"(?:^|[\s=(])/[\w.-]+/|\bgo (?:build|install)\b|-ldflags|GOFLAGS|"
+                            r"CGO_ENABLED|-trimpath")  # fmt: skip
+
+
+def note_env() -> str:
+    """BENCH_NOTE, refused (ValueError) if it names a path or build flags: the note is kept
+    in the results and the page, which record nothing of how a peer was built."""
+    note = os.environ.get("BENCH_NOTE", "").strip()
+    found = _BUILD_DETAILS.search(note)
+    if found:
+        raise ValueError(f"BENCH_NOTE must not say how a peer was built (found {found[0]!r})")
+    return note
+
+
 def _scale_env(sizes: Sizes) -> Sizes:
     """BENCH_SCALE_SECRETS, BENCH_SCALE_WORKLOADS, BENCH_SCALE_NAMESPACES over ``sizes``."""
     for field_name in ("scale_secrets", "scale_workloads", "scale_namespaces"):
@@ -194,6 +210,7 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
         raise ValueError(f"BENCH_SCENARIOS: unknown {unknown}; known: {', '.join(KNOWN_SCENARIOS)}")
     peers = parse_peers(os.environ.get("BENCH_PEERS", ""), known_peers)
     tool_args = tuple(shlex.split(os.environ.get("BENCH_TOOL_ARGS", "")))
+    note_env()  # refused now, not after an hour of running
     output = os.environ.get("BENCH_OUTPUT", "").strip()
     if output:
         outputs(output)  # validate now, not after an hour of running

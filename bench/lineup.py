@@ -29,7 +29,7 @@ class Entry:
     label: str
     kind: str
     version: str
-    commit: str
+    commit: str  # this repository's commit for its own tools; "" for a peer (never recorded)
     args: tuple[str, ...]
     make: Callable[[Path, ToolSettings], Tool]
     marker: str  # what a rollout by it shows as
@@ -51,10 +51,13 @@ class Entry:
 
     def describe(self) -> dict[str, object]:
         """What the page and the JSON say about it."""
-        return {
+        described: dict[str, object] = {
             "kind": self.kind, "version": self.version, "commit": self.commit,
             "args": list(self.args), "note": self.note, "marker": self.marker,
         }  # fmt: skip
+        if not self.commit:
+            del described["commit"]  # a peer: how it was built is not ours to record
+        return described
 
 
 def _peer(binary: PeerBinary) -> Callable[[Path, ToolSettings], Tool]:
@@ -88,11 +91,11 @@ def lineup(config: BenchConfig) -> list[Entry]:
         make, marker = _peer(binary), PEERS[binary.name].marker_text
         skip = {"latency-debounce": NO_DEBOUNCE, "agent": NO_AGENT, "agent-node": NO_AGENT,
                 "scale": KUBE_NUDGE_ONLY}  # fmt: skip
-        entries.append(Entry(binary.name, binary.name, binary.version, binary.commit, (), make,
+        entries.append(Entry(binary.name, binary.name, binary.version, "", (), make,
                              marker, skip=skip))  # fmt: skip
         for variant in PEERS[binary.name].variants:
             entries.append(Entry(
-                variant.label, binary.name, binary.version, binary.commit, variant.args, make,
+                variant.label, binary.name, binary.version, "", variant.args, make,
                 marker, only=variant.scenarios, skip=skip, note=variant.note,
             ))  # fmt: skip
     entries.append(Entry(

@@ -12,9 +12,10 @@ BUILDING = [
     "Reloader and Wave are inputs to the benchmark, never part of this repository: neither "
     "their code, nor a binary, nor a recipe to make one is kept here. Hand the benchmark the "
     "binaries to compare as "
-    "`BENCH_PEERS=reloader=/path/to/reloader@VERSION+COMMIT,wave=/path/to/wave@VERSION+COMMIT` "
-    "(the version and short commit are printed in the tables; the benchmark cannot read them "
-    "from Reloader, whose every command needs a cluster). "
+    "`BENCH_PEERS=reloader=/path/to/reloader@VERSION,wave=/path/to/wave@VERSION` "
+    "(the version is printed in the tables; the benchmark cannot read it from Reloader, whose "
+    "every command needs a cluster). How a binary was built (its path, its source's commit, "
+    "build flags) is not recorded here. "
     "`PYTHONPATH=. .venv/bin/python -m bench.peers.check` with the same `BENCH_PEERS` "
     "proves each binary rolls a Deployment on a local cluster before a long run.",
 ]

@@ -283,13 +283,15 @@ def _link(plot: Path, page: Path) -> str:
 
 def _tools(document: dict[str, Any]) -> list[str]:
     lines = [
-        "| Tool | Version | Commit | Flags beyond its defaults | A rollout shows as |",
-        "|---|---|---|---|---|",
+        "| Tool | Version | Flags beyond its defaults | A rollout shows as |",
+        "|---|---|---|---|",
     ]
     for label, info in document["tools"].items():
         flags = " ".join(info["args"]) or "none"
         note = f" ({info['note']})" if info.get("note") else ""
-        lines.append(f"| {label} | {info['version']} | {info['commit']} | `{flags}`{note} "
+        own = info["kind"] in (targets.KUBE_NUDGE, targets.MINIMAL) and info.get("commit")
+        version = f"{info['version']} at {info['commit']}" if own else info["version"]
+        lines.append(f"| {label} | {version} | `{flags}`{note} "
                      f"| {info.get('marker', '')} |")  # fmt: skip
     return lines
 
@@ -388,12 +390,12 @@ def markdown(document: dict[str, Any], out: Output) -> str:
         document["command"],
         "```",
         "",
-        "`BENCH_PEERS=reloader=PATH@VERSION+COMMIT,wave=PATH@VERSION+COMMIT` adds the peers "
+        "`BENCH_PEERS=reloader=PATH@VERSION,wave=PATH@VERSION` adds the peers "
         "(without it kube-nudge runs alone); `BENCH_QUICK=1` is a small smoke run (results "
         "in bench/results/quick.*); `BENCH_REPEAT=N` sets the repetitions, "
         "`BENCH_MEMORY_REPEAT=N` those of the memory scenario alone, "
         "`BENCH_SCENARIOS=latency,fanout` picks scenarios, `BENCH_TOOLS=kube-nudge,wave` "
-        "picks tools, `BENCH_NOTE='...'` adds a note under *Tools* (e.g. how a peer was "
+        "picks tools, `BENCH_NOTE='...'` adds a note under *Tools* (never how a peer was "
         "built), `BENCH_ROLL_TIMEOUT=S` sets how long a fan-out or burst may take before "
         "the rest is projected, `BENCH_AGENT_SWAPS=N` sets the reload agent's swaps per setting "
         "(`BENCH_SCENARIOS=agent` alone starts no cluster), `BENCH_NODE_PODS=N` the real "

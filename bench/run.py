@@ -18,11 +18,12 @@ from dataclasses import asdict
 from typing import Any
 
 from bench import report
-from bench.config import ROOT, BenchConfig, Output, from_env
+from bench.config import ROOT, BenchConfig, Output, from_env, note_env
 from bench.gitstate import refusal, tree_state
 from bench.lineup import Entry, lineup
 from bench.objects import bench_client
 from bench.peers import PEERS
+from bench.peers.given import redacted
 from bench.procfs import machine
 from bench.progress import say
 from bench.scenarios import (
@@ -134,10 +135,12 @@ def run_scenario(config: BenchConfig, entries: list[Entry], scenario: str) -> di
 
 
 def command() -> str:
-    """The command that reproduces this run (the BENCH_* variables it had, then make)."""
-    env = " ".join(
-        f"{k}={shlex.quote(v)}" for k, v in sorted(os.environ.items()) if k.startswith("BENCH_")
-    )
+    """The command that reproduces this run (the BENCH_* variables it had, then make); the
+    peers' paths and build commits left out (``NAME=PATH@VERSION``)."""
+    shown = {k: v for k, v in os.environ.items() if k.startswith("BENCH_")}
+    if "BENCH_PEERS" in shown:
+        shown["BENCH_PEERS"] = redacted(shown["BENCH_PEERS"])
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
     return f"{env} make bench".strip()
 
 
@@ -178,7 +181,7 @@ def main() -> int:
         "sizes": asdict(config.sizes),
         "tools": tools,
         "peers_missing": missing,
-        "note": os.environ.get("BENCH_NOTE", "").strip(),
+        "note": note_env(),
         "tree": tree.record(),
         "results": results,
     }
