@@ -33,8 +33,11 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "is a deliberate delay; the peers have none); the peers at their defaults."
         ),
         "latency-debounce": (
-            f"The same with kube-nudge's default debounce (2 s), {sizes['debounce_changes']} "
-            "changes: the window it waits on purpose to coalesce edits."
+            f"kube-nudge at its defaults, no flag at all (its default debounce window, which "
+            "it waits on purpose to coalesce edits, and its default rollout budget): "
+            f"{sizes['debounce_changes']} ConfigMap/Deployment pairs, each ConfigMap changed "
+            "once, one at a time (the budget allows few rollouts of one workload in a row). "
+            "Latency as above."
         ),
         "writers": (
             f"Each tool at its defaults. One opted-in Deployment reads a ConfigMap key and a "
@@ -92,7 +95,7 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
         "flapping": (
             f"One Secret rewritten every {sizes['flap_interval'] * 1000:g} ms for "
             f"{sizes['flap_seconds']:g} s, one opted-in Deployment reading it; every tool at "
-            "its defaults (kube-nudge: debounce 2 s, `--max-rollouts 3/5m`). Rollouts: "
+            "its defaults (kube-nudge: its default debounce and `--max-rollouts 3/5m`). Rollouts: "
             "increments of the Deployment's `deployment.kubernetes.io/revision` (one per new "
             "ReplicaSet) until no rollout came for 5 s after the last write (at most 60 s)."
         ),
@@ -122,11 +125,11 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "prints `loaded <content>` when it loads) and the `kube-nudge agent` sidecar of "
             "the chart's NOTES snippet (its grant and own-pod-only policy, the projected token, "
             "the namespace's agent key) at its defaults, reloading the app by HTTP. **With the "
-            "nudge**: kube-nudge (`--debounce 0`; its default 2 s window would add itself) runs "
+            "nudge**: kube-nudge (`--debounce 0`; its default window would add itself) runs "
             f"with the Deployments on strategy `hot`; {sizes.get('node_rounds', 2)} rounds "
             "change each ConfigMap once, one at a time, each waited for; every hot change is "
             "confirmed by its keyed hash, with no rollout; then one more round with kube-nudge "
-            "at its defaults (debounce 2 s), what a user gets. **Without**: kube-nudge stopped, "
+            "at its defaults, what a user gets. **Without**: kube-nudge stopped, "
             "each ConfigMap changes once at a random (seeded) moment of a 90 s window (the "
             "kubelet resyncs a pod every 60-90 s), so changes land anywhere in their pod's "
             "sync cycle. Latency: from the wall clock when the PATCH returned to the "

@@ -41,6 +41,7 @@ _ROLL = (
     Row("wrong_or_missing", "markers missing or wrong afterwards"),
     Row("not_rolled", "workloads not rolled (stopped at the limit)"),
     Row("fanout_tool_cpu_s", "tool CPU time while rolling", "s", "lower"),
+    Row("tool_cpu_ms_per_write", "tool CPU per workload write", "ms", "lower"),
     Row("adopt_s", "set-up: took every workload in (throttle lifted)", "s", "lower"),
     Row("adopt_writes", "set-up: writes to take them in"),
 )
@@ -53,9 +54,9 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("patch_p50_ms", "the ConfigMap PATCH's own round trip, p50", "ms"),
     ),
     "latency-debounce": (
-        Row("p50_ms", "reaction latency p50, default debounce 2 s", "ms"),
-        Row("p99_ms", "reaction latency p99, default debounce 2 s", "ms"),
-        Row("max_ms", "reaction latency max, default debounce 2 s", "ms"),
+        Row("p50_ms", "reaction latency p50, kube-nudge at its defaults", "ms"),
+        Row("p99_ms", "reaction latency p99, kube-nudge at its defaults", "ms"),
+        Row("max_ms", "reaction latency max, kube-nudge at its defaults", "ms"),
     ),
     "writers": tuple(
         row
@@ -97,6 +98,7 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("restart_markers_changed", "markers changed by those restarts"),
         Row("restart_requests", "API requests per restart", "", "lower"),
         Row("restart_ready_s", "slowest restart to ready", "s", "lower"),
+        Row("restart_ready_median_s", "median restart to ready", "s", "lower"),
     ),
     "scale": (
         Row("ready_s", "process start to ready", "s"),
@@ -148,7 +150,7 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("nudge_agent_p50_ms", "PATCH to the agent's `loaded-at` p50, with the nudge", "ms"),
         Row(
             "debounced_p50_ms",
-            "PATCH to app reloaded p50, nudge at kube-nudge's defaults (debounce 2 s)",
+            "PATCH to app reloaded p50, nudge at kube-nudge's defaults",
             "ms",
         ),
         Row("debounced_p99_ms", "PATCH to app reloaded p99, nudge at kube-nudge's defaults", "ms"),
@@ -167,7 +169,7 @@ ROWS: dict[str, tuple[Row, ...]] = {
 }
 TITLES = {
     "latency": "Reaction latency",
-    "latency-debounce": "Reaction latency with kube-nudge's default debounce",
+    "latency-debounce": "Reaction latency at kube-nudge's defaults",
     "writers": "Coalescing at the defaults: one `kubectl apply -f`, one `helm upgrade`",
     "fanout": "Fan-out: one ConfigMap, many workloads",
     "burst": "Burst: many ConfigMaps changed at once",
@@ -202,8 +204,16 @@ def _medians(row: Row, scenario: str, results: dict[str, Any]) -> dict[str, floa
     return found
 
 
-def cell(row: Row, data: dict[str, Any], best: float | None, repeat: int) -> str:
-    """One table cell: median (min-max), the ratio to the best, a projection mark."""
+def projected(row: Row, data: dict[str, Any]) -> bool:
+    """Some run's value of this row was projected (a tool stopped at the roll limit)."""
+    return bool(row.projected) and any(run.get(row.projected) for run in data.get("runs", []))
+
+
+def cell(
+    row: Row, data: dict[str, Any], best: float | None, repeat: int, best_projected: bool = False
+) -> str:
+    """One table cell: median (min-max), the ratio to the best, a projection mark; a ratio
+    that rests on a projected time (this cell's or the best's) is marked ≈ too."""
     summary = data["summary"].get(row.metric)
     if summary is None or summary.get("median") is None:
         return "n/a"
@@ -211,27 +221,45 @@ def cell(row: Row, data: dict[str, Any], best: float | None, repeat: int) -> str
     text = fmt(median, "x" if row.unit == "x" else "")
     if math.isnan(median):
         return text
-    projected = row.projected and any(run.get(row.projected) for run in data["runs"])
-    if projected:
+    mine = projected(row, data)
+    if mine:
         text = f"≈ {text}"
     if repeat > 1 and summary["min"] != summary["max"]:
         text += f" ({fmt(summary['min'])}-{fmt(summary['max'])})"
     if best is not None and row.better is not None:
-        text += _ratio(median, best, row.better)
-    if projected:
+        text += _ratio(median, best, row.better, approximate=mine or best_projected)
+    if mine:
         rolled = [run.get("fanout_rolled") for run in data["runs"] if run.get(row.projected)]
         text += f" (projected; {fmt(min(r for r in rolled if r is not None))} rolled by the limit)"
     return text
 
 
-def _ratio(median: float, best: float, better: str) -> str:
-    """`` · best`` or `` · 2.5x`` (how many times worse than the best); "" if undefined."""
+def _ratio(median: float, best: float, better: str, *, approximate: bool = False) -> str:
+    """`` · best`` or `` · 2.5x`` (how many times worse than the best; `` · ≈2.5x`` when
+    either side is projected); "" if undefined."""
     if median == best:
         return " · best"
     if best == 0 or median == 0:
         return ""
     ratio = median / best if better == "lower" else best / median
-    return f" · {ratio:,.1f}x"
+    return f" · {'≈' if approximate else ''}{ratio:,.1f}x"
+
+
+#: Figures whose names carry what they count (api-cost: ``restart_req:LIST secrets``).
+BY_KIND = {"api-cost": ("restart_req:", "requests per restart: {}")}
+
+
+def _by_kind_rows(scenario: str, results: dict[str, Any]) -> list[Row]:
+    """A row per ``BY_KIND`` figure any tool recorded, in name order."""
+    if scenario not in BY_KIND:
+        return []
+    prefix, label = BY_KIND[scenario]
+    names = {name for scenarios in results.values()
+             for name in ((scenarios.get(scenario) or {}).get("summary") or {})
+             if name.startswith(prefix)}  # fmt: skip
+    return [
+        Row(name, label.format(name.removeprefix(prefix)), "", "lower") for name in sorted(names)
+    ]
 
 
 def table(scenario: str, results: dict[str, Any], repeat: int) -> list[str]:
@@ -240,14 +268,17 @@ def table(scenario: str, results: dict[str, Any], repeat: int) -> list[str]:
     if not tools:
         return []
     lines = ["| Figure | " + " | ".join(tools) + " |", "|---|" + "---:|" * len(tools)]
-    for row in ROWS[scenario]:
+    for row in (*ROWS[scenario], *_by_kind_rows(scenario, results)):
         medians = _medians(row, scenario, results)
         if not any(t in medians for t in tools):
             continue
         best = None
         if row.better is not None and medians:
             best = min(medians.values()) if row.better == "lower" else max(medians.values())
-        cells = [cell(row, results[t][scenario], best, repeat) for t in tools]
+        best_projected = any(
+            projected(row, results[t][scenario]) for t, m in medians.items() if m == best
+        )
+        cells = [cell(row, results[t][scenario], best, repeat, best_projected) for t in tools]
         unit = f" ({row.unit})" if row.unit and row.unit != "x" else ""
         lines.append(f"| {row.label}{unit} | " + " | ".join(cells) + " |")
     return lines
