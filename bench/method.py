@@ -83,9 +83,10 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "each after ready): writes from the audit log, requests per restart."
         ),
         "scale": (
-            f"kube-nudge alone, at its defaults: {sizes['scale_secrets']:,} Secrets of "
-            f"{sizes['scale_secret_bytes']} bytes and {sizes['scale_workloads']:,} opted-in "
-            f"Deployments over {sizes['scale_namespaces']:,} namespaces; each Deployment reads "
+            f"kube-nudge alone, at its defaults: {sizes.get('scale_secrets', 0):,} Secrets "
+            f"of {sizes.get('scale_secret_bytes', 0)} bytes and "
+            f"{sizes.get('scale_workloads', 0):,} opted-in Deployments over "
+            f"{sizes.get('scale_namespaces', 0):,} namespaces; each Deployment reads "
             "its own Secret and its namespace's shared one. Peak RSS: VmHWM the moment it is "
             "ready; steady: VmRSS once every Deployment is taken in and the tool is quiet. One "
             "typical change: a namespace's shared Secret, timed until each Deployment of that "
@@ -148,7 +149,7 @@ def method(sizes: dict[str, Any]) -> list[str]:
         "- **Clusters**: each tool gets its own fresh control plane in every scenario and "
         "repetition. The tools write to the same objects (adoption annotations, hashes on "
         "templates, new ReplicaSets, Events), so a cluster handed from one tool to the next "
-        "would give the second a different start; a fresh one costs ~4 s. Within a "
+        "would give the second a different start; a fresh one costs a few seconds. Within a "
         "repetition the tools take turns, so drift of the machine hits them alike.",
         "- **Ready** is each tool's own signal that its caches are filled: kube-nudge's "
         '`/readyz`; for Wave, every controller having logged "Starting workers" '

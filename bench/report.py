@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import plots, targets
+from bench import companions, plots, targets
 from bench.config import ROOT, Output, outputs
 from bench.method import BUILDING, method, scenario_intro
 
@@ -355,7 +355,9 @@ def provenance(document: dict[str, Any]) -> list[str]:
 
 
 def markdown(document: dict[str, Any], out: Output) -> str:
-    """The whole BENCHMARKS.md page."""
+    """The whole BENCHMARKS.md page (the latest one with its newer companion runs)."""
+    if out.data == outputs("latest").data:
+        document = companions.with_companions(document, out.data.parent)
     machine, sizes, results = document["machine"], document["sizes"], document["results"]
     repeat = sizes["repeat"]
     lines = [
@@ -388,12 +390,19 @@ def markdown(document: dict[str, Any], out: Output) -> str:
     for number, scenario in enumerate(
         (s for s in ROWS if any(s in r for r in results.values())), start=1
     ):
-        lines += [f"## {number}. {TITLES[scenario]}", "", scenario_intro(scenario, sizes), ""]
-        lines += [*table(scenario, results, repeat), ""]
+        companion = document.get("companions", {}).get(scenario)
+        lines += [f"## {number}. {TITLES[scenario]}", ""]
+        if companion:
+            lines += [companions.intro(scenario, companion), ""]
+        intro_sizes = companion["sizes"] if companion else sizes
+        lines += [scenario_intro(scenario, intro_sizes), ""]
+        lines += [*table(scenario, results, intro_sizes["repeat"]), ""]
         lines += _skipped(scenario, results)
         for name, title in plots.FOR_SCENARIO.get(scenario, ()):
-            plot = out.plots / f"{out.prefix}{name}.png"
-            if name in document.get("plots", []):
+            prefix = f"{scenario}-" if companion else out.prefix
+            drawn = companion["plots"] if companion else document.get("plots", [])
+            if f"{prefix}{name}" in drawn or (not companion and name in drawn):
+                plot = out.plots / f"{prefix}{name}.png"
                 lines += [f"![{title}]({_link(plot, out.page)})", ""]
     lines += ["## Tools", "", *_tools(document), ""]
     if document.get("note"):
@@ -453,17 +462,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _unclean(value: Any) -> Any:
-    """null → NaN in summaries read back, so figures compare as numbers."""
-    if value is None:
-        return math.nan
-    if isinstance(value, dict):
-        return {k: _unclean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unclean(v) for v in value]
-    return value
-
-
 def write(document: dict[str, Any], out: Output) -> None:
     """Save the results, draw the plots, write the page."""
     out.data.parent.mkdir(parents=True, exist_ok=True)
@@ -482,10 +480,7 @@ def main(argv: list[str]) -> int:
         print(f"{source} is from before peers were compared; `make bench` rewrites it",
               file=sys.stderr)  # fmt: skip
         return 1
-    for scenarios in document["results"].values():
-        for data in scenarios.values():
-            if "summary" in data:
-                data["summary"] = _unclean(data["summary"])
+    document = companions.load(source)
     out = outputs("latest")
     if argv:
         in_dir = source.name == "results.json"  # BENCH_OUTPUT=/some/dir

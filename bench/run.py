@@ -17,7 +17,7 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from bench import report
+from bench import docfigures, report
 from bench.config import ROOT, BenchConfig, Output, from_env, note_env
 from bench.gitstate import refusal, tree_state
 from bench.lineup import Entry, lineup
@@ -191,6 +191,8 @@ def main() -> int:
         document["tree"]["end"] = end.record()
         facts["git_commit_end"] = machine(ROOT)["git_commit"]
     report.write(document, out)
+    for path in docfigures.update():
+        say(f"wrote the benchmark figures of {path.relative_to(ROOT)}")
     for scenario in config.scenarios:
         print("\n".join(report.table(scenario, results, config.sizes.repeat)), flush=True)
     say(f"wrote {out.data}, {out.page} and plots in {out.plots}")
