@@ -126,11 +126,18 @@ def snapshot_cost(document: dict[str, Any]) -> str:
     )
 
 
-def agent(document: dict[str, Any]) -> str:
-    """The reload agent's latency, reloads and memory."""
+def _getter(document: dict[str, Any], scenario: str) -> Callable[..., str]:
+    """``get(metric, unit="")``: kube-nudge's median in ``scenario`` as the page gives it."""
 
     def get(metric: str, unit: str = "") -> str:
-        return _figure(document, KUBE_NUDGE, "agent", metric, unit) or "n/a"
+        return _figure(document, KUBE_NUDGE, scenario, metric, unit) or "n/a"
+
+    return get
+
+
+def agent(document: dict[str, Any]) -> str:
+    """The reload agent's latency, reloads and memory."""
+    get = _getter(document, "agent")
 
     rss = _median(document, KUBE_NUDGE, "agent", "idle_rss_mib")
     mb = f" ({fmt(round(rss * 2**20 / 1e6, 1), 'MB')})" if rss is not None else ""
@@ -146,18 +153,15 @@ def agent(document: dict[str, Any]) -> str:
 
 def agent_node(document: dict[str, Any]) -> str:
     """Hot reload on the real node, with and without the nudge."""
-
-    def get(metric: str, unit: str = "ms") -> str:
-        return _figure(document, KUBE_NUDGE, "agent-node", metric, unit) or "n/a"
-
+    get, ms = _getter(document, "agent-node"), "ms"
     return (
-        f"with the nudge (`--debounce 0`) p50 {get('nudge_p50_ms')}, p99 {get('nudge_p99_ms')} "
-        f"({get('nudge_samples', '')} changes per run, {get('nudge_min_ms', '')}-"
-        f"{get('nudge_max_ms')}); at kube-nudge's defaults p50 {get('debounced_p50_ms')}; "
-        f"without any nudge, waiting for the kubelet's sync, p50 {get('sync_p50_ms')}, p99 "
-        f"{get('sync_p99_ms')} ({get('sync_samples', '')} per run, {get('sync_min_ms', '')}-"
-        f"{get('sync_max_ms')}); medians of {document['sizes']['repeat']} runs, "
-        f"{document['generated']}.\n"
+        f"with the nudge (`--debounce 0`) p50 {get('nudge_p50_ms', ms)}, p99 "
+        f"{get('nudge_p99_ms', ms)} ({get('nudge_samples')} changes per run, "
+        f"{get('nudge_min_ms')}-{get('nudge_max_ms', ms)}); at kube-nudge's defaults p50 "
+        f"{get('debounced_p50_ms', ms)}; without any nudge, waiting for the kubelet's sync, p50 "
+        f"{get('sync_p50_ms', ms)}, p99 {get('sync_p99_ms', ms)} ({get('sync_samples')} per "
+        f"run, {get('sync_min_ms')}-{get('sync_max_ms', ms)}); medians of "
+        f"{document['sizes']['repeat']} runs, {document['generated']}.\n"
     )
 
 

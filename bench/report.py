@@ -440,7 +440,12 @@ def markdown(document: dict[str, Any], out: Output) -> str:
         "the rest is projected, `BENCH_AGENT_SWAPS=N` sets the reload agent's swaps per setting "
         "(`BENCH_SCENARIOS=agent` alone starts no cluster), `BENCH_NODE_PODS=N` the real "
         "node's pods in `agent-node` (it needs root and the host packages), "
-        "`BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, and "
+        "`BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, "
+        "`BENCH_SCENARIOS=scale` runs the scale scenario (never by default: at its full size, "
+        "100,000 Secrets and 10,000 Deployments over 1,000 namespaces, it takes well over 10 "
+        "minutes; `BENCH_SCALE_SECRETS=N`, `BENCH_SCALE_WORKLOADS=N`, "
+        "`BENCH_SCALE_NAMESPACES=N` size it down), `BENCH_ALLOW_DIRTY=1` runs on a tree that "
+        "differs from its commit (refused otherwise; the results and this page then say so), and "
         "`BENCH_OUTPUT=name` writes bench/results/name.* (`BENCH_OUTPUT=/some/dir`: that "
         "directory) instead of latest.json, its plots and this page.",
         "",

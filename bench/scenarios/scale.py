@@ -17,10 +17,10 @@ import time
 from collections.abc import Iterator
 
 from bench.objects import create_all, deployment, random_secret, secret_env
-from bench.procfs import RssSampler, cpu_seconds, memory_kib
 from bench.progress import say
 from bench.rolling import wait_rolled
 from bench.scenarios import Context, Metrics
+from bench.scenarios.memory import Settle, measure
 from bench.scenarios.phases import everyone, wait_quiet
 from bench.tools import Tool, ToolSettings
 from bench.watcher import WorkloadWatcher
@@ -78,38 +78,24 @@ async def run(ctx: Context) -> Metrics:
     async with WorkloadWatcher(ctx.kube, DEPLOYMENTS.path(), tool) as watch:
         await watch.until(lambda: everyone(watch, total_workloads, lambda s: s.settled),
                           TIMEOUT, "deployments observed by their controller")  # fmt: skip
-        metrics = await start_and_adopt(ctx, tool, watch, total_workloads)
+        metrics = await measure(ctx, tool, adoption(watch, tool, total_workloads), TIMEOUT)
         metrics |= await one_change(ctx, watch, spaces[0], workloads_per)
     return {"secrets": total_secrets, "workloads": total_workloads,
             "namespaces": len(spaces), "create_s": round(made, 1), **metrics}  # fmt: skip
 
 
-async def start_and_adopt(ctx: Context, tool: Tool, watch: WorkloadWatcher, count: int) -> Metrics:
-    """Start the tool; VmHWM at ready, the time to take every workload in, VmRSS once quiet."""
-    started = time.perf_counter()
-    tool.start(ctx.cluster.kubeconfig)
-    pid = tool.pid
-    assert pid is not None
-    async with RssSampler(pid, started) as sampler:
-        ready = await tool.wait_ready(TIMEOUT)
-        at_ready, sync_cpu = memory_kib(pid), cpu_seconds(pid)
-        say(f"  ready in {ready:.2f} s, peak RSS {at_ready['VmHWM'] / 1024:.1f} MiB")
+def adoption(watch: WorkloadWatcher, tool: Tool, count: int) -> Settle:
+    """Between ready and the steady RSS: every workload taken in, then the tool quiet."""
+
+    async def settle(started: float, ready: float) -> Metrics:
         await watch.until(lambda: everyone(watch, count, lambda s: s.adopted), TIMEOUT,
                           "adoption")  # fmt: skip
         adopted = max(seen.adopted_at for seen in watch.seen.values()) - started
+        say(f"  took in {count} workloads in {adopted:.1f} s")
         await wait_quiet(tool)
-        steady = memory_kib(pid)
-    say(f"  took in {count} workloads in {adopted:.1f} s; steady RSS "
-        f"{steady['VmRSS'] / 1024:.1f} MiB, peak {steady['VmHWM'] / 1024:.1f} MiB")  # fmt: skip
-    ctx.series["rss_mib"] = sampler.samples
-    return {
-        "ready_s": round(ready, 3),
-        "sync_cpu_s": round(sync_cpu, 2),
-        "adopt_s": round(max(adopted, ready), 3),
-        "peak_rss_sync_mib": round(at_ready["VmHWM"] / 1024, 1),
-        "steady_rss_mib": round(steady["VmRSS"] / 1024, 1),
-        "peak_rss_total_mib": round(steady["VmHWM"] / 1024, 1),
-    }
+        return {"adopt_s": round(max(adopted, ready), 3)}
+
+    return settle
 
 
 async def one_change(ctx: Context, watch: WorkloadWatcher, namespace: str, count: int) -> Metrics:
