@@ -171,7 +171,8 @@ def main() -> int:
         for label, data in run_scenario(config, entries, scenario).items():
             results[label][scenario] = data
     tools = {e.label: e.describe() for e in entries}
-    document = {
+    recorded = tree.record()
+    document: dict[str, Any] = {
         "generated": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if config.quick else "full",
         "duration_min": round((time.monotonic() - started) / 60, 1),
@@ -182,13 +183,13 @@ def main() -> int:
         "tools": tools,
         "peers_missing": missing,
         "note": note_env(),
-        "tree": tree.record(),
+        "tree": recorded,
         "results": results,
     }
     end = tree_state(ROOT)
     if end != tree:
         say(f"WARNING: the checkout changed during the run: {tree.label()} -> {end.label()}")
-        document["tree"]["end"] = end.record()
+        recorded["end"] = end.record()
         facts["git_commit_end"] = machine(ROOT)["git_commit"]
     report.write(document, out)
     for path in docfigures.update():
