@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from bench import minimal
+from bench.config import Sizes
 
 BUILDING = [
     "## The peers",
@@ -21,8 +23,10 @@ BUILDING = [
 ]
 
 
-def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
-    """One paragraph: what the scenario does and what its figures mean."""
+def scenario_intro(scenario: str, recorded: dict[str, Any]) -> str:
+    """One paragraph: what the scenario does and what its figures mean. Sizes a results
+    file predates (a scenario added since) read as today's defaults."""
+    sizes = {**asdict(Sizes()), **recorded}
     return {
         "latency": (
             f"1 ConfigMap, 1 opted-in Deployment (0 replicas) reading one key through "
@@ -83,10 +87,10 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "each after ready): writes from the audit log, requests per restart."
         ),
         "scale": (
-            f"kube-nudge alone, at its defaults: {sizes.get('scale_secrets', 0):,} Secrets "
-            f"of {sizes.get('scale_secret_bytes', 0)} bytes and "
-            f"{sizes.get('scale_workloads', 0):,} opted-in Deployments over "
-            f"{sizes.get('scale_namespaces', 0):,} namespaces; each Deployment reads "
+            f"kube-nudge alone, at its defaults: {sizes['scale_secrets']:,} Secrets "
+            f"of {sizes['scale_secret_bytes']} bytes and "
+            f"{sizes['scale_workloads']:,} opted-in Deployments over "
+            f"{sizes['scale_namespaces']:,} namespaces; each Deployment reads "
             "its own Secret and its namespace's shared one. Peak RSS: VmHWM the moment it is "
             "ready; steady: VmRSS once every Deployment is taken in and the tool is quiet. One "
             "typical change: a namespace's shared Secret, timed until each Deployment of that "
