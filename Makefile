@@ -110,7 +110,7 @@ clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
 
 # Benchmarks (bench/): every scenario for kube-nudge and each peer binary given in
-# BENCH_PEERS=reloader=PATH@VERSION+COMMIT,wave=... (binaries given as input, see BENCHMARKS.md), each
+# BENCH_PEERS=reloader=PATH@VERSION,wave=... (binaries given as input, see BENCHMARKS.md), each
 # on a fresh local cluster. Writes bench/results/latest.json, its plots and BENCHMARKS.md;
 # BENCH_QUICK=1 is a small smoke run.
 .PHONY: bench

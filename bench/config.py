@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,6 +45,12 @@ class Sizes:
     node_rounds: int = 2
     #: Commands of each writer (kubectl apply, helm upgrade) in the writers scenario.
     writer_commands: int = 10
+    #: The ``scale`` scenario (not in the default list): Secrets, opted-in Deployments and
+    #: namespaces (BENCH_SCALE_SECRETS, BENCH_SCALE_WORKLOADS, BENCH_SCALE_NAMESPACES).
+    scale_secrets: int = 100_000
+    scale_workloads: int = 10_000
+    scale_namespaces: int = 1_000
+    scale_secret_bytes: int = 256
     repeat: int = 3
     memory_repeat: int = 3
 
@@ -68,6 +75,9 @@ QUICK = Sizes(
     agent_swaps=10,
     node_pods=4,
     node_rounds=1,
+    scale_secrets=2_000,
+    scale_workloads=200,
+    scale_namespaces=20,
     repeat=1,
     memory_repeat=1,
 )
@@ -94,6 +104,7 @@ class BenchConfig:
     scenarios: tuple[str, ...]
     tool_args: tuple[str, ...] = ()
     output: str = ""  # BENCH_OUTPUT; "" = latest (full) or quick
+    allow_dirty: bool = False  # BENCH_ALLOW_DIRTY=1: measure a tree that differs from HEAD
 
     def out(self) -> Output:
         """The files this run writes (see ``outputs``)."""
@@ -104,6 +115,9 @@ SCENARIOS = (
     "latency", "latency-debounce", "writers", "fanout", "burst", "memory", "api-cost", "flapping",
     "agent", "agent-node",
 )  # fmt: skip
+#: Scenarios run only when named in BENCH_SCENARIOS (``scale`` takes well over 10 minutes).
+EXTRA_SCENARIOS = ("scale",)
+KNOWN_SCENARIOS = SCENARIOS + EXTRA_SCENARIOS
 
 
 def outputs(name: str) -> Output:
@@ -140,10 +154,37 @@ def _list_env(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip()) if text else default
 
 
+#: What in BENCH_NOTE would tell how a peer was built: a path, Go build flags.
+_BUILD_DETAILS = re.compile(r"(?:^|[\s=(])/[\w.-]+/|\bgo (?:build|install)\b|-ldflags|GOFLAGS|"
+                            r"CGO_ENABLED|-trimpath")  # fmt: skip
+
+
+def note_env() -> str:
+    """BENCH_NOTE, refused (ValueError) if it names a path or build flags: the note is kept
+    in the results and the page, which record nothing of how a peer was built."""
+    note = os.environ.get("BENCH_NOTE", "").strip()
+    found = _BUILD_DETAILS.search(note)
+    if found:
+        raise ValueError(f"BENCH_NOTE must not say how a peer was built (found {found[0]!r})")
+    return note
+
+
+def _scale_env(sizes: Sizes) -> Sizes:
+    """BENCH_SCALE_SECRETS, BENCH_SCALE_WORKLOADS, BENCH_SCALE_NAMESPACES over ``sizes``."""
+    for field_name in ("scale_secrets", "scale_workloads", "scale_namespaces"):
+        value = _int_env(f"BENCH_{field_name.upper()}")
+        if value is not None:
+            sizes = replace(sizes, **{field_name: value})
+    if sizes.scale_namespaces > min(sizes.scale_secrets, sizes.scale_workloads):
+        raise ValueError("BENCH_SCALE_NAMESPACES must not exceed the Secrets or the workloads")
+    return sizes
+
+
 def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_SCENARIOS, BENCH_PEERS,
-    BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_NODE_PODS, BENCH_TOOL_ARGS (extra
-    kube-nudge flags), BENCH_OUTPUT.
+    BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_NODE_PODS, BENCH_SCALE_*,
+    BENCH_TOOL_ARGS (extra kube-nudge flags), BENCH_OUTPUT, BENCH_ALLOW_DIRTY=1 (run on a tree
+    that differs from its commit; the results say so).
     Raises ValueError with one line naming what is wrong."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     sizes = QUICK if quick else Sizes()
@@ -162,13 +203,16 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     node_pods = _int_env("BENCH_NODE_PODS")
     if node_pods is not None:
         sizes = replace(sizes, node_pods=node_pods)
+    sizes = _scale_env(sizes)
     scenarios = _list_env("BENCH_SCENARIOS", SCENARIOS)
-    unknown = sorted(set(scenarios) - set(SCENARIOS))
+    unknown = sorted(set(scenarios) - set(KNOWN_SCENARIOS))
     if unknown:
-        raise ValueError(f"BENCH_SCENARIOS: unknown {unknown}; known: {', '.join(SCENARIOS)}")
+        raise ValueError(f"BENCH_SCENARIOS: unknown {unknown}; known: {', '.join(KNOWN_SCENARIOS)}")
     peers = parse_peers(os.environ.get("BENCH_PEERS", ""), known_peers)
     tool_args = tuple(shlex.split(os.environ.get("BENCH_TOOL_ARGS", "")))
+    note_env()  # refused now, not after an hour of running
     output = os.environ.get("BENCH_OUTPUT", "").strip()
     if output:
         outputs(output)  # validate now, not after an hour of running
-    return BenchConfig(quick, sizes, peers, scenarios, tool_args, output)
+    allow_dirty = os.environ.get("BENCH_ALLOW_DIRTY", "") not in ("", "0")
+    return BenchConfig(quick, sizes, peers, scenarios, tool_args, output, allow_dirty)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench import minimal
-from bench.config import SCENARIOS, BenchConfig
+from bench.config import KNOWN_SCENARIOS, BenchConfig
 from bench.peers import PEERS
 from bench.peers.given import PeerBinary
 from bench.procfs import git_commit
@@ -19,6 +19,7 @@ NO_DEBOUNCE = "no debounce window (reacts to each change at once)"
 SNAPSHOT_ONLY = "strategy snapshot runs where its extra work per change shows: latency, fan-out"
 NOT_APPLICABLE = "not applicable (it only sends the fan-out's and the burst's patches)"
 NO_AGENT = "no in-pod reload agent (the scenario measures kube-nudge's `agent` sidecar)"
+KUBE_NUDGE_ONLY = "kube-nudge alone: its own scale target (see the scenario)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ class Entry:
     label: str
     kind: str
     version: str
-    commit: str
+    commit: str  # this repository's commit for its own tools; "" for a peer (never recorded)
     args: tuple[str, ...]
     make: Callable[[Path, ToolSettings], Tool]
     marker: str  # what a rollout by it shows as
@@ -50,10 +51,13 @@ class Entry:
 
     def describe(self) -> dict[str, object]:
         """What the page and the JSON say about it."""
-        return {
+        described: dict[str, object] = {
             "kind": self.kind, "version": self.version, "commit": self.commit,
             "args": list(self.args), "note": self.note, "marker": self.marker,
         }  # fmt: skip
+        if not self.commit:
+            del described["commit"]  # a peer: how it was built is not ours to record
+        return described
 
 
 def _peer(binary: PeerBinary) -> Callable[[Path, ToolSettings], Tool]:
@@ -80,24 +84,25 @@ def lineup(config: BenchConfig) -> list[Entry]:
     entries.append(Entry(
         "kube-nudge (snapshot)", "kube-nudge", __version__, entries[0].commit, config.tool_args,
         KubeNudgeSnapshot, KubeNudgeSnapshot.marker_text,
-        skip={s: SNAPSHOT_ONLY for s in SCENARIOS if s not in ("latency", "fanout")},
+        skip={s: SNAPSHOT_ONLY for s in KNOWN_SCENARIOS if s not in ("latency", "fanout")},
         note="strategy snapshot: each change also copies the sources and renames references",
     ))  # fmt: skip
     for binary in config.peers:
         make, marker = _peer(binary), PEERS[binary.name].marker_text
-        skip = {"latency-debounce": NO_DEBOUNCE, "agent": NO_AGENT, "agent-node": NO_AGENT}
-        entries.append(Entry(binary.name, binary.name, binary.version, binary.commit, (), make,
+        skip = {"latency-debounce": NO_DEBOUNCE, "agent": NO_AGENT, "agent-node": NO_AGENT,
+                "scale": KUBE_NUDGE_ONLY}  # fmt: skip
+        entries.append(Entry(binary.name, binary.name, binary.version, "", (), make,
                              marker, skip=skip))  # fmt: skip
         for variant in PEERS[binary.name].variants:
             entries.append(Entry(
-                variant.label, binary.name, binary.version, binary.commit, variant.args, make,
+                variant.label, binary.name, binary.version, "", variant.args, make,
                 marker, only=variant.scenarios, skip=skip, note=variant.note,
             ))  # fmt: skip
     entries.append(Entry(
         minimal.MinimalClient.name, minimal.KIND, "bench", entries[0].commit,
         ("--concurrency", str(minimal.CONCURRENCY)), minimal.MinimalClient,
         minimal.MinimalClient.marker_text,
-        skip={s: NOT_APPLICABLE for s in SCENARIOS if s not in ("fanout", "burst")},
+        skip={s: NOT_APPLICABLE for s in KNOWN_SCENARIOS if s not in ("fanout", "burst")},
         note=minimal.NOTE,
     ))  # fmt: skip
     wanted = [t.strip() for t in os.environ.get("BENCH_TOOLS", "").split(",") if t.strip()]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from bench import minimal
+from bench.config import Sizes
 
 BUILDING = [
     "## The peers",
@@ -12,16 +14,19 @@ BUILDING = [
     "Reloader and Wave are inputs to the benchmark, never part of this repository: neither "
     "their code, nor a binary, nor a recipe to make one is kept here. Hand the benchmark the "
     "binaries to compare as "
-    "`BENCH_PEERS=reloader=/path/to/reloader@VERSION+COMMIT,wave=/path/to/wave@VERSION+COMMIT` "
-    "(the version and short commit are printed in the tables; the benchmark cannot read them "
-    "from Reloader, whose every command needs a cluster). "
+    "`BENCH_PEERS=reloader=/path/to/reloader@VERSION,wave=/path/to/wave@VERSION` "
+    "(the version is printed in the tables; the benchmark cannot read it from Reloader, whose "
+    "every command needs a cluster). How a binary was built (its path, its source's commit, "
+    "build flags) is not recorded here. "
     "`PYTHONPATH=. .venv/bin/python -m bench.peers.check` with the same `BENCH_PEERS` "
     "proves each binary rolls a Deployment on a local cluster before a long run.",
 ]
 
 
-def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
-    """One paragraph: what the scenario does and what its figures mean."""
+def scenario_intro(scenario: str, recorded: dict[str, Any]) -> str:
+    """One paragraph: what the scenario does and what its figures mean. Sizes a results
+    file predates (a scenario added since) read as today's defaults."""
+    sizes = {**asdict(Sizes()), **recorded}
     return {
         "latency": (
             f"1 ConfigMap, 1 opted-in Deployment (0 replicas) reading one key through "
@@ -32,8 +37,11 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "is a deliberate delay; the peers have none); the peers at their defaults."
         ),
         "latency-debounce": (
-            f"The same with kube-nudge's default debounce (2 s), {sizes['debounce_changes']} "
-            "changes: the window it waits on purpose to coalesce edits."
+            f"kube-nudge at its defaults, no flag at all (its default debounce window, which "
+            "it waits on purpose to coalesce edits, and its default rollout budget): "
+            f"{sizes['debounce_changes']} ConfigMap/Deployment pairs, each ConfigMap changed "
+            "once, one at a time (the budget allows few rollouts of one workload in a row). "
+            "Latency as above."
         ),
         "writers": (
             f"Each tool at its defaults. One opted-in Deployment reads a ConfigMap key and a "
@@ -78,10 +86,21 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             f"{sizes['restarts']} restarts with nothing changed ({sizes['restart_pause']:g} s "
             "each after ready): writes from the audit log, requests per restart."
         ),
+        "scale": (
+            f"kube-nudge alone, at its defaults: {sizes['scale_secrets']:,} Secrets "
+            f"of {sizes['scale_secret_bytes']} bytes and "
+            f"{sizes['scale_workloads']:,} opted-in Deployments over "
+            f"{sizes['scale_namespaces']:,} namespaces; each Deployment reads "
+            "its own Secret and its namespace's shared one. Peak RSS: VmHWM the moment it is "
+            "ready; steady: VmRSS once every Deployment is taken in and the tool is quiet. One "
+            "typical change: a namespace's shared Secret, timed until each Deployment of that "
+            "namespace rolled. Run only when named (`BENCH_SCENARIOS=scale`); "
+            "`BENCH_SCALE_SECRETS`, `BENCH_SCALE_WORKLOADS`, `BENCH_SCALE_NAMESPACES` size it."
+        ),
         "flapping": (
             f"One Secret rewritten every {sizes['flap_interval'] * 1000:g} ms for "
             f"{sizes['flap_seconds']:g} s, one opted-in Deployment reading it; every tool at "
-            "its defaults (kube-nudge: debounce 2 s, `--max-rollouts 3/5m`). Rollouts: "
+            "its defaults (kube-nudge: its default debounce and `--max-rollouts 3/5m`). Rollouts: "
             "increments of the Deployment's `deployment.kubernetes.io/revision` (one per new "
             "ReplicaSet) until no rollout came for 5 s after the last write (at most 60 s)."
         ),
@@ -111,11 +130,11 @@ def scenario_intro(scenario: str, sizes: dict[str, Any]) -> str:
             "prints `loaded <content>` when it loads) and the `kube-nudge agent` sidecar of "
             "the chart's NOTES snippet (its grant and own-pod-only policy, the projected token, "
             "the namespace's agent key) at its defaults, reloading the app by HTTP. **With the "
-            "nudge**: kube-nudge (`--debounce 0`; its default 2 s window would add itself) runs "
+            "nudge**: kube-nudge (`--debounce 0`; its default window would add itself) runs "
             f"with the Deployments on strategy `hot`; {sizes.get('node_rounds', 2)} rounds "
             "change each ConfigMap once, one at a time, each waited for; every hot change is "
             "confirmed by its keyed hash, with no rollout; then one more round with kube-nudge "
-            "at its defaults (debounce 2 s), what a user gets. **Without**: kube-nudge stopped, "
+            "at its defaults, what a user gets. **Without**: kube-nudge stopped, "
             "each ConfigMap changes once at a random (seeded) moment of a 90 s window (the "
             "kubelet resyncs a pod every 60-90 s), so changes land anywhere in their pod's "
             "sync cycle. Latency: from the wall clock when the PATCH returned to the "
@@ -134,7 +153,7 @@ def method(sizes: dict[str, Any]) -> list[str]:
         "- **Clusters**: each tool gets its own fresh control plane in every scenario and "
         "repetition. The tools write to the same objects (adoption annotations, hashes on "
         "templates, new ReplicaSets, Events), so a cluster handed from one tool to the next "
-        "would give the second a different start; a fresh one costs ~4 s. Within a "
+        "would give the second a different start; a fresh one costs a few seconds. Within a "
         "repetition the tools take turns, so drift of the machine hits them alike.",
         "- **Ready** is each tool's own signal that its caches are filled: kube-nudge's "
         '`/readyz`; for Wave, every controller having logged "Starting workers" '

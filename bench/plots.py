@@ -109,7 +109,7 @@ def latency(results: dict[str, Any], path: Path) -> bool:
         _ecdf(ax, samples, tool, _color(results, tool), _style(results, tool))
     for tool, tool_runs in debounced.items():
         samples = sorted(s * 1000 for _, series in tool_runs for s in series.get("latency_s", []))
-        _ecdf(ax, samples, f"{tool}, default debounce 2 s", _color(results, tool), ":")
+        _ecdf(ax, samples, f"{tool}, at its defaults", _color(results, tool), ":")
     _log_x(ax)
     ax.set_xlabel("reaction latency, ms (log scale)")
     ax.set_ylabel("share of changes")
@@ -250,7 +250,7 @@ def agent_node(results: dict[str, Any], path: Path) -> bool:
     for tool_runs in runs.values():
         for n, (key, label) in enumerate((
             ("nudge_s", "with the nudge (strategy hot, --debounce 0)"),
-            ("debounced_s", "with the nudge, kube-nudge's defaults (debounce 2 s)"),
+            ("debounced_s", "with the nudge, kube-nudge's defaults"),
             ("sync_s", "no nudge (the kubelet's sync, 1 m)"),
         )):  # fmt: skip
             samples = sorted(s * 1000 for _, series in tool_runs for s in series.get(key, []))

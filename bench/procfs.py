@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import os
 import platform
-import subprocess
 import time
 from pathlib import Path
+
+from bench.gitstate import tree_state
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -83,25 +84,10 @@ def _first(path: str, prefix: str) -> str:
     return "unknown"
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
-    # --no-optional-locks: read-only, never refreshes the index of a checkout others edit.
-    try:
-        return subprocess.run(
-            ["git", "--no-optional-locks", "-C", str(root), *args],
-            capture_output=True, text=True, timeout=10, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
 def git_commit(root: Path) -> str:
-    """Short HEAD commit, with ``+dirty`` when src/ differs from it."""
-    head = _git(root, "rev-parse", "--short", "HEAD")
-    if head is None or not head.stdout.strip():
-        return "unknown"
-    diff = _git(root, "diff", "--quiet", "HEAD", "--", "src")
-    dirty = diff is not None and diff.returncode == 1
-    return head.stdout.strip() + ("+dirty" if dirty else "")
+    """Short HEAD commit, with ``+dirty`` when the tree differs from it (bench/gitstate.py)."""
+    state = tree_state(root)
+    return state.commit + ("+dirty" if state.dirty else "")
 
 
 def machine(root: Path) -> dict[str, object]:

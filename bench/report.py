@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import plots, targets
+from bench import companions, plots, targets
 from bench.config import ROOT, Output, outputs
 from bench.method import BUILDING, method, scenario_intro
 
@@ -41,6 +41,7 @@ _ROLL = (
     Row("wrong_or_missing", "markers missing or wrong afterwards"),
     Row("not_rolled", "workloads not rolled (stopped at the limit)"),
     Row("fanout_tool_cpu_s", "tool CPU time while rolling", "s", "lower"),
+    Row("tool_cpu_ms_per_write", "tool CPU per workload write", "ms", "lower"),
     Row("adopt_s", "set-up: took every workload in (throttle lifted)", "s", "lower"),
     Row("adopt_writes", "set-up: writes to take them in"),
 )
@@ -53,9 +54,9 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("patch_p50_ms", "the ConfigMap PATCH's own round trip, p50", "ms"),
     ),
     "latency-debounce": (
-        Row("p50_ms", "reaction latency p50, default debounce 2 s", "ms"),
-        Row("p99_ms", "reaction latency p99, default debounce 2 s", "ms"),
-        Row("max_ms", "reaction latency max, default debounce 2 s", "ms"),
+        Row("p50_ms", "reaction latency p50, kube-nudge at its defaults", "ms"),
+        Row("p99_ms", "reaction latency p99, kube-nudge at its defaults", "ms"),
+        Row("max_ms", "reaction latency max, kube-nudge at its defaults", "ms"),
     ),
     "writers": tuple(
         row
@@ -97,6 +98,19 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("restart_markers_changed", "markers changed by those restarts"),
         Row("restart_requests", "API requests per restart", "", "lower"),
         Row("restart_ready_s", "slowest restart to ready", "s", "lower"),
+        Row("restart_ready_median_s", "median restart to ready", "s", "lower"),
+    ),
+    "scale": (
+        Row("ready_s", "process start to ready", "s"),
+        Row("sync_cpu_s", "CPU time from start to ready", "s"),
+        Row("adopt_s", "start to every Deployment taken in", "s"),
+        Row("peak_rss_sync_mib", "peak RSS over the initial sync (VmHWM at ready)", "MiB"),
+        Row("steady_rss_mib", "steady RSS (VmRSS), once quiet after taking them in", "MiB"),
+        Row("peak_rss_total_mib", "peak RSS by then (VmHWM)", "MiB"),
+        Row("change_first_ms", "one change: first Deployment rolled", "ms"),
+        Row("change_ms", "one change: every Deployment of the namespace rolled", "ms"),
+        Row("change_rolled", "one change: Deployments rolled"),
+        Row("create_s", "set-up: creating the objects", "s"),
     ),
     "flapping": (
         Row("flap_changes", "changes to the Secret"),
@@ -136,7 +150,7 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("nudge_agent_p50_ms", "PATCH to the agent's `loaded-at` p50, with the nudge", "ms"),
         Row(
             "debounced_p50_ms",
-            "PATCH to app reloaded p50, nudge at kube-nudge's defaults (debounce 2 s)",
+            "PATCH to app reloaded p50, nudge at kube-nudge's defaults",
             "ms",
         ),
         Row("debounced_p99_ms", "PATCH to app reloaded p99, nudge at kube-nudge's defaults", "ms"),
@@ -155,12 +169,13 @@ ROWS: dict[str, tuple[Row, ...]] = {
 }
 TITLES = {
     "latency": "Reaction latency",
-    "latency-debounce": "Reaction latency with kube-nudge's default debounce",
+    "latency-debounce": "Reaction latency at kube-nudge's defaults",
     "writers": "Coalescing at the defaults: one `kubectl apply -f`, one `helm upgrade`",
     "fanout": "Fan-out: one ConfigMap, many workloads",
     "burst": "Burst: many ConfigMaps changed at once",
     "memory": "Memory at scale",
     "api-cost": "API cost",
+    "scale": "Scale: kube-nudge on a large cluster",
     "flapping": "Flapping Secret",
     "agent": "Reload agent: `..data` swap to reload, and its memory",
     "agent-node": "Hot reload on the real node: ConfigMap PATCH to the app reloaded",
@@ -189,8 +204,16 @@ def _medians(row: Row, scenario: str, results: dict[str, Any]) -> dict[str, floa
     return found
 
 
-def cell(row: Row, data: dict[str, Any], best: float | None, repeat: int) -> str:
-    """One table cell: median (min-max), the ratio to the best, a projection mark."""
+def projected(row: Row, data: dict[str, Any]) -> bool:
+    """Some run's value of this row was projected (a tool stopped at the roll limit)."""
+    return bool(row.projected) and any(run.get(row.projected) for run in data.get("runs", []))
+
+
+def cell(
+    row: Row, data: dict[str, Any], best: float | None, repeat: int, best_projected: bool = False
+) -> str:
+    """One table cell: median (min-max), the ratio to the best, a projection mark; a ratio
+    that rests on a projected time (this cell's or the best's) is marked ≈ too."""
     summary = data["summary"].get(row.metric)
     if summary is None or summary.get("median") is None:
         return "n/a"
@@ -198,27 +221,45 @@ def cell(row: Row, data: dict[str, Any], best: float | None, repeat: int) -> str
     text = fmt(median, "x" if row.unit == "x" else "")
     if math.isnan(median):
         return text
-    projected = row.projected and any(run.get(row.projected) for run in data["runs"])
-    if projected:
+    mine = projected(row, data)
+    if mine:
         text = f"≈ {text}"
     if repeat > 1 and summary["min"] != summary["max"]:
         text += f" ({fmt(summary['min'])}-{fmt(summary['max'])})"
     if best is not None and row.better is not None:
-        text += _ratio(median, best, row.better)
-    if projected:
+        text += _ratio(median, best, row.better, approximate=mine or best_projected)
+    if mine:
         rolled = [run.get("fanout_rolled") for run in data["runs"] if run.get(row.projected)]
         text += f" (projected; {fmt(min(r for r in rolled if r is not None))} rolled by the limit)"
     return text
 
 
-def _ratio(median: float, best: float, better: str) -> str:
-    """`` · best`` or `` · 2.5x`` (how many times worse than the best); "" if undefined."""
+def _ratio(median: float, best: float, better: str, *, approximate: bool = False) -> str:
+    """`` · best`` or `` · 2.5x`` (how many times worse than the best; `` · ≈2.5x`` when
+    either side is projected); "" if undefined."""
     if median == best:
         return " · best"
     if best == 0 or median == 0:
         return ""
     ratio = median / best if better == "lower" else best / median
-    return f" · {ratio:,.1f}x"
+    return f" · {'≈' if approximate else ''}{ratio:,.1f}x"
+
+
+#: Figures whose names carry what they count (api-cost: ``restart_req:LIST secrets``).
+BY_KIND = {"api-cost": ("restart_req:", "requests per restart: {}")}
+
+
+def _by_kind_rows(scenario: str, results: dict[str, Any]) -> list[Row]:
+    """A row per ``BY_KIND`` figure any tool recorded, in name order."""
+    if scenario not in BY_KIND:
+        return []
+    prefix, label = BY_KIND[scenario]
+    names = {name for scenarios in results.values()
+             for name in ((scenarios.get(scenario) or {}).get("summary") or {})
+             if name.startswith(prefix)}  # fmt: skip
+    return [
+        Row(name, label.format(name.removeprefix(prefix)), "", "lower") for name in sorted(names)
+    ]
 
 
 def table(scenario: str, results: dict[str, Any], repeat: int) -> list[str]:
@@ -227,14 +268,17 @@ def table(scenario: str, results: dict[str, Any], repeat: int) -> list[str]:
     if not tools:
         return []
     lines = ["| Figure | " + " | ".join(tools) + " |", "|---|" + "---:|" * len(tools)]
-    for row in ROWS[scenario]:
+    for row in (*ROWS[scenario], *_by_kind_rows(scenario, results)):
         medians = _medians(row, scenario, results)
         if not any(t in medians for t in tools):
             continue
         best = None
         if row.better is not None and medians:
             best = min(medians.values()) if row.better == "lower" else max(medians.values())
-        cells = [cell(row, results[t][scenario], best, repeat) for t in tools]
+        best_projected = any(
+            projected(row, results[t][scenario]) for t, m in medians.items() if m == best
+        )
+        cells = [cell(row, results[t][scenario], best, repeat, best_projected) for t in tools]
         unit = f" ({row.unit})" if row.unit and row.unit != "x" else ""
         lines.append(f"| {row.label}{unit} | " + " | ".join(cells) + " |")
     return lines
@@ -270,19 +314,50 @@ def _link(plot: Path, page: Path) -> str:
 
 def _tools(document: dict[str, Any]) -> list[str]:
     lines = [
-        "| Tool | Version | Commit | Flags beyond its defaults | A rollout shows as |",
-        "|---|---|---|---|---|",
+        "| Tool | Version | Flags beyond its defaults | A rollout shows as |",
+        "|---|---|---|---|",
     ]
     for label, info in document["tools"].items():
         flags = " ".join(info["args"]) or "none"
         note = f" ({info['note']})" if info.get("note") else ""
-        lines.append(f"| {label} | {info['version']} | {info['commit']} | `{flags}`{note} "
+        own = info["kind"] in (targets.KUBE_NUDGE, targets.MINIMAL) and info.get("commit")
+        version = f"{info['version']} at {info['commit']}" if own else info["version"]
+        lines.append(f"| {label} | {version} | `{flags}`{note} "
                      f"| {info.get('marker', '')} |")  # fmt: skip
     return lines
 
 
+def provenance(document: dict[str, Any]) -> list[str]:
+    """A warning block when the measured tree was not a commit: dirty (``BENCH_ALLOW_DIRTY``)
+    or changed during the run. Results from before ``tree`` was recorded are judged by their
+    commit's ``+dirty`` mark."""
+    tree, machine = document.get("tree") or {}, document["machine"]
+    commit = tree.get("commit") or str(machine.get("git_commit", "unknown")).split("+")[0]
+    dirty, end = list(tree.get("dirty") or []), tree.get("end")
+    legacy = not tree and ("+dirty" in f"{machine.get('git_commit')}{machine.get('git_commit_end')}"
+                           or machine.get("git_commit_end"))  # fmt: skip
+    if not (dirty or end or legacy):
+        return []
+    if dirty:
+        what = f"commit {commit} with uncommitted changes: " + ", ".join(f"`{d}`" for d in dirty)
+    elif end:
+        what = f"commit {commit}, and the tree changed during the run"
+    else:
+        what = (f"commit {machine.get('git_commit')}, changed to "
+                f"{machine.get('git_commit_end') or 'a dirty tree'} during the run")  # fmt: skip
+    if end and dirty:
+        what += f"; at the end: {end['commit']} " + ", ".join(f"`{d}`" for d in end["dirty"])
+    return [
+        f"> **Measured on a dirty tree**: {what}. These figures belong to no commit; measure "
+        "them again on a committed tree before quoting them.",
+        "",
+    ]
+
+
 def markdown(document: dict[str, Any], out: Output) -> str:
-    """The whole BENCHMARKS.md page."""
+    """The whole BENCHMARKS.md page (the latest one with its newer companion runs)."""
+    if out.data == outputs("latest").data:
+        document = companions.with_companions(document, out.data.parent)
     machine, sizes, results = document["machine"], document["sizes"], document["results"]
     repeat = sizes["repeat"]
     lines = [
@@ -290,6 +365,7 @@ def markdown(document: dict[str, Any], out: Output) -> str:
         "",
         "<!-- Generated by `make bench` (bench/report.py); edits are overwritten. -->",
         "",
+        *provenance(document),
         f"Run {document['generated']} ({document['mode']} sizes), "
         f"{document['duration_min']:.1f} min in all, tools "
         + ", ".join(f"{label} {info['version']}" for label, info in document["tools"].items())
@@ -314,12 +390,19 @@ def markdown(document: dict[str, Any], out: Output) -> str:
     for number, scenario in enumerate(
         (s for s in ROWS if any(s in r for r in results.values())), start=1
     ):
-        lines += [f"## {number}. {TITLES[scenario]}", "", scenario_intro(scenario, sizes), ""]
-        lines += [*table(scenario, results, repeat), ""]
+        companion = document.get("companions", {}).get(scenario)
+        lines += [f"## {number}. {TITLES[scenario]}", ""]
+        if companion:
+            lines += [companions.intro(scenario, companion), ""]
+        intro_sizes = companion["sizes"] if companion else sizes
+        lines += [scenario_intro(scenario, intro_sizes), ""]
+        lines += [*table(scenario, results, intro_sizes["repeat"]), ""]
         lines += _skipped(scenario, results)
         for name, title in plots.FOR_SCENARIO.get(scenario, ()):
-            plot = out.plots / f"{out.prefix}{name}.png"
-            if name in document.get("plots", []):
+            prefix = f"{scenario}-" if companion else out.prefix
+            drawn = companion["plots"] if companion else document.get("plots", [])
+            if f"{prefix}{name}" in drawn or (not companion and name in drawn):
+                plot = out.plots / f"{prefix}{name}.png"
                 lines += [f"![{title}]({_link(plot, out.page)})", ""]
     lines += ["## Tools", "", *_tools(document), ""]
     if document.get("note"):
@@ -347,17 +430,22 @@ def markdown(document: dict[str, Any], out: Output) -> str:
         document["command"],
         "```",
         "",
-        "`BENCH_PEERS=reloader=PATH@VERSION+COMMIT,wave=PATH@VERSION+COMMIT` adds the peers "
+        "`BENCH_PEERS=reloader=PATH@VERSION,wave=PATH@VERSION` adds the peers "
         "(without it kube-nudge runs alone); `BENCH_QUICK=1` is a small smoke run (results "
         "in bench/results/quick.*); `BENCH_REPEAT=N` sets the repetitions, "
         "`BENCH_MEMORY_REPEAT=N` those of the memory scenario alone, "
         "`BENCH_SCENARIOS=latency,fanout` picks scenarios, `BENCH_TOOLS=kube-nudge,wave` "
-        "picks tools, `BENCH_NOTE='...'` adds a note under *Tools* (e.g. how a peer was "
+        "picks tools, `BENCH_NOTE='...'` adds a note under *Tools* (never how a peer was "
         "built), `BENCH_ROLL_TIMEOUT=S` sets how long a fan-out or burst may take before "
         "the rest is projected, `BENCH_AGENT_SWAPS=N` sets the reload agent's swaps per setting "
         "(`BENCH_SCENARIOS=agent` alone starts no cluster), `BENCH_NODE_PODS=N` the real "
         "node's pods in `agent-node` (it needs root and the host packages), "
-        "`BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, and "
+        "`BENCH_TOOL_ARGS='--workers 64'` adds kube-nudge flags, "
+        "`BENCH_SCENARIOS=scale` runs the scale scenario (never by default: at its full size, "
+        "100,000 Secrets and 10,000 Deployments over 1,000 namespaces, it takes well over 10 "
+        "minutes; `BENCH_SCALE_SECRETS=N`, `BENCH_SCALE_WORKLOADS=N`, "
+        "`BENCH_SCALE_NAMESPACES=N` size it down), `BENCH_ALLOW_DIRTY=1` runs on a tree that "
+        "differs from its commit (refused otherwise; the results and this page then say so), and "
         "`BENCH_OUTPUT=name` writes bench/results/name.* (`BENCH_OUTPUT=/some/dir`: that "
         "directory) instead of latest.json, its plots and this page.",
         "",
@@ -379,17 +467,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _unclean(value: Any) -> Any:
-    """null → NaN in summaries read back, so figures compare as numbers."""
-    if value is None:
-        return math.nan
-    if isinstance(value, dict):
-        return {k: _unclean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unclean(v) for v in value]
-    return value
-
-
 def write(document: dict[str, Any], out: Output) -> None:
     """Save the results, draw the plots, write the page."""
     out.data.parent.mkdir(parents=True, exist_ok=True)
@@ -408,10 +485,7 @@ def main(argv: list[str]) -> int:
         print(f"{source} is from before peers were compared; `make bench` rewrites it",
               file=sys.stderr)  # fmt: skip
         return 1
-    for scenarios in document["results"].values():
-        for data in scenarios.values():
-            if "summary" in data:
-                data["summary"] = _unclean(data["summary"])
+    document = companions.load(source)
     out = outputs("latest")
     if argv:
         in_dir = source.name == "results.json"  # BENCH_OUTPUT=/some/dir

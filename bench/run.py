@@ -17,11 +17,13 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from bench import report
-from bench.config import ROOT, BenchConfig, Output, from_env
+from bench import docfigures, report
+from bench.config import ROOT, BenchConfig, Output, from_env, note_env
+from bench.gitstate import refusal, tree_state
 from bench.lineup import Entry, lineup
 from bench.objects import bench_client
 from bench.peers import PEERS
+from bench.peers.given import redacted
 from bench.procfs import machine
 from bench.progress import say
 from bench.scenarios import (
@@ -38,6 +40,7 @@ from bench.scenarios import (
     flapping,
     latency,
     memory,
+    scale,
     writers,
 )
 from bench.stats import spread
@@ -54,6 +57,7 @@ SCENARIOS: dict[str, Scenario] = {
     "api-cost": api_cost.run,
     "flapping": flapping.run,
     "agent-node": agent_node.run,  # joins the real node (root, containerd; see README)
+    "scale": scale.run,  # only when named in BENCH_SCENARIOS (config.EXTRA_SCENARIOS)
 }
 #: Scenarios that need no cluster: the reload agent runs beside the app, not against the API.
 LOCAL: dict[str, LocalScenario] = {"agent": agent.run}
@@ -131,10 +135,12 @@ def run_scenario(config: BenchConfig, entries: list[Entry], scenario: str) -> di
 
 
 def command() -> str:
-    """The command that reproduces this run (the BENCH_* variables it had, then make)."""
-    env = " ".join(
-        f"{k}={shlex.quote(v)}" for k, v in sorted(os.environ.items()) if k.startswith("BENCH_")
-    )
+    """The command that reproduces this run (the BENCH_* variables it had, then make); the
+    peers' paths and build commits left out (``NAME=PATH@VERSION``)."""
+    shown = {k: v for k, v in os.environ.items() if k.startswith("BENCH_")}
+    if "BENCH_PEERS" in shown:
+        shown["BENCH_PEERS"] = redacted(shown["BENCH_PEERS"])
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.items()))
     return f"{env} make bench".strip()
 
 
@@ -146,6 +152,12 @@ def main() -> int:
     except ValueError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    tree = tree_state(ROOT)
+    if tree.dirty and not config.allow_dirty:
+        print(f"bench: {refusal(tree)}", file=sys.stderr)
+        return 2
+    if tree.dirty:
+        say(f"WARNING: measuring a dirty tree ({tree.label()}): {', '.join(tree.dirty)}")
     out: Output = config.out()
     started = time.monotonic()
     facts = machine(ROOT)
@@ -159,7 +171,8 @@ def main() -> int:
         for label, data in run_scenario(config, entries, scenario).items():
             results[label][scenario] = data
     tools = {e.label: e.describe() for e in entries}
-    document = {
+    recorded = tree.record()
+    document: dict[str, Any] = {
         "generated": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if config.quick else "full",
         "duration_min": round((time.monotonic() - started) / 60, 1),
@@ -169,14 +182,18 @@ def main() -> int:
         "sizes": asdict(config.sizes),
         "tools": tools,
         "peers_missing": missing,
-        "note": os.environ.get("BENCH_NOTE", "").strip(),
+        "note": note_env(),
+        "tree": recorded,
         "results": results,
     }
-    end_commit = machine(ROOT)["git_commit"]
-    if end_commit != facts["git_commit"]:
-        say(f"WARNING: the checkout changed during the run: {facts['git_commit']} -> {end_commit}")
-        facts["git_commit_end"] = end_commit
+    end = tree_state(ROOT)
+    if end != tree:
+        say(f"WARNING: the checkout changed during the run: {tree.label()} -> {end.label()}")
+        recorded["end"] = end.record()
+        facts["git_commit_end"] = machine(ROOT)["git_commit"]
     report.write(document, out)
+    for path in docfigures.update():
+        say(f"wrote the benchmark figures of {path.relative_to(ROOT)}")
     for scenario in config.scenarios:
         print("\n".join(report.table(scenario, results, config.sizes.repeat)), flush=True)
     say(f"wrote {out.data}, {out.page} and plots in {out.plots}")

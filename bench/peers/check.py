@@ -6,7 +6,7 @@ through ``envFrom``, the peer as a subprocess through the same ``Tool`` the benc
 the peer's marker changes; then what changed on the template, and the writes the audit log
 attributes to the peer's user agent. ``--control`` runs kube-nudge through the same steps.
 
-    BENCH_PEERS=reloader=/path@v1.4.21+655a2b3,wave=/path@v0.11.0+b4e8d70 \\
+    BENCH_PEERS=reloader=/path@v1.4.21,wave=/path@v0.11.0 \\
         PYTHONPATH=. .venv/bin/python -m bench.peers.check [--control] [NAME=PATH@V+C ...]
 """
 

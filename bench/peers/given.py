@@ -1,10 +1,11 @@
-"""``BENCH_PEERS``: which peer binaries to run, and which version and commit each is.
+"""``BENCH_PEERS``: which peer binaries to run, and which version each is.
 
-``BENCH_PEERS=reloader=/path/to/reloader@v1.4.21+655a2b3,wave=/path/to/wave@v0.11.0+b4e8d70``
+``BENCH_PEERS=reloader=/path/to/reloader@v1.4.21,wave=/path/to/wave@v0.11.0``
 
-Each entry is ``NAME=PATH@VERSION+COMMIT``. The binaries are inputs from outside this
-repository, so the benchmark cannot know which version a binary is: the entry says it, and
-BENCHMARKS.md prints it beside the figures.
+Each entry is ``NAME=PATH@VERSION`` (a ``+COMMIT`` after the version is accepted and ignored).
+The binaries are inputs from outside this repository, so the benchmark cannot know which
+version a binary is: the entry says it, and BENCHMARKS.md prints it beside the figures. How a
+binary was built (its path, its source's commit, build flags) is never recorded.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ class PeerBinary:
     name: str
     path: Path
     version: str
-    commit: str
 
 
 def _entry(text: str, known: tuple[str, ...]) -> PeerBinary:
@@ -35,21 +35,21 @@ def _entry(text: str, known: tuple[str, ...]) -> PeerBinary:
     name, sep, rest = text.partition("=")
     name = name.strip()
     if not sep or not rest.strip():
-        raise bad("expected NAME=PATH@VERSION+COMMIT")
+        raise bad("expected NAME=PATH@VERSION")
     if name not in known:
         raise bad(f"unknown peer {name!r}; known: {', '.join(known)}")
     path_text, at, build = rest.strip().rpartition("@")
     if not at or "/" in build:
-        raise bad(f"give the version and commit it was built from: {name}={rest}@VERSION+COMMIT")
+        raise bad(f"give the version it is: {name}={rest}@VERSION")
     version, plus, commit = build.partition("+")
     if not _VERSION.fullmatch(version):
         raise bad(f"version {version!r} is not a version (e.g. v1.4.21)")
-    if not plus or not _COMMIT.fullmatch(commit):
+    if plus and not _COMMIT.fullmatch(commit):
         raise bad(f"commit {commit!r} is not 7-40 lowercase hex digits (after '+')")
     path = Path(path_text).expanduser()
     if not path.is_file() or not os.access(path, os.X_OK):
         raise bad(f"{path} is not an executable file")
-    return PeerBinary(name, path.resolve(), version, commit)
+    return PeerBinary(name, path.resolve(), version)
 
 
 def parse_peers(text: str, known: tuple[str, ...]) -> tuple[PeerBinary, ...]:
@@ -63,3 +63,15 @@ def parse_peers(text: str, known: tuple[str, ...]) -> tuple[PeerBinary, ...]:
             raise ValueError(f"BENCH_PEERS: entry {raw.strip()!r}: {peer.name} is given twice")
         peers.append(peer)
     return tuple(peers)
+
+
+def redacted(text: str) -> str:
+    """A ``BENCH_PEERS`` value as the results may show it: ``NAME=PATH@VERSION``, no path, no
+    commit."""
+    entries = []
+    for raw in text.split(","):
+        name, _, rest = raw.strip().partition("=")
+        version = rest.rpartition("@")[2].partition("+")[0]
+        if name:
+            entries.append(f"{name}=PATH@{version}")
+    return ",".join(entries)

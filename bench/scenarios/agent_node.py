@@ -14,7 +14,7 @@ own ConfigMap so that each sample has its own moment in its pod's sync cycle.
   strategy ``hot``; ``node_rounds`` rounds, each changing every pod's ConfigMap once, one at a
   time (each waited for, in a shuffled order). After each round every hot change must be
   confirmed by its keyed hash, with no rollout. Then one more round with kube-nudge at its
-  defaults (a 2 s debounce window): what a user gets.
+  defaults (its default debounce window): what a user gets.
 - **No nudge**: kube-nudge stopped, each ConfigMap is changed once at a random (seeded)
   moment of a ``NO_NUDGE_WINDOW`` window (longer than the kubelet's 60-90 s resync of a pod,
   so each change lands at a random point of its pod's cycle), then the benchmark waits for
@@ -63,7 +63,7 @@ from kube_nudge_dev.image import build_image
 
 #: kube-nudge with its debounce window off (a deliberate delay, measured elsewhere).
 NUDGE = ToolSettings(debounce="0")
-#: kube-nudge at its defaults (a 2 s debounce window).
+#: kube-nudge at its defaults (its default debounce window).
 DEFAULT = ToolSettings()
 #: Longer than the kubelet's resync of a pod (syncFrequency 1 m, jittered up to 1.5x).
 NO_NUDGE_WINDOW = 90.0
@@ -107,7 +107,7 @@ async def run(ctx: Context) -> Metrics:
     nudged, nudged_agent, rollouts = await with_nudge(
         ctx, tool, "--debounce 0", namespace, by_app, 1, rounds
     )
-    # What a user gets by default: the same with kube-nudge's 2 s debounce window, one round.
+    # What a user gets by default: the same with kube-nudge's default debounce, one round.
     tool = await ctx.tool(DEFAULT)
     windowed, _, rolled_after = await with_nudge(
         ctx, tool, "default debounce", namespace, by_app, rounds + 1, 1

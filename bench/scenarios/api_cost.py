@@ -8,8 +8,8 @@ the same number of ConfigMaps change one at a time (each waited for), and the co
 read again. The tool's requests per change = (its window - the control window) / changes
 + 1: both windows hold the benchmark's ConfigMap PATCH and the control plane's reaction to
 a rollout; the control also holds the one template write an ideal tool makes.
-Then the tool is restarted a few times with nothing changed: its writes (audit log) and
-requests per restart.
+Then the tool is restarted a few times with nothing changed: its writes (audit log),
+requests per restart (Leases aside) in all and by verb and resource, and restart to ready.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from kube_nudge.kube.client import JSON
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 
 SETTINGS = ToolSettings(debounce="0")
+#: Per-restart request counts are recorded as ``restart_req:VERB resource`` (Leases aside).
+RESTART_PREFIX = "restart_req:"
 CONTROL = "bench-control"
 ROLL_TIMEOUT = 120.0
 
@@ -118,7 +120,10 @@ async def restarts(ctx: Context, tool: Tool, watch: WorkloadWatcher) -> Metrics:
         say(f"  restart {n}: ready again in {ready_times[-1]:.2f} s")
     await asyncio.sleep(1.0)
     writes = ctx.audit.writes(tool.writer_agent, mark)
-    total, _, _ = apimetrics.split(await apimetrics.requests(ctx.kube) - requests_before)
+    delta = await apimetrics.requests(ctx.kube) - requests_before
+    total, _, _ = apimetrics.split(delta)
+    by_kind = {f"{RESTART_PREFIX}{verb} {resource}": round(n / ctx.sizes.restarts, 1)
+               for (verb, resource), n in sorted(delta.items())}  # fmt: skip
     changed = sum(1 for key, marker in watch.markers().items() if before.get(key) != marker)
     say(f"  restarts: {writes.total} writes {writes.by_resource}, {changed} markers changed, "
         f"{total / ctx.sizes.restarts:.0f} requests per restart")  # fmt: skip
@@ -128,6 +133,8 @@ async def restarts(ctx: Context, tool: Tool, watch: WorkloadWatcher) -> Metrics:
         "restart_bad_exits": bad_exits,
         "restart_requests": round(total / ctx.sizes.restarts, 1),
         "restart_ready_s": round(max(ready_times), 3),
+        "restart_ready_median_s": round(sorted(ready_times)[len(ready_times) // 2], 3),
+        **by_kind,
     }
 
 

@@ -11,7 +11,7 @@ from bench.procfs import CpuMeter
 from bench.progress import say
 from bench.rolling import wait_rolled
 from bench.scenarios import Context, Metrics
-from bench.scenarios.fanout import outcome
+from bench.scenarios.fanout import cpu_metrics, outcome
 from bench.scenarios.phases import SETTLE, adopt_then_start
 from bench.tools import Tool, ToolSettings
 from bench.watcher import WorkloadWatcher
@@ -72,5 +72,4 @@ async def run(ctx: Context) -> Metrics:
     ctx.series["rolled_s"] = rolled.times
     ctx.series["limit_s"] = rolled.limit
     return {"workloads": count, **metrics, "send_s": round(sent, 3),
-            "fanout_tool_cpu_s": round(tool_cpu, 2),
-            "fanout_machine_busy_pct": round(machine_busy * 100, 1)}  # fmt: skip
+            **cpu_metrics(tool_cpu, machine_busy, metrics)}  # fmt: skip

@@ -48,9 +48,17 @@ async def run(ctx: Context) -> Metrics:
         metrics |= await outcome(ctx, tool, namespace, before, rolled, mark)
     ctx.series["rolled_s"] = rolled.times
     ctx.series["limit_s"] = rolled.limit
-    return {"workloads": count, **metrics,
-            "fanout_tool_cpu_s": round(tool_cpu, 2),
-            "fanout_machine_busy_pct": round(machine_busy * 100, 1)}  # fmt: skip
+    return {"workloads": count, **metrics, **cpu_metrics(tool_cpu, machine_busy, metrics)}
+
+
+def cpu_metrics(tool_cpu: float, machine_busy: float, metrics: Metrics) -> Metrics:
+    """The tool's CPU while rolling, in all and per workload write, and the machine's load."""
+    writes = metrics.get("change_writes") or 0
+    return {
+        "fanout_tool_cpu_s": round(tool_cpu, 2),
+        "tool_cpu_ms_per_write": round(tool_cpu * 1000 / writes, 3) if writes else float("nan"),
+        "fanout_machine_busy_pct": round(machine_busy * 100, 1),
+    }
 
 
 async def outcome(

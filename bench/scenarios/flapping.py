@@ -1,6 +1,6 @@
 """Flapping Secret: one Secret rewritten every 200 ms for a minute, one Deployment reading it.
 
-Every tool runs at its defaults (kube-nudge: debounce 2 s, at most 3 rollouts per 5 min).
+Every tool runs at its defaults (kube-nudge: its default debounce, at most 3 rollouts per 5 min).
 Rollouts are counted from the Deployment's ``deployment.kubernetes.io/revision`` (one per
 new ReplicaSet), from after the tool took the workload in until no rollout came for
 ``QUIET_FOR`` seconds after the last write (at most ``SETTLE_MAX``).

@@ -1,7 +1,10 @@
 """Reaction latency: one ConfigMap, one opted-in Deployment, sequential changes.
 
 kube-nudge runs with ``--debounce 0`` (its window is a deliberate delay; the peers have
-none) and, in ``latency-debounce``, with its default window beside it.
+none) and, in ``latency-debounce``, at its defaults with no flag at all (whatever its
+default debounce window is): what a user gets. Its default rollout budget
+(``--max-rollouts``) allows few rollouts of one workload in a row, so at the defaults each
+change is of its own ConfigMap/Deployment pair, changed once.
 
 t0 is when the PATCH of the ConfigMap returned; t1 is when a watch on the Deployment,
 open across all changes, delivered the event whose pod-template marker changed.
@@ -12,12 +15,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from bench.objects import configmap, configmap_env, deployment
+from bench.objects import configmap, configmap_env, create_all, deployment
 from bench.procfs import quiet
 from bench.progress import say
 from bench.scenarios import Context, Metrics
+from bench.scenarios.burst import KEY as PAIR_KEY
+from bench.scenarios.burst import pairs
 from bench.stats import latency_summary
-from bench.tools import ToolSettings
+from bench.tools import Tool, ToolSettings
 from bench.watcher import Key, WorkloadWatcher
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 
@@ -25,7 +30,7 @@ CONFIGMAP = "app-config"
 WORKLOAD = "app"
 KEY = "LEVEL"
 FAST = ToolSettings(debounce="0", max_rollouts="1000/1m")
-DEBOUNCED = ToolSettings(debounce=None, max_rollouts="1000/1m")  # the default debounce, 2 s
+DEFAULTS = ToolSettings()  # no flag: kube-nudge's default debounce and rollout budget
 
 
 async def run_fast(ctx: Context) -> Metrics:
@@ -34,8 +39,37 @@ async def run_fast(ctx: Context) -> Metrics:
 
 
 async def run_debounced(ctx: Context) -> Metrics:
-    """The default debounce (2 s), ``debounce_changes`` changes."""
-    return await measure(ctx, DEBOUNCED, ctx.sizes.debounce_changes)
+    """kube-nudge at its defaults: ``debounce_changes`` pairs, each changed once."""
+    namespace = await ctx.namespace()
+    tool = await ctx.tool(DEFAULTS)
+    count = ctx.sizes.debounce_changes
+    await create_all(ctx.kube, pairs(namespace, count, tool.opt_in()), 2 * count, "pairs")
+    async with WorkloadWatcher(ctx.kube, DEPLOYMENTS.path(namespace), tool) as watch:
+        await _start(ctx, tool, watch, [(namespace, f"app-{n:05d}") for n in range(count)])
+        latencies = []
+        for n in range(count):
+            key, patch = (namespace, f"app-{n:05d}"), {"data": {PAIR_KEY: "1"}}
+            before = watch.seen[key].marker
+            await ctx.kube.merge_patch(CONFIGMAPS.path(namespace, f"config-{n:05d}"), patch)
+            t0 = time.perf_counter()
+            await watch.until(marker_changed(watch, key, before), 60, f"change {n + 1}")
+            latencies.append(watch.seen[key].marker_at - t0)
+    ctx.series["latency_s"] = latencies
+    summary = latency_summary(latencies)
+    say(f"  defaults: p50 {summary['p50_ms']} ms, p99 {summary['p99_ms']} ms")
+    return summary
+
+
+async def _start(ctx: Context, tool: Tool, watch: WorkloadWatcher, keys: list[Key]) -> float:
+    """Start ``tool``, wait until it took in ``keys`` and is quiet; seconds to ready."""
+    tool.start(ctx.cluster.kubeconfig)
+    ready = await tool.wait_ready(120)
+    await watch.until(lambda: all(k in watch.seen and watch.seen[k].adopted for k in keys), 60,
+                      "adoption")  # fmt: skip
+    assert tool.pid is not None
+    await quiet(tool.pid)
+    say(f"  {tool.name} ready in {ready:.2f} s and took in {len(keys)} workload(s)")
+    return ready
 
 
 async def measure(ctx: Context, settings: ToolSettings, changes: int) -> Metrics:
@@ -48,12 +82,7 @@ async def measure(ctx: Context, settings: ToolSettings, changes: int) -> Metrics
     await kube.create(DEPLOYMENTS.path(namespace), deployment(WORKLOAD, tool.opt_in(), env))
     key = (namespace, WORKLOAD)
     async with WorkloadWatcher(kube, DEPLOYMENTS.path(namespace), tool) as watch:
-        tool.start(ctx.cluster.kubeconfig)
-        ready = await tool.wait_ready(120)
-        await watch.until(lambda: key in watch.seen and watch.seen[key].adopted, 60, "adoption")
-        assert tool.pid is not None
-        await quiet(tool.pid)
-        say(f"  {tool.name} ready in {ready:.2f} s and adopted the workload")
+        ready = await _start(ctx, tool, watch, [key])
         latencies, from_send, round_trips = [], [], []
         for change in range(1, changes + 1):
             before = watch.seen[key].marker

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from bench.objects import (
     configmap,
@@ -87,21 +87,28 @@ async def run(ctx: Context) -> Metrics:
     return {"secrets": secrets, "configmaps": configmaps, "workloads": workloads, **metrics}
 
 
-async def measure(ctx: Context, tool: Tool) -> Metrics:
-    """Start the tool; read VmHWM when ready and VmRSS ``steady_after`` seconds later."""
+#: What happens between ready and reading the steady RSS: given (start, seconds to ready),
+#: it returns figures of its own (the default waits ``steady_after`` seconds).
+Settle = Callable[[float, float], Awaitable[Metrics]]
+
+
+async def measure(
+    ctx: Context, tool: Tool, settle: Settle | None = None, timeout: float = TIMEOUT
+) -> Metrics:
+    """Start the tool; read VmHWM when ready, then VmRSS once ``settle`` is done."""
     started = time.perf_counter()
     tool.start(ctx.cluster.kubeconfig)
     pid = tool.pid
     assert pid is not None
     async with RssSampler(pid, started) as sampler:
-        ready = await tool.wait_ready(TIMEOUT)
+        ready = await tool.wait_ready(timeout)
         at_ready = memory_kib(pid)
         sync_cpu = cpu_seconds(pid)
         say(f"  ready in {ready:.2f} s, peak RSS {at_ready['VmHWM'] / 1024:.1f} MiB")
-        await asyncio.sleep(ctx.sizes.steady_after)
+        extra = await (settle or _wait_steady(ctx))(started, ready)
         steady = memory_kib(pid)
-    say(f"  steady RSS {steady['VmRSS'] / 1024:.1f} MiB {ctx.sizes.steady_after:g} s later, "
-        f"peak by then {steady['VmHWM'] / 1024:.1f} MiB")  # fmt: skip
+    say(f"  steady RSS {steady['VmRSS'] / 1024:.1f} MiB, peak by then "
+        f"{steady['VmHWM'] / 1024:.1f} MiB")  # fmt: skip
     ctx.series["rss_mib"] = sampler.samples
     ctx.series["ready_s"] = round(ready, 3)
     peak, steady_mib = at_ready["VmHWM"] / 1024, steady["VmRSS"] / 1024
@@ -112,4 +119,13 @@ async def measure(ctx: Context, tool: Tool) -> Metrics:
         "steady_rss_mib": round(steady_mib, 1),
         "peak_rss_total_mib": round(steady["VmHWM"] / 1024, 1),
         "peak_over_steady": round(peak / steady_mib, 2),
+        **extra,
     }
+
+
+def _wait_steady(ctx: Context) -> Settle:
+    async def wait(started: float, ready: float) -> Metrics:
+        await asyncio.sleep(ctx.sizes.steady_after)
+        return {}
+
+    return wait

@@ -1,0 +1,79 @@
+"""Results files, read back; and the scenarios rerun alone beside the full run.
+
+The reload agent's scenario needs no cluster and the real node's needs root, so each is
+rerun alone when what it measures changes (``BENCH_OUTPUT=agent``, ``BENCH_OUTPUT=agent-node``;
+kept in bench/results/). On the latest page a companion run newer than the full run stands in
+for that scenario, said so where it appears, instead of figures copied in by hand.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+COMPANIONS = ("agent", "agent-node")
+
+
+def unclean(value: Any) -> Any:
+    """null → NaN in summaries read back, so figures compare as numbers."""
+    if value is None:
+        return math.nan
+    if isinstance(value, dict):
+        return {k: unclean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unclean(v) for v in value]
+    return value
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A results file with its summaries' nulls read back as NaN."""
+    document: dict[str, Any] = json.loads(path.read_text())
+    for scenarios in document.get("results", {}).values():
+        for data in scenarios.values():
+            if "summary" in data:
+                data["summary"] = unclean(data["summary"])
+    return document
+
+
+def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, Any]:
+    """``document`` with each companion run in ``results_dir`` that is newer standing in for
+    its scenario; ``companions`` says which, from when, at which commit and where."""
+    merged = copy.deepcopy(document)
+    merged["companions"] = {}
+    for name in COMPANIONS:
+        path = results_dir / f"{name}.json"
+        if not path.exists():
+            continue
+        other = load(path)
+        if other["generated"] <= document["generated"]:
+            continue
+        for tool, scenarios in other["results"].items():
+            if name in scenarios:
+                merged["results"].setdefault(tool, {})[name] = scenarios[name]
+        merged["companions"][name] = {
+            "generated": other["generated"],
+            "commit": other["machine"]["git_commit"],
+            "dirty": bool((other.get("tree") or {}).get("dirty"))
+            or "+dirty" in str(other["machine"]["git_commit"])
+            or bool(other["machine"].get("git_commit_end")),
+            "repeat": other["sizes"]["repeat"],
+            "command": other["command"],
+            "sizes": other["sizes"],
+            "plots": [f"{name}-{plot}" for plot in other.get("plots", [])],
+        }
+    return merged
+
+
+def intro(name: str, companion: dict[str, Any]) -> str:
+    """The line that says a section comes from its own run."""
+    warning = (" **Measured on a dirty tree**: these figures belong to no commit; measure "
+               "them again on a committed tree before quoting them.")  # fmt: skip
+    dirty = warning if companion["dirty"] else ""
+    return (
+        f"From its own run ({companion['generated']}, {companion['repeat']} repetition(s), "
+        f"kube-nudge at commit {companion['commit']}; newer than the full run above): "
+        f"`{companion['command']}`, in [bench/results/{name}.md](bench/results/{name}.md).{dirty}"
+    )

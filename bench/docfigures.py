@@ -1,0 +1,230 @@
+"""Benchmark figures quoted in README.md and docs/, generated from the committed results.
+
+A figure outside BENCHMARKS.md stands between markers that name the results file it comes
+from::
+
+    <!-- bench:NAME bench/results/FILE.json -->
+    ...generated...
+    <!-- /bench:NAME -->
+
+``make bench`` rewrites every block after writing its results (a block whose file did not
+change comes out the same); ``python -m bench.docfigures`` does it alone, and
+``python -m bench.docfigures --check`` (and a unit test) fails when a block differs from what
+its file gives, so no figure is copied by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import targets
+from bench.companions import with_companions
+from bench.config import ROOT
+from bench.report import fmt, provenance
+from bench.targets import KUBE_NUDGE
+
+Render = Callable[[dict[str, Any]], str]
+BLOCK = re.compile(
+    r"(?P<open><!-- bench:(?P<name>[\w-]+) (?P<source>\S+\.json) -->\n)"
+    r"(?P<body>.*?)(?P<close><!-- /bench:(?P=name) -->)",
+    re.DOTALL,
+)
+DOCUMENTS = ("README.md", "docs/*.md")
+
+
+def _median(document: dict[str, Any], tool: str, scenario: str, metric: str) -> float | None:
+    summary = ((document["results"].get(tool) or {}).get(scenario) or {}).get("summary") or {}
+    value = (summary.get(metric) or {}).get("median")
+    return None if value is None else float(value)
+
+
+def _figure(document: dict[str, Any], tool: str, scenario: str, metric: str, unit: str = "",
+            projected: str = "") -> str:  # fmt: skip
+    """The median as the page gives it, ≈ when a run of it was projected; "" if missing."""
+    value = _median(document, tool, scenario, metric)
+    if value is None:
+        return ""
+    runs = ((document["results"].get(tool) or {}).get(scenario) or {}).get("runs") or []
+    approx = "≈ " if projected and any(run.get(projected) for run in runs) else ""
+    return approx + fmt(value, unit)
+
+
+#: The README's summary rows: label, scenario, metrics joined by " / ", their unit.
+SUMMARY_ROWS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("Reaction latency p50 / p99, `--debounce 0` (ms)", "latency", ("p50_ms", "p99_ms"), ""),
+    ("Reaction latency p50 / p99, kube-nudge's defaults (ms)", "latency-debounce",
+     ("p50_ms", "p99_ms"), ""),
+    ("Fan-out: 1 ConfigMap -> many Deployments, all rolled (s)", "fanout", ("fanout_s",), ""),
+    ("Burst: many ConfigMaps changed at once, all rolled (s)", "burst", ("fanout_s",), ""),
+    ("Tool CPU per write, fan-out (ms)", "fanout", ("tool_cpu_ms_per_write",), ""),
+    ("Memory at scale: steady / peak RSS (MiB)", "memory",
+     ("steady_rss_mib", "peak_rss_total_mib"), ""),
+    ("API requests per change (of which reads)", "api-cost",
+     ("requests_per_change", "reads_per_change"), ""),
+    ("API requests per restart, Leases aside", "api-cost", ("restart_requests",), ""),
+    ("Writes on restarts with nothing changed", "api-cost", ("restart_writes",), ""),
+    ("Rollouts from a flapping Secret", "flapping", ("rollouts",), ""),
+)  # fmt: skip
+PROJECTED = {"fanout_s": "fanout_projected"}
+
+
+def _summary_cell(document: dict[str, Any], tool: str, scenario: str,
+                  metrics: tuple[str, ...]) -> str:  # fmt: skip
+    values = [_figure(document, tool, scenario, m, projected=PROJECTED.get(m, "")) for m in metrics]
+    if not any(values):
+        return ""
+    if len(values) == 2 and metrics[1] == "reads_per_change":
+        return f"{values[0]} ({values[1]})"
+    return " / ".join(v or "n/a" for v in values)
+
+
+def latest_summary(document: dict[str, Any]) -> str:
+    """The README's table of the latest full run, and the targets."""
+    tools = [label for label, info in document["tools"].items()
+             if any(_median(document, label, s, m[0]) is not None
+                    for _, s, m, _ in SUMMARY_ROWS)]  # fmt: skip
+    sizes, machine = document["sizes"], document["machine"]
+    lines = [
+        *provenance(document),
+        f"Run {document['generated']} ({document['mode']} sizes, "
+        f"{document['duration_min']:.1f} min, {machine['nproc']} cores shared by the whole "
+        f"control plane), kube-nudge at commit {str(machine['git_commit']).split('+')[0]}; "
+        f"median of {sizes['repeat']} repetition(s); a tool still rolling after "
+        f"{sizes['roll_timeout']:g} s is projected from its rate (≈), and so is any ratio "
+        "resting on such a time. The spreads, the ratios and the method are in "
+        "[BENCHMARKS.md](BENCHMARKS.md).",
+        "",
+        "| Scenario | " + " | ".join(tools) + " |",
+        "|---|" + "---|" * len(tools),
+    ]
+    for label, scenario, metrics, _ in SUMMARY_ROWS:
+        cells = [_summary_cell(document, tool, scenario, metrics) for tool in tools]
+        if any(cells):
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "kube-nudge's targets in that run:", "", *targets.table(document)]
+    return "\n".join(lines) + "\n"
+
+
+def snapshot_cost(document: dict[str, Any]) -> str:
+    """Strategy snapshot against rollout, from the same run."""
+    snap = "kube-nudge (snapshot)"
+
+    def both(scenario: str, metric: str, unit: str) -> str:
+        return (f"{_figure(document, snap, scenario, metric, unit) or 'n/a'} vs "
+                f"{_figure(document, KUBE_NUDGE, scenario, metric, unit) or 'n/a'}")  # fmt: skip
+
+    workloads = document["sizes"]["fanout_workloads"]
+    return (
+        f"reaction latency p50 {both('latency', 'p50_ms', 'ms')} for `rollout`, p99 "
+        f"{both('latency', 'p99_ms', 'ms')}; a change reaching {workloads:,} Deployments "
+        f"{both('fanout', 'fanout_s', 's')} (BENCHMARKS.md, run {document['generated']}).\n"
+    )
+
+
+def _getter(document: dict[str, Any], scenario: str) -> Callable[..., str]:
+    """``get(metric, unit="")``: kube-nudge's median in ``scenario`` as the page gives it."""
+
+    def get(metric: str, unit: str = "") -> str:
+        return _figure(document, KUBE_NUDGE, scenario, metric, unit) or "n/a"
+
+    return get
+
+
+def agent(document: dict[str, Any]) -> str:
+    """The reload agent's latency, reloads and memory."""
+    get = _getter(document, "agent")
+
+    rss = _median(document, KUBE_NUDGE, "agent", "idle_rss_mib")
+    mb = f" ({fmt(round(rss * 2**20 / 1e6, 1), 'MB')})" if rss is not None else ""
+    return (
+        f"p50 {get('default_p50_ms', 'ms')}, p99 {get('default_p99_ms', 'ms')} at the defaults, "
+        f"and p50 {get('polling_p50_ms', 'ms')}, p99 {get('polling_p99_ms', 'ms')} with "
+        f"`--watch-mode poll`; {get('reloads')} reloads for {get('swaps')} swaps. Idle at its "
+        f"defaults the agent used {get('default_idle_cpu_pct')} % of a core and "
+        f"{get('idle_rss_mib', 'MiB')} RSS{mb}; {get('rss_mib', 'MiB')} after the swaps and "
+        f"scrapes, peak (VmHWM) {get('peak_rss_any_mib', 'MiB')} (run {document['generated']}).\n"
+    )
+
+
+def agent_node(document: dict[str, Any]) -> str:
+    """Hot reload on the real node, with and without the nudge."""
+    get, ms = _getter(document, "agent-node"), "ms"
+    return (
+        f"with the nudge (`--debounce 0`) p50 {get('nudge_p50_ms', ms)}, p99 "
+        f"{get('nudge_p99_ms', ms)} ({get('nudge_samples')} changes per run, "
+        f"{get('nudge_min_ms')}-{get('nudge_max_ms', ms)}); at kube-nudge's defaults p50 "
+        f"{get('debounced_p50_ms', ms)}; without any nudge, waiting for the kubelet's sync, p50 "
+        f"{get('sync_p50_ms', ms)}, p99 {get('sync_p99_ms', ms)} ({get('sync_samples')} per "
+        f"run, {get('sync_min_ms')}-{get('sync_max_ms', ms)}); medians of "
+        f"{document['sizes']['repeat']} runs, {document['generated']}.\n"
+    )
+
+
+RENDERERS: dict[str, Render] = {
+    "latest-summary": latest_summary,
+    "snapshot-cost": snapshot_cost,
+    "agent": agent,
+    "agent-node": agent_node,
+}
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    """The files whose figures come from results: README.md and docs/*.md."""
+    return sorted(path for pattern in DOCUMENTS for path in root.glob(pattern))
+
+
+def render(text: str, root: Path = ROOT) -> str:
+    """``text`` with every block generated again from its results file."""
+
+    def block(match: re.Match[str]) -> str:
+        name, source = match["name"], match["source"]
+        if name not in RENDERERS:
+            raise ValueError(f"unknown figures block {name!r}; known: {', '.join(RENDERERS)}")
+        path = root / source
+        document = json.loads(path.read_text())
+        if path.stem == "latest":
+            document = with_companions(document, path.parent)
+        return match["open"] + RENDERERS[name](document) + match["close"]
+
+    return BLOCK.sub(block, text)
+
+
+def stale(root: Path = ROOT) -> list[str]:
+    """The documents whose blocks differ from their results files."""
+    return [str(p.relative_to(root)) for p in documents(root) if render(p.read_text(), root)
+            != p.read_text()]  # fmt: skip
+
+
+def update(root: Path = ROOT) -> list[Path]:
+    """Rewrite every block; return the documents changed."""
+    changed = []
+    for path in documents(root):
+        text = path.read_text()
+        new = render(text, root)
+        if new != text:
+            path.write_text(new)
+            changed.append(path)
+    return changed
+
+
+def main(argv: list[str]) -> int:
+    """``--check``: exit 1 naming the stale documents; else rewrite them."""
+    if argv == ["--check"]:
+        found = stale()
+        for name in found:
+            fix = "PYTHONPATH=. .venv/bin/python -m bench.docfigures"
+            print(f"{name}: benchmark figures differ from their results file; run `{fix}`",
+                  file=sys.stderr)  # fmt: skip
+        return 1 if found else 0
+    for path in update():
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
