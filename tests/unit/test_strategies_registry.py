@@ -5,14 +5,14 @@ from __future__ import annotations
 from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import parse_workload
 from kube_nudge.model.annotations import DOCUMENTED_STRATEGIES
-from kube_nudge.strategies.registry import STRATEGIES, strategy_names
+from kube_nudge.strategies.registry import STRATEGIES, delivers, strategy_names
 
 
 def test_the_default_comes_first_and_every_strategy_is_named() -> None:
     assert strategy_names()[0] == "rollout"
     assert set(strategy_names()) == set(STRATEGIES) == {"rollout", "notify", "snapshot", "hot"}
     for name, factory in STRATEGIES.items():
-        assert factory.name == name  # type: ignore[attr-defined]
+        assert factory.name == name
 
 
 def test_the_annotation_table_names_the_registered_strategies() -> None:
@@ -28,3 +28,8 @@ def test_the_annotation_accepts_registered_strategies_only() -> None:
     assert settings.strategy == "rollout"
     names = '"rollout", "hot", "notify", "snapshot"'
     assert errors == [f'kube-nudge.io/strategy must be one of {names}, got "restart"']
+
+
+def test_only_notify_announces_without_delivering_and_unknown_names_are_the_default() -> None:
+    assert [name for name in strategy_names() if not delivers(name)] == ["notify"]
+    assert delivers("restart") == delivers("rollout")

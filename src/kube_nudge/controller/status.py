@@ -20,7 +20,6 @@ not see.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -42,6 +41,9 @@ from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, parse_hash_at
 from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
+from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
+from kube_nudge.strategies.registry import delivers
 
 __all__ = [
     "DRIFT_STATES",
@@ -55,12 +57,6 @@ __all__ = [
 SCHEMA = "kube-nudge.io/status/v1"
 NO_HASH = "-"  # pods (or templates) that carry no config hash
 _UNKEYED = b"\x00" * 32  # stands in for the key when it can't be read: desired is not shown
-
-#: States that make ``kube-nudge status`` exit with code 1.
-DRIFT_STATES = frozenset({"drift", "held", "stale", "rolled-back", "failed"})
-#: The state of a workload that can't be verified without what the reader may not read:
-#: the installation key (to compare hashes), a source, or its pods.
-UNVERIFIED = "unverified"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +136,13 @@ async def collect(
     kinds: Iterable[WorkloadKind] = BUILTIN_KINDS,
     compat: bool = False,
     key_location: str = "the installation key's Secret",
+    clock: Clock = SYSTEM_CLOCK,
 ) -> list[WorkloadStatus]:
     """Every opted-in workload in ``namespaces`` (None: all), and with
     ``include_opted_out`` every other one that runs stale pods, sorted. Without
     ``hmac_key``, rows say what needs no key; ``key_location`` (``namespace/name`` of the key
-    Secret) is named in the detail of those that can't be verified."""
+    Secret) is named in the detail of those that can't be verified. ``clock`` tells whether
+    a rollout window is open."""
     defaults = product_defaults(compat=compat)  # every registered strategy is valid
     cache: dict[SourceRef, JSON | None] = {}
     rows = []
@@ -163,7 +161,7 @@ async def collect(
                         continue
                     name = str((obj.get("metadata") or {}).get("name") or "")
                     row = await _status(
-                        client, kind, name, view, hmac_key, cache, compat, key_location
+                        client, kind, name, view, hmac_key, cache, compat, key_location, clock
                     )
                     row = replace(row, rolled_out=rollout_complete(kind.resource.kind, obj))
                     if row.state == "current" and row.rolled_out is False and row.opted_in:
@@ -182,7 +180,10 @@ async def _status(
     cache: dict[SourceRef, JSON | None],
     compat: bool,
     key_location: str,
+    clock: Clock,
 ) -> WorkloadStatus:
+    """One workload's row: its sources read (or found forbidden), its pods counted, its
+    state classified (``model.status``)."""
     forbidden = await _forbidden_sources(client, view, cache)
     if forbidden:
         return await _unreadable(client, kind, name, view, forbidden)
@@ -201,10 +202,16 @@ async def _status(
         if use.never_refreshed
     ]
     unkeyed = None if hmac_key is not None else f"get on secret {key_location}"
-    state, detail = _state(
-        view, desired, assessment.missing, pods, stale, certainly, without=unkeyed,
-        unproven=unproven,
-    )  # fmt: skip
+    facts = PodFacts(pods, stale, unproven, never_refreshed=certainly)
+    state, detail = classify(
+        view,
+        desired,
+        assessment.missing,
+        facts,
+        now=clock.now(),
+        delivers=delivers(view.settings.strategy),
+        without=unkeyed,
+    )
     waiting_helps = state != UNVERIFIED or (pods is not None and bool(pods))
     return WorkloadStatus(
         namespace=view.namespace,
@@ -261,112 +268,6 @@ async def _unreadable(
         sources=tuple(f"{ref.display(view.namespace)} [?]" for ref in sorted(view.consumed)),
         waiting_helps=False,
     )
-
-
-def _state(
-    view: WorkloadView,
-    desired: str | None,
-    missing: tuple[str, ...],
-    pods: Mapping[str, int] | None,
-    stale: int,
-    never_refreshed: list[str],
-    *,
-    without: str | None = None,
-    unproven: int = 0,
-) -> tuple[str, str]:
-    """The state and its detail. ``without`` (``get on secret NS/NAME``): the key could not
-    be read, so no hash is compared (``desired`` is None) and only facts that need no key
-    count; ``unproven``: pods not stale that still don't prove they read the config after its
-    last change (see ``_pods``); ``pods`` None: the pods could not be listed."""
-    if not view.settings.enabled:
-        if pods is None:
-            return UNVERIFIED, "cannot verify: its pods may not be listed here"
-        if stale:
-            why = f"{stale} pod(s) started before their config last changed"
-            if never_refreshed:
-                names = ", ".join(sorted(never_refreshed))
-                why += f"; certainly stale (env, subPath or init container): {names}"
-            return "stale", why
-        return "current", "pods started after their config last changed"
-    if missing:
-        return "held", "missing: " + "; ".join(missing)
-    if view.settings.strategy == "notify":
-        return "notify-only", "changes are announced, never rolled (strategy notify)"
-    if view.applied_hash is None:
-        return "not-adopted", "kube-nudge has not seen it yet (is it running and in scope?)"
-    if desired is not None and view.applied_hash != desired:
-        return "drift", "its config changed and it has not rolled yet" + _waiting(view)
-    if view.failed is not None and view.failed[0] == view.applied_hash:
-        return "failed", (
-            f"its rollout to {view.applied_hash} failed (kube-nudge.io/failed); workloads "
-            "rolling the same change are held until the source changes or kube-nudge release"
-        )
-    if view.rolled_back:
-        return "rolled-back", (
-            "its template was reverted to an earlier config snapshot (kubectl rollout undo?); "
-            "kube-nudge leaves it until the config changes again"
-        )
-    if without is not None:
-        if (unsure := _unverified(pods, stale, unproven, without)) is not None:
-            return UNVERIFIED, unsure
-        pods = pods or {}
-    elif pods is None:
-        pods = {}
-    running_other = sum(n for h, n in pods.items() if h != view.applied_hash)
-    if view.hot_reload is not None and view.hot_reload[0] == view.applied_hash:
-        return "reloading", (
-            f"reloading {view.applied_hash} in place (strategy hot); {running_other} pod(s) "
-            "have not confirmed it yet"
-        )
-    if view.template_hash is not None and running_other:
-        return "rolling", f"{running_other} pod(s) still run an older config"
-    if view.template_hash is None and stale:
-        return "stale", f"{stale} pod(s) started before their config last changed"
-    if without is not None:
-        return "current", (
-            "every pod was created after its config last changed (checked without "
-            "the key, from pod start times)"
-        )
-    return "current", "pods run the config in the cluster"
-
-
-def _unverified(
-    pods: Mapping[str, int] | None, stale: int, unproven: int, without: str
-) -> str | None:
-    """Why a workload can't be verified without the key, or None when its pods tell: each
-    read its config (or will, not started yet) in a later second than its last change."""
-    needs = f"comparing its hash needs {without}"
-    if pods is None:
-        return f"cannot verify: its pods may not be listed here, and {needs}"
-    if not pods:
-        return f"cannot verify: no pod tells which config it runs, and {needs}"
-    if stale:
-        return (
-            f"cannot verify: {stale} pod(s) started before its config last changed (a change "
-            f"of keys it doesn't read counts too); {needs}"
-        )
-    if unproven:
-        return (
-            f"cannot verify: {unproven} pod(s) created in the second of its config's last "
-            f"change or before it (a reload by its agent doesn't tell which data it read); "
-            f"{needs}"
-        )
-    return None
-
-
-def _waiting(view: WorkloadView) -> str:
-    """What a drifting workload may be waiting for, as far as its own annotations tell
-    (the controller's Events say which gate holds it)."""
-    reasons = []
-    if view.settings.approval_required:
-        reasons.append("approval (kube-nudge.io/approval: required; kube-nudge approve)")
-    window = view.settings.window
-    if window is not None and not window.is_open(time.time()):
-        reasons.append(f"its rollout window ({window.describe()})")
-    if view.settings.rollout_order is not None:
-        reasons.append(f"lower rollout orders (kube-nudge.io/rollout-order: "
-                       f"{view.settings.rollout_order})")  # fmt: skip
-    return f"; it may wait for {' and '.join(reasons)}" if reasons else ""
 
 
 async def _pods(

@@ -87,6 +87,7 @@ class HotStrategy:
 
     name = "hot"
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
+    delivers = True
 
     def __init__(self, context: StrategyContext) -> None:
         self._context = context

@@ -27,6 +27,7 @@ class NotifyStrategy:
 
     name = "notify"
     capped = False  # an Event per change; the recorder folds repeats into one count
+    delivers = False  # `kube-nudge status` shows its workloads as notify-only
 
     def __init__(self, context: StrategyContext) -> None:
         self._context = context

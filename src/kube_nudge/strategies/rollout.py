@@ -118,6 +118,7 @@ class RolloutStrategy:
 
     name = "rollout"
     capped = True
+    delivers = True
 
     def __init__(self, context: StrategyContext) -> None:
         self._context = context

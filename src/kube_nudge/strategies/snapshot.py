@@ -77,6 +77,7 @@ class SnapshotStrategy(RolloutStrategy):
 
     name = "snapshot"
     capped = True
+    delivers = True
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Make the copies, point the template at them: the workload rolls."""
