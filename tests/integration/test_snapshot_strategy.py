@@ -353,7 +353,7 @@ async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_op
         "127.0.0.1", 0, tls=TlsFiles(pki.serving_cert, pki.serving_key), name="webhook"
     )
     async with running_controller(cluster, namespace) as running:
-        SnapshotWebhook(running.controller).register(server)
+        SnapshotWebhook(running.controller, hmac_key=lambda: running.hmac_key).register(server)
         serving = asyncio.create_task(server.run())
         await asyncio.wait_for(server.started.wait(), 10)
         await kube.create(WEBHOOKS.path(), {

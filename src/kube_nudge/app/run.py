@@ -134,7 +134,7 @@ async def serve(config: RunConfig) -> None:
         if config.webhook is not None:
             webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
                                         name="webhook")  # fmt: skip
-            SnapshotWebhook(controller).register(webhook_server)
+            SnapshotWebhook(controller, hmac_key=lambda: hmac_key).register(webhook_server)
             runnables.append(webhook_server)
         elector = None
         if config.lease is not None:

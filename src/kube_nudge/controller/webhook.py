@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -33,10 +34,12 @@ WEBHOOK_PATH = "/mutate/snapshot"
 
 
 class SnapshotWebhook:
-    """Answers AdmissionReviews for the workload kinds the controller watches."""
+    """Answers AdmissionReviews for the workload kinds the controller watches, from its
+    caches; ``hmac_key`` gives the installation key the snapshot copies are named with."""
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: Controller, hmac_key: Callable[[], bytes]) -> None:
         self._controller = controller
+        self._hmac_key = hmac_key
 
     def register(self, server: HttpServer) -> None:
         """Serve the webhook on ``server`` at ``WEBHOOK_PATH``."""
@@ -84,9 +87,8 @@ class SnapshotWebhook:
             return view.state if view is not None else None
 
         template = restore_snapshot_template(
-            new, old, kind.template_path, controller.options.defaults, state_of,
-            controller.reconciler.hmac_key,
-        )  # fmt: skip
+            new, old, kind.template_path, controller.options.defaults, state_of, self._hmac_key()
+        )
         if template is None:
             controller.metrics.admission.labels(result="unchanged").inc()
             return None
