@@ -12,7 +12,7 @@ import pytest
 
 from kube_nudge.app import wait_command
 from kube_nudge.app.cli import main
-from kube_nudge.app.wait_command import WAIT, Target, parse_target
+from kube_nudge.app.wait_command import WAIT, NamedObject, parse_target
 from kube_nudge.controller.status import WorkloadStatus
 from kube_nudge.kube.client import KubeClient
 
@@ -20,15 +20,15 @@ from kube_nudge.kube.client import KubeClient
 @pytest.mark.parametrize(
     ("text", "target"),
     [
-        ("configmap/app", Target("configmap", "app")),
-        ("cm/app", Target("configmap", "app")),
-        ("secrets/db", Target("secret", "db")),
-        ("deployment/web", Target("Deployment", "web")),
-        ("statefulsets/db-0", Target("StatefulSet", "db-0")),
-        ("CronJob/nightly", Target("CronJob", "nightly")),
+        ("configmap/app", NamedObject("configmap", "app")),
+        ("cm/app", NamedObject("configmap", "app")),
+        ("secrets/db", NamedObject("secret", "db")),
+        ("deployment/web", NamedObject("Deployment", "web")),
+        ("statefulsets/db-0", NamedObject("StatefulSet", "db-0")),
+        ("CronJob/nightly", NamedObject("CronJob", "nightly")),
     ],
 )
-def test_targets(text: str, target: Target) -> None:
+def test_targets(text: str, target: NamedObject) -> None:
     assert parse_target(text) == target
 
 
@@ -85,7 +85,7 @@ def run_wait(
     monkeypatch.setattr(wait_command, "POLL_SECONDS", 0.0)
     args = argparse.Namespace(namespace="shop", state_namespace="kube-nudge",
                               hmac_secret="kube-nudge-hmac-key", compat=False)  # fmt: skip
-    target = [Target("Deployment", "web")]
+    target = [NamedObject("Deployment", "web")]
     client = cast(KubeClient, FakeClient())
     code = asyncio.run(WAIT._wait(client, args, target, timeout, io.StringIO()))
     return code, looks

@@ -30,7 +30,7 @@ from kube_nudge.app.errors import (
     describe_api_error,
 )
 from kube_nudge.app.flags import add_cluster_flags, check_namespace
-from kube_nudge.app.wait_command import Target, parse_target
+from kube_nudge.app.wait_command import NamedObject, parse_target
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.annotations import APPROVED_AT, RELEASED_AT, format_rolled_at
@@ -79,7 +79,9 @@ class StampCommand:
         client = connect(args)
         return asyncio.run(self._stamp(client, args.namespace, targets))
 
-    async def _stamp(self, client: KubeClient, namespace: str | None, targets: list[Target]) -> int:
+    async def _stamp(
+        self, client: KubeClient, namespace: str | None, targets: list[NamedObject]
+    ) -> int:
         failed = 0
         namespace = namespace or client.default_namespace
         stamp = format_rolled_at([time.time()])

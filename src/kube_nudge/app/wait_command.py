@@ -54,7 +54,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind
 from kube_nudge.model.annotations import is_dns_subdomain
 
-__all__ = ["WAIT", "Target", "WaitCommand", "parse_target"]
+__all__ = ["WAIT", "NamedObject", "WaitCommand", "parse_target"]
 
 _SOURCE_KINDS = {
     alias: kind.value for kind in SourceKind for alias in (kind.value, f"{kind.value}s")
@@ -71,8 +71,9 @@ EXIT_FAILED, EXIT_TIMEOUT, EXIT_NOTHING_TO_WAIT_FOR = 1, 3, 4
 
 
 @dataclass(frozen=True, slots=True)
-class Target:
-    """A source (all its consumers) or one workload."""
+class NamedObject:
+    """A source (all its consumers) or one workload, as named on the command line
+    (``KIND/NAME``); not a strategy's ``Target``."""
 
     kind: str  # "configmap", "secret", or a workload Kind such as "Deployment"
     name: str
@@ -83,7 +84,7 @@ class Target:
         return self.kind in ("configmap", "secret")
 
 
-def parse_target(text: str) -> Target:
+def parse_target(text: str) -> NamedObject:
     """``configmap/NAME``, ``secret/NAME`` or ``deployment/NAME`` (any built-in kind, as
     kind, plural or Kind); ValueError naming the value."""
     kind, sep, name = text.partition("/")
@@ -92,16 +93,18 @@ def parse_target(text: str) -> Target:
             f"{quoted(text)}: want KIND/NAME such as configmap/app, secret/db or deployment/web"
         )
     if kind in _SOURCE_KINDS:
-        return Target(_SOURCE_KINDS[kind], name)
+        return NamedObject(_SOURCE_KINDS[kind], name)
     if kind in _WORKLOAD_KINDS:
-        return Target(_WORKLOAD_KINDS[kind], name)
+        return NamedObject(_WORKLOAD_KINDS[kind], name)
     kinds = ", ".join(
         sorted({*_SOURCE_KINDS.values(), *(k.lower() for k in _WORKLOAD_KINDS.values())})
     )
     raise ValueError(f"{quoted(text)}: unknown kind {quoted(kind)}; one of {kinds}")
 
 
-def _selected(rows: Sequence[WorkloadStatus], targets: Sequence[Target]) -> list[WorkloadStatus]:
+def _selected(
+    rows: Sequence[WorkloadStatus], targets: Sequence[NamedObject]
+) -> list[WorkloadStatus]:
     chosen = []
     for row in rows:
         for target in targets:
@@ -189,7 +192,7 @@ class WaitCommand:
         self,
         client: KubeClient,
         args: argparse.Namespace,
-        targets: Sequence[Target],
+        targets: Sequence[NamedObject],
         timeout: float,
         out: TextIO,
     ) -> int:
@@ -244,7 +247,7 @@ class WaitCommand:
     async def _something_to_wait_for(
         client: KubeClient,
         namespace: str,
-        targets: Sequence[Target],
+        targets: Sequence[NamedObject],
         chosen: Sequence[WorkloadStatus],
         args: argparse.Namespace,
     ) -> None:
