@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube_nudge.model.notifications import NotificationKind, Receiver
+from kube_nudge.notifications.model import NotificationKind, Receiver
 
 WAIT = 10.0  # seconds an expected event may take before the test fails (never slept)
 TOKEN = "T0KEN-5ecret-path"

@@ -24,7 +24,7 @@ from kube_nudge.model import (
     CONFIG_HASH,
     template_annotation,
 )
-from kube_nudge.model.notifications import Notification
+from kube_nudge.notifications.model import Notification
 from kube_nudge.runtime.manager import Manager
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev.cluster import LocalCluster, free_port

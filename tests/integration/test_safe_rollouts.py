@@ -19,7 +19,7 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
-from kube_nudge.runtime.notifier import Notifier
+from kube_nudge.notifications.delivery import Notifier
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
 from tests.integration.controller_support import (

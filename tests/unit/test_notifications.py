@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kube_nudge.model.notifications import (
+from kube_nudge.notifications.model import (
     DEFAULT_KINDS,
     FORMATS,
     Notification,

@@ -17,7 +17,8 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from kube_nudge.model.notifications import (
+from kube_nudge.notifications.delivery import RECEIVERS_ENV, Notifier, NotifierHooks, load_receivers
+from kube_nudge.notifications.model import (
     Notification,
     NotificationKind,
     Receiver,
@@ -25,7 +26,6 @@ from kube_nudge.model.notifications import (
     slack_payload,
 )
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.runtime.notifier import RECEIVERS_ENV, Notifier, NotifierHooks, load_receivers
 from tests.webhook_receiver import HANG, QUERY, TOKEN, WAIT, Answer, Server
 
 BASE = Notification(
@@ -174,7 +174,7 @@ async def test_400_is_not_retried_and_said_once(
     counted, sleeps = Counted(), Sleeps()
     receiver = server.receiver("bad")
     n = notifier([receiver], counted, sleeps)
-    caplog.set_level(logging.WARNING, logger="kube_nudge.runtime.notifier")
+    caplog.set_level(logging.WARNING, logger="kube_nudge.notifications.delivery")
     n.notify(note(1))
     n.notify(note(2))
     async with running(n):

@@ -19,6 +19,7 @@ LEAN_EXCLUDED = (
     "kube_nudge.model",
     "kube_nudge.kube",
     "kube_nudge.runtime",
+    "kube_nudge.notifications",
     "kube_nudge.strategies",
     "kube_nudge.controller",
 )

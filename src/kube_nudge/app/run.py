@@ -23,12 +23,12 @@ from kube_nudge.controller.webhook import SnapshotWebhook
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
-from kube_nudge.model.notifications import Notification, Receiver
+from kube_nudge.notifications.delivery import Notifier, NotifierHooks
+from kube_nudge.notifications.model import Notification, Receiver
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.runtime.notifier import Notifier, NotifierHooks
 
 log = logging.getLogger(__name__)
 

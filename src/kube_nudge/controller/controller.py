@@ -38,8 +38,8 @@ from kube_nudge.model import (
     project_workload,
 )
 from kube_nudge.model.annotations import SNAPSHOT_LABEL, mistyped_opt_in
-from kube_nudge.model.notifications import Notification
 from kube_nudge.model.pacing import DEFAULT_QUIET_WINDOW, hold_for_change, hold_for_own_event
+from kube_nudge.notifications.model import Notification
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.index import ReverseIndex

@@ -32,8 +32,8 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import FAILED, format_failed
 from kube_nudge.model.gates import Sibling, gate
-from kube_nudge.model.notifications import Notification, NotificationKind
 from kube_nudge.model.tracking import Phase, Tracking, progress_deadline, track
+from kube_nudge.notifications.model import Notification, NotificationKind
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics

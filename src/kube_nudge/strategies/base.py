@@ -17,7 +17,7 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import Adopt, Apply, Assessment, Hold, WorkloadView
-from kube_nudge.model.notifications import Notification, NotificationKind
+from kube_nudge.notifications.model import Notification, NotificationKind
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics

@@ -14,7 +14,7 @@ import logging
 
 from kube_nudge.kube.events import NORMAL
 from kube_nudge.model import Adopt, Apply, Assessment, describe_apply, describe_versions
-from kube_nudge.model.notifications import NotificationKind
+from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field, notification
 
 __all__ = ["NotifyStrategy"]

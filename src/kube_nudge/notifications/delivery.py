@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import httpx2 as httpx
 
 from kube_nudge import __version__
-from kube_nudge.model.notifications import Notification, Receiver, parse_receivers
+from kube_nudge.notifications.model import Notification, Receiver, parse_receivers
 from kube_nudge.runtime.backoff import Backoff
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 
