@@ -260,6 +260,41 @@ async def kube_nudge_cli(cluster: LocalCluster, namespace: str, *args: str) -> t
     return proc.returncode, out.decode() + err.decode()
 
 
+async def cli_as(
+    kubeconfig: Path,
+    namespace: str,
+    command: str,
+    *args: str,
+    state: str | None = None,
+    timeout: float = 120,
+) -> tuple[int, str, str]:
+    """``kube-nudge COMMAND`` as the user of ``kubeconfig`` in ``namespace``, the key Secret
+    in ``state`` (default: ``namespace``), then ``args`` (so a flag there wins): (exit code,
+    stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kube_nudge",
+        command,
+        f"--kubeconfig={kubeconfig}",
+        f"--namespace={namespace}",
+        f"--state-namespace={state or namespace}",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def wait_cli(
+    kubeconfig: Path, namespace: str, *args: str, state: str | None = None
+) -> tuple[int, str, str]:
+    """``kube-nudge wait``; the key Secret in ``state`` (default: ``namespace``)."""
+    return await cli_as(kubeconfig, namespace, "wait", *args, state=state)
+
+
 async def until(check: Callable[[], Awaitable[bool]], timeout: float) -> None:
     """Wait until an async check (e.g. an HTTP probe of a replica) passes."""
     async with asyncio.timeout(timeout):

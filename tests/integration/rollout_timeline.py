@@ -19,6 +19,7 @@ from kube_nudge.model.annotations import FAILED
 from kube_nudge.model.progress import progress_of
 from tests.integration import manifests
 from tests.integration.controller_support import events, template_hash, until
+from tests.integration.fakekubelet import placement
 from tests.integration.manifests import ENABLED
 from tests.webhook_receiver import Server
 
@@ -159,6 +160,12 @@ def valid(env: Mapping[str, str]) -> bool:
     return env.get("MODE") != "broken"
 
 
+def node_for(namespace: str) -> str:
+    """Each test its own fake node: pods of an earlier test's namespace still terminating
+    never land on it."""
+    return f"fake-kubelet-{namespace}"
+
+
 async def make_fleet(
     kube: KubeClient,
     namespace: str,
@@ -178,6 +185,14 @@ async def make_fleet(
             annotations["kube-nudge.io/rollout-order"] = str(order)
         body = manifests.deployment(name, replicas=replicas, spec=spec, annotations=annotations)
         await kube.create(DEPLOYMENTS.path(namespace), body)
+
+
+async def kubelet_fleet(
+    kube: KubeClient, namespace: str, orders: Mapping[str, int | None], **more: str
+) -> None:
+    """``make_fleet`` on this test's fake kubelet (``node_for``), two replicas each."""
+    spec = {**manifests.env_consumer("MODE"), **placement(node_for(namespace))}
+    await make_fleet(kube, namespace, orders, spec, more=more)
 
 
 async def roll_to_good_then_broken(

@@ -26,10 +26,11 @@ from tests.integration.rollout_timeline import (
     announced,
     assert_in_order,
     change,
+    kubelet_fleet,
+    node_for,
     valid,
     watching,
 )
-from tests.integration.test_safe_rollouts import make_fleet, node_for
 from tests.webhook_receiver import Server
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
@@ -90,7 +91,7 @@ async def test_an_ordered_release_survives_sigkill_and_failover(
     hook = f'[{{"url": "{receiver.url("hook")}"}}]'
     monkeypatch.setenv("KUBE_NUDGE_NOTIFY_RECEIVERS", hook)  # inherited by the replicas
     async with FakeKubelet(kube, node_for(namespace), valid):
-        await make_fleet(kube, namespace, ORDERS)
+        await kubelet_fleet(kube, namespace, ORDERS)
         replicas: list[Replica] = []
         try:
             async with watching(kube, namespace) as timeline:

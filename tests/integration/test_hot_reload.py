@@ -26,6 +26,7 @@ from kube_nudge.model.hot import AGENT_KEY_FIELD, AGENT_KEY_SECRET, LOADED_HASH
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object
+from tests.agent_support import KEY, kubelet_write
 from tests.integration import manifests
 from tests.integration.controller_support import (
     eventually,
@@ -35,7 +36,6 @@ from tests.integration.controller_support import (
     until,
 )
 from tests.integration.manifests import ENABLED
-from tests.unit.test_agent_support import KEY, kubelet_write
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]

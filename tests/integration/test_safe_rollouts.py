@@ -13,7 +13,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,14 +21,13 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.notifications.delivery import Notifier
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration import manifests
 from tests.integration.controller_support import (
     events,
     kube_nudge_cli,
     running_controller,
     until,
 )
-from tests.integration.fakekubelet import FakeKubelet, placement
+from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.rollout_timeline import (
     ORDERS,
     TIMEOUT,
@@ -40,20 +39,15 @@ from tests.integration.rollout_timeline import (
     change,
     held,
     held_for,
+    kubelet_fleet,
+    node_for,
     roll_to_good_then_broken,
     valid,
     watching,
 )
-from tests.integration.rollout_timeline import make_fleet as fleet
 from tests.webhook_receiver import Server
 
 pytestmark = pytest.mark.cluster
-
-
-def node_for(namespace: str) -> str:
-    """Each test its own fake node: pods of an earlier test's namespace still terminating
-    never land on it."""
-    return f"fake-kubelet-{namespace}"
 
 
 @contextlib.asynccontextmanager
@@ -72,19 +66,11 @@ async def receiving() -> AsyncIterator[tuple[Server, Notifier]]:
         await server.close()
 
 
-async def make_fleet(
-    kube: KubeClient, namespace: str, orders: Mapping[str, int | None], **more: str
-) -> None:
-    """The fleet on this test's fake kubelet (two replicas each)."""
-    spec = {**manifests.env_consumer("MODE"), **placement(node_for(namespace))}
-    await fleet(kube, namespace, orders, spec, more=more)
-
-
 async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
     async with FakeKubelet(kube, node_for(namespace), valid):
-        await make_fleet(kube, namespace, ORDERS)
+        await kubelet_fleet(kube, namespace, ORDERS)
         async with watching(kube, namespace) as timeline:
             await timeline.until(lambda: len(timeline.seen) == 5 and all(
                 s.done for s in timeline.seen.values()))  # fmt: skip
@@ -142,7 +128,7 @@ async def test_max_concurrent_rollouts_is_never_exceeded(
 ) -> None:
     names = {f"w{i}": None for i in range(10)}
     async with FakeKubelet(kube, node_for(namespace), valid):
-        await make_fleet(kube, namespace, names)
+        await kubelet_fleet(kube, namespace, names)
         async with watching(kube, namespace) as timeline:
             await timeline.until(lambda: len(timeline.seen) == 10 and all(
                 s.done for s in timeline.seen.values()))  # fmt: skip
@@ -163,7 +149,7 @@ async def one_web(
 ) -> AsyncIterator[Timeline]:
     """One Deployment "web" on the fake kubelet, available, with kube-nudge running."""
     async with FakeKubelet(kube, node_for(namespace), valid):
-        await make_fleet(kube, namespace, {"web": None}, **annotations)
+        await kubelet_fleet(kube, namespace, {"web": None}, **annotations)
         async with watching(kube, namespace) as timeline:
             await timeline.until(lambda: timeline.seen.get("web", Seen()).done)
             async with running_controller(cluster, namespace):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,15 @@ from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
-from tests.integration.controller_support import HMAC_SECRET, eventually, running_controller
+from tests.integration.controller_support import (
+    HMAC_SECRET,
+    cli_as,
+    eventually,
+    running_controller,
+    wait_cli,
+)
 from tests.integration.manifests import ENABLED
-from tests.integration.test_wait_cli import wait_cli
-from tests.unit.test_app_status import status_validator
+from tests.schema_support import status_validator
 
 pytestmark = pytest.mark.cluster
 RBAC = "rbac.authorization.k8s.io"
@@ -44,14 +48,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 async def status(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kube_nudge", "status", f"--kubeconfig={kubeconfig}",
-        f"--namespace={namespace}", f"--state-namespace={namespace}", *flags,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    """``kube-nudge status FLAGS``, the key Secret in ``namespace`` unless a flag says."""
+    return await cli_as(kubeconfig, namespace, "status", *flags, timeout=60)
 
 
 async def make_stale_legacy(kube: KubeClient, namespace: str) -> None:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from pathlib import Path
-
 import pytest
 
 from kube_nudge.controller.hmackey import load_or_create_key
@@ -20,25 +16,12 @@ from tests.integration.controller_support import (
     expected_hash,
     running_controller,
     template_hash,
+    wait_cli,
 )
 from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
-
-
-async def wait_cli(
-    kubeconfig: Path, namespace: str, *args: str, state: str | None = None
-) -> tuple[int, str, str]:
-    """``kube-nudge wait``; the key Secret in ``state`` (default: ``namespace``)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kube_nudge", "wait", *args, f"--kubeconfig={kubeconfig}",
-        f"--namespace={namespace}", f"--state-namespace={state or namespace}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
 
 
 async def test_wait_returns_once_every_consumer_rolled_out_the_change(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kube_nudge.agent.inotify import Inotify, InotifyWakeup, Wakeup, open_wakeup
-from tests.unit.test_agent_support import WAIT, kubelet_write
+from tests.agent_support import WAIT, kubelet_write
 
 QUIET = 0.05  # how long a wait that nothing should end is given before it times out
 

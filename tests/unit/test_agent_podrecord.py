@@ -31,7 +31,7 @@ from kube_nudge.agent.podrecord import (
     loaded_annotations,
     pod_from_env,
 )
-from tests.unit.test_agent_support import Recorder, serve, stop
+from tests.agent_support import Recorder, serve, stop
 
 POD = PodRef("team-a", "web-7f9c-abcde")
 HASH = "ab" * 32

@@ -23,7 +23,7 @@ from kube_nudge.agent import LEAN_EXCLUDED
 from kube_nudge.agent.keys import key_id
 from kube_nudge.agent.podrecord import LOADED_HASH
 from kube_nudge.agent.watch import HASH_DOMAIN, dir_hash, directory_files, loaded_hash
-from tests.unit.test_agent_support import (  # noqa: F401 # the fixture http
+from tests.agent_support import (  # noqa: F401 # the fixture http
     KEY,
     WAIT,
     Recorder,

@@ -30,8 +30,7 @@ from kube_nudge.agent.reload import (
     find_processes,
 )
 from kube_nudge.agent.watch import Watcher, loaded_hash, snapshot
-from tests.unit.fakes import FakeClock
-from tests.unit.test_agent_support import (  # noqa: F401 # the fixtures app and http
+from tests.agent_support import (  # noqa: F401 # the fixtures app and http
     KEY,
     App,
     Recorder,
@@ -40,6 +39,7 @@ from tests.unit.test_agent_support import (  # noqa: F401 # the fixtures app and
     kubelet_write,
     wait_for,
 )
+from tests.unit.fakes import FakeClock
 
 Http = Callable[..., tuple[str, Recorder]]
 FAILED = "<failed>"  # what the fixture records for a failed reload

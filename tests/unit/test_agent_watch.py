@@ -22,8 +22,8 @@ from kube_nudge.agent.watch import (
     loaded_hash,
     snapshot,
 )
+from tests.agent_support import KEY, kubelet_write
 from tests.unit.fakes import FakeClock
-from tests.unit.test_agent_support import KEY, kubelet_write
 
 
 def _hash(target: Path) -> str:

@@ -3,14 +3,10 @@ tests/integration/test_status_cli.py)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from jsonschema import Draft202012Validator
-
 from kube_nudge.app.errors import EXIT_UNVERIFIED
 from kube_nudge.app.status_command import exit_code, render_table
 from kube_nudge.controller.status import WorkloadStatus, status_document
+from tests.schema_support import status_validator
 
 
 def row(name: str, state: str, detail: str, pods: dict[str, int], **more: object) -> WorkloadStatus:
@@ -45,15 +41,6 @@ def test_colour_marks_the_state_only_on_request() -> None:
 
 def test_no_workloads_says_how_to_opt_in() -> None:
     assert "kube-nudge.io/enabled" in render_table([])
-
-
-SCHEMA_FILE = Path(__file__).parents[2] / "docs" / "schemas" / "status-v1.json"
-
-
-def status_validator() -> Draft202012Validator:
-    schema = json.loads(SCHEMA_FILE.read_text())
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
 
 
 def test_the_json_document_matches_its_documented_schema() -> None:

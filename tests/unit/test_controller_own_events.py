@@ -20,8 +20,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceView, WorkloadView
 from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.metrics import Metrics
-from tests.unit.fakes import FakeClock
-from tests.unit.test_model_decide import APP, KEY, NS, configmap, desired, sources, workload
+from tests.unit.fakes import APP, KEY, NS, FakeClock, configmap, desired, sources, workload
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 WEB: WorkloadKey = (DEPLOYMENT, NS, "app")

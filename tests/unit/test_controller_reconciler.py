@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from kube_nudge.controller.reconciler import Fleet, Reconciler, WorkloadKey
-from kube_nudge.kube.events import EventRecorder, ObjectRef
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import (
     Adopt,
@@ -25,22 +24,10 @@ from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Target
-from tests.unit.fakes import FakeClock
-from tests.unit.test_model_decide import KEY, NS, sources, workload
+from tests.unit.fakes import KEY, NS, FakeClock, RecordedEvents, sources, workload
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 KEY_OF_APP: WorkloadKey = (DEPLOYMENT, NS, "app")
-
-
-class RecordedEvents:
-    """Stands in for the API-posting recorder: keeps (reason, message) pairs."""
-
-    def __init__(self) -> None:
-        self.posted: list[tuple[str, str]] = []
-
-    async def record(self, obj: ObjectRef, event_type: str, reason: str, message: str) -> bool:
-        self.posted.append((reason, message))
-        return True
 
 
 class EchoFirstStrategy:
@@ -74,7 +61,7 @@ def reconciler_over(
     cluster = {KEY_OF_APP: workload()}
     strategy = EchoFirstStrategy(cluster)
     recorder = RecordedEvents()
-    events = BackgroundEvents(_as_recorder(recorder), on_failure=lambda: None)
+    events = BackgroundEvents(recorder.as_recorder(), on_failure=lambda: None)
     reconciler = Reconciler(
         hmac_key=KEY,
         workload=cluster.get,
@@ -86,10 +73,6 @@ def reconciler_over(
     )
     strategy.reconciler = reconciler
     return reconciler, strategy, recorder
-
-
-def _as_recorder(fake: Any) -> EventRecorder:
-    return fake  # type: ignore[no-any-return]  # duck-typed: only `record` is called
 
 
 async def test_missing_config_at_first_sight_adopts_once_then_holds_despite_an_early_echo() -> None:
@@ -181,7 +164,7 @@ async def test_a_higher_order_waits_while_the_lower_ones_new_template_is_not_yet
     strategy = EchoThenSiblingStrategy(cluster)
     reconciler = Reconciler(
         hmac_key=KEY, workload=cluster.get, source=data.get, strategies={"rollout": strategy},
-        events=BackgroundEvents(_as_recorder(RecordedEvents()), on_failure=lambda: None),
+        events=BackgroundEvents(RecordedEvents().as_recorder(), on_failure=lambda: None),
         metrics=Metrics(), clock=FakeClock(),
         fleet=Fleet(consumers=lambda ref: [LOW, HIGH]),
     )  # fmt: skip

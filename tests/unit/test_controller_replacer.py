@@ -9,12 +9,11 @@ from typing import Any, cast
 
 from kube_nudge.controller.replacer import POLL, PodReplacer
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.events import ObjectRef
 from kube_nudge.model import SourceKind, SourceRef, SourceView, project_source
 from kube_nudge.model.replacement import STALL_AFTER
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
-from tests.unit.fakes import FakeClock
+from tests.unit.fakes import FakeClock, PostedEvents
 
 NS = "team"
 REF = SourceRef(SourceKind.CONFIGMAP, NS, "app")
@@ -61,14 +60,6 @@ class FakeApi:
         return {}
 
 
-class Posted:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str, str]] = []
-
-    def post(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
-        self.events.append((ref.uid, event_type, reason, message))
-
-
 def source(selector: str = "app=web") -> SourceView:
     return project_source({
         "metadata": {"name": "app", "namespace": NS, "creationTimestamp": CHANGED,
@@ -77,7 +68,7 @@ def source(selector: str = "app=web") -> SourceView:
     })  # fmt: skip
 
 
-def replacer(api: FakeApi, posted: Posted, metrics: Metrics, clock: FakeClock) -> PodReplacer:
+def replacer(api: FakeApi, posted: PostedEvents, metrics: Metrics, clock: FakeClock) -> PodReplacer:
     view = source()
     return PodReplacer(
         cast(KubeClient, api), cast(BackgroundEvents, posted), metrics,
@@ -96,7 +87,7 @@ async def test_a_pass_stops_at_the_first_refusal_then_waits_then_reports_once() 
     ]
     api = FakeApi(pods, [{"spec": {"selector": {"matchLabels": {"app": "web"}}}}])
     api.refuse = {"web-b"}
-    posted, metrics, clock = Posted(), Metrics(), FakeClock()
+    posted, metrics, clock = PostedEvents(), Metrics(), FakeClock()
     pods_replacer = replacer(api, posted, metrics, clock)
 
     assert await pods_replacer.replace(REF) == POLL
@@ -140,7 +131,7 @@ async def test_without_a_budget_one_pod_per_pass() -> None:
         running_pod("web-b", "2026-01-01T00:00:02Z"),
     ]
     api = FakeApi(pods, [])
-    pods_replacer = replacer(api, Posted(), Metrics(), FakeClock())
+    pods_replacer = replacer(api, PostedEvents(), Metrics(), FakeClock())
     assert await pods_replacer.replace(REF) == POLL
     assert [name for name, _ in api.evictions] == ["web-a"]
 
@@ -152,7 +143,7 @@ async def test_a_wait_that_lasts_is_warned_about_once() -> None:
     old = running_pod("web-a", "2026-01-01T00:00:01Z")
     older = running_pod("web-b", "2026-01-01T00:00:02Z")
     api = FakeApi([old, older, stuck], [])
-    posted, clock = Posted(), FakeClock()
+    posted, clock = PostedEvents(), FakeClock()
     pods_replacer = replacer(api, posted, Metrics(), clock)
 
     assert await pods_replacer.replace(REF) == POLL

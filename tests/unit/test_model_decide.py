@@ -5,9 +5,6 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from kube_nudge.model import (
-    BASELINE_HASH,
-    CONFIG_HASH,
-    ROLLED_AT,
     Adopt,
     Apply,
     Hold,
@@ -26,67 +23,20 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import KEY_ID, format_rolled_at
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import key_id as key_id_of
-from tests.unit.fakes import FakeClock
-
-KEY = b"k" * 32
-NS = "shop"
-APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")
-PATH = ("spec", "template")
-CAP = WorkloadDefaults(max_rollouts=3, rollout_window=6.0)
-
-
-def workload(
-    *,
-    key_id: str | None = None,
-    adopt: str | None = None,
-    released_at: float = 0.0,
-    template_hash: str | None = None,
-    baseline: str | None = None,
-    rolled_at: tuple[float, ...] = (),
-    key: str = "LEVEL",
-    strategy: str | None = None,
-    template: bool = True,
-    defaults: WorkloadDefaults = CAP,
-) -> WorkloadView:
-    annotations = {"kube-nudge.io/enabled": "true"}
-    if baseline:
-        annotations[BASELINE_HASH] = baseline
-    if rolled_at:
-        annotations[ROLLED_AT] = format_rolled_at(list(rolled_at))
-    if strategy:
-        annotations["kube-nudge.io/strategy"] = strategy
-    if key_id:
-        annotations[KEY_ID] = key_id
-    if adopt:
-        annotations["kube-nudge.io/adopt"] = adopt
-    if released_at:
-        annotations["kube-nudge.io/released-at"] = format_rolled_at([released_at])
-    pod_annotations = {CONFIG_HASH: template_hash} if template_hash else {}
-    env = [{"name": key, "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}]
-    spec: dict[str, object] = {}
-    if template:
-        spec["template"] = {
-            "metadata": {"annotations": pod_annotations},
-            "spec": {"containers": [{"name": "c", "env": env}]},
-        }
-    obj = {"metadata": {"namespace": NS, "uid": "u1", "annotations": annotations}, "spec": spec}
-    view = project_workload(obj, PATH, defaults)
-    assert view is not None
-    return view
-
-
-def configmap(changed: str | None = None, **data: str) -> SourceView:
-    metadata: dict[str, object] = {"name": "app", "namespace": NS}
-    if changed:
-        metadata["managedFields"] = [{"time": changed, "fieldsV1": {"f:data": {}}}]
-    return project_source({"metadata": metadata, "data": data})
-
-
-def sources(**data: str) -> dict[SourceRef, SourceView]:
-    return {APP: configmap(**data)} if data else {}
+from tests.unit.fakes import (
+    APP,
+    CAP,
+    KEY,
+    NS,
+    PATH,
+    FakeClock,
+    configmap,
+    desired,
+    sources,
+    workload,
+)
 
 
 def decide_now(
@@ -98,10 +48,6 @@ def decide_now(
     capped: bool = True,
 ) -> Adopt | Apply | Hold | Noop:
     return decide(view, assess(view, data.get, KEY), memory, clock.now(), capped=capped)
-
-
-def desired(view: WorkloadView, data: dict[SourceRef, SourceView]) -> str:
-    return assess(view, data.get, KEY).desired
 
 
 def test_first_sight_adopts_what_runs_now() -> None:

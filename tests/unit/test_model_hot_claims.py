@@ -30,7 +30,7 @@ from kube_nudge.model.hot import (
     volume_files,
 )
 from kube_nudge.model.references import SourceKind, SourceRef
-from tests.unit.test_agent_support import KEY, kubelet_write
+from tests.agent_support import KEY, kubelet_write
 
 NS = "team"
 APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")

@@ -1,0 +1,18 @@
+"""The documented JSON Schemas, as validators for the unit and the integration tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jsonschema import Draft202012Validator
+
+SCHEMA_FILE = Path(__file__).parents[1] / "docs" / "schemas" / "status-v1.json"
+
+
+def status_validator() -> Draft202012Validator:
+    """A validator of ``kube-nudge status -o json`` documents (docs/schemas/status-v1.json),
+    the schema itself checked first."""
+    schema = json.loads(SCHEMA_FILE.read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
