@@ -90,20 +90,24 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--watch", action="append", metavar="DIR", help="a mounted directory (repeatable)")
     add(
-        "--debounce", default=DEFAULT_DEBOUNCE,
+        "--debounce",
+        default=DEFAULT_DEBOUNCE,
         help=f"wait this long after the first change, so that a burst of changes makes one "
         f"reload (default {DEFAULT_DEBOUNCE})",
-    )  # fmt: skip
+    )
     add(
-        "--watch-mode", default="auto", choices=WATCH_MODES,
+        "--watch-mode",
+        default="auto",
+        choices=WATCH_MODES,
         help="auto: inotify wakes the agent as the kubelet swaps the files, polling where the "
         "kernel has no inotify to give; poll: polling only (default auto)",
-    )  # fmt: skip
+    )
     add(
-        "--poll-interval", default="1s",
+        "--poll-interval",
+        default="1s",
         help="how often to look at the files: the safety net under inotify, or the only way "
         "(default 1s)",
-    )  # fmt: skip
+    )
     add("--signal", metavar="NAME", help="reload by sending this signal (HUP, USR1, ...)")
     add("--process", metavar="NAME", help="the executable name of the process to signal")
     add("--signal-retries", default="3", help="retries when no such process runs (default 3)")
@@ -116,24 +120,27 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     add("--validate-command", metavar="CMD", help='check the new files first, e.g. "nginx -t"')
     add("--validate-timeout", default="30s", help="kill the check after this (default 30s)")
     add(
-        "--log-validate-output", action="store_true",
+        "--log-validate-output",
+        action="store_true",
         help="log the end of a failed check's output (off: its exit code and duration only, "
         "as the output may quote a Secret's value)",
-    )  # fmt: skip
+    )
     add(
-        "--listen", default=DEFAULT_LISTEN,
+        "--listen",
+        default=DEFAULT_LISTEN,
         help=f"/healthz and /metrics address (default {DEFAULT_LISTEN}: this pod only; "
         "':9090' for every interface, as an httpGet probe needs); 'off' for none",
-    )  # fmt: skip
+    )
     add("--api-server", metavar="URL", help="API server (default: in-cluster)")
     add("--token-file", default=IN_CLUSTER_TOKEN, help="service account token file")
     add("--ca-file", default=IN_CLUSTER_CA, help="API server CA bundle")
     add(
-        "--hash-key-file", metavar="FILE",
+        "--hash-key-file",
+        metavar="FILE",
         help=f"HMAC key of the loaded hash, 16+ bytes (default {DEFAULT_KEY_FILE}: Secret "
         "kube-nudge-agent-key mounted there); without it a random key of this process, and "
         "the hash tells only whether the files changed",
-    )  # fmt: skip
+    )
     add("--log-format", default="text", choices=("text", "json"), help="log line format")
 
 
@@ -232,9 +239,11 @@ def parse_listen(text: str) -> tuple[str, int] | None:
 
 def _action(args: argparse.Namespace) -> SignalSpec | HttpSpec:
     http_only = {
-        "--http-method": args.http_method, "--http-expect": args.http_expect,
-        "--http-timeout": args.http_timeout, "--http-retries": args.http_retries,
-    }  # fmt: skip
+        "--http-method": args.http_method,
+        "--http-expect": args.http_expect,
+        "--http-timeout": args.http_timeout,
+        "--http-retries": args.http_retries,
+    }
     if (args.signal or args.process) and args.http_url:
         raise ValueError(
             f"--signal/--process and --http-url {shown_url(args.http_url)} both given: "

@@ -49,9 +49,16 @@ IN_CLOEXEC = os.O_CLOEXEC
 #: mode or times changed, an entry created, moved in or out, or removed; and the directory
 #: itself removed or moved (its watch then ends, and is made again on the new directory).
 MASK = (
-    IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
-    | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
-)  # fmt: skip
+    IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
+)
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then len bytes of name
 _READ_SIZE = 64 * 1024
 
@@ -180,9 +187,12 @@ class InotifyWakeup(Wakeup):
             self._refused[directory] = why
             hint = " (raise fs.inotify.max_user_watches)" if exc.errno == errno.ENOSPC else ""
             log.warning(
-                "cannot watch %s by inotify: %s%s; polling it instead", directory, why, hint,
+                "cannot watch %s by inotify: %s%s; polling it instead",
+                directory,
+                why,
+                hint,
                 extra={"dir": directory},
-            )  # fmt: skip
+            )
 
     def wait(self, timeout: float) -> bool:
         """Sleep until an event, ``wake()`` or ``timeout``; whether it was woken early."""

@@ -98,8 +98,10 @@ class Agent:
         self._report_problems()
         log.info(
             "kube-nudge agent %s watching %s; the app runs %s",
-            __version__, ", ".join(self.watcher.dirs), self.shown(self.loaded),
-        )  # fmt: skip
+            __version__,
+            ", ".join(self.watcher.dirs),
+            self.shown(self.loaded),
+        )
 
     def _report_problems(self) -> None:
         """Log each directory once when it goes missing and once when it is back."""
@@ -112,8 +114,11 @@ class Agent:
             if after is not None:
                 log.warning(
                     "watched directory %s is %s; waiting for it (a change when it appears "
-                    "reloads the app)", directory, after, extra={"dir": directory},
-                )  # fmt: skip
+                    "reloads the app)",
+                    directory,
+                    after,
+                    extra={"dir": directory},
+                )
             else:
                 log.info("watched directory %s is back", directory, extra={"dir": directory})
         self._problems = now
@@ -121,9 +126,10 @@ class Agent:
             log.warning(
                 "watched directory %s is not a kubelet volume (no ..data link): a plain "
                 "directory or a subPath mount, which the kubelet never refreshes; watching its "
-                "files anyway (mount the whole volume to get its changes)", directory,
+                "files anyway (mount the whole volume to get its changes)",
+                directory,
                 extra={"dir": directory},
-            )  # fmt: skip
+            )
         self._said_plain |= set(self.watcher.plain)
 
     def step(self) -> None:
@@ -170,10 +176,13 @@ class Agent:
         except ReloadFailed as exc:
             self.metrics.failed(exc.stage)
             log.error(
-                "no reload to %s (%s failed): %s; the app keeps %s until the files change "
-                "again", self.shown(found), exc.stage, exc, self.shown(self.loaded),
+                "no reload to %s (%s failed): %s; the app keeps %s until the files change again",
+                self.shown(found),
+                exc.stage,
+                exc,
+                self.shown(self.loaded),
                 extra={"stage": exc.stage},
-            )  # fmt: skip
+            )
             if self.record_failure is not None:
                 self.record_failure(self._wall())
             return False
@@ -288,17 +297,20 @@ def run(config: AgentConfig) -> int:
         "reload by %s%s; changes seen by %s, polls every %gs, debounce %gs%s",
         _describe(config),
         f" after {' '.join(config.validate.argv)}" if config.validate else "",
-        wakeup.method, config.poll_interval, config.debounce,
+        wakeup.method,
+        config.poll_interval,
+        config.debounce,
         f", metrics on {server.server_address[1]}" if server else "",
-    )  # fmt: skip
+    )
     if keys.from_file:
         log.info("the loaded hash is keyed with key %s from %s", keys.id, keys.path)
     else:
         log.info(
             "the loaded hash is keyed with a random key of this process (no %s): it tells "
             "whether the files changed, but kube-nudge cannot confirm this pod's reloads by "
-            "it; mount Secret kube-nudge-agent-key there", keys.path,
-        )  # fmt: skip
+            "it; mount Secret kube-nudge-agent-key there",
+            keys.path,
+        )
     agent.start()
     agent.run(stop, config.poll_interval, wakeup)
     wakeup.close()

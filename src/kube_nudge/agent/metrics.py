@@ -74,33 +74,51 @@ class AgentMetrics:
             out.extend(f"{name}{labels} {_value(value)}" for labels, value in samples)
 
         with self._lock:
-            family("kube_nudge_agent_reloads_total", "counter",
-                   "Reloads that succeeded.", [("", self.reloads)])  # fmt: skip
             family(
-                "kube_nudge_agent_reload_failures_total", "counter",
+                "kube_nudge_agent_reloads_total",
+                "counter",
+                "Reloads that succeeded.",
+                [("", self.reloads)],
+            )
+            family(
+                "kube_nudge_agent_reload_failures_total",
+                "counter",
                 "Reloads that failed, by the stage that failed.",
                 [(f'{{stage="{_label(s)}"}}', n) for s, n in self.failures.items()],
-            )  # fmt: skip
+            )
             family(
-                "kube_nudge_agent_last_success_timestamp_seconds", "gauge",
+                "kube_nudge_agent_last_success_timestamp_seconds",
+                "gauge",
                 "When the last reload succeeded (Unix seconds); absent before the first.",
                 [] if self.last_success is None else [("", self.last_success)],
-            )  # fmt: skip
+            )
             family(
-                "kube_nudge_agent_loaded_info", "gauge",
+                "kube_nudge_agent_loaded_info",
+                "gauge",
                 "The keyed hash of the files the app runs, per watched directory, and the "
                 "key's id.",
-                [(f'{{dir="{_label(d)}",hash="{h}",key="{self.key_id}"}}', 1)
-                 for d, h in sorted(self.loaded_hashes.items()) if h is not None],
-            )  # fmt: skip
-            family("kube_nudge_agent_pod_record_failures_total", "counter",
-                   "Failed writes of the loaded hash on the Pod.",
-                   [("", self.record_failures)])  # fmt: skip
-            family("kube_nudge_agent_watch_errors_total", "counter",
-                   "Changes whose files could not be read.", [("", self.watch_errors)])  # fmt: skip
+                [
+                    (f'{{dir="{_label(d)}",hash="{h}",key="{self.key_id}"}}', 1)
+                    for d, h in sorted(self.loaded_hashes.items())
+                    if h is not None
+                ],
+            )
             family(
-                "kube_nudge_agent_watch_dir_missing", "gauge",
+                "kube_nudge_agent_pod_record_failures_total",
+                "counter",
+                "Failed writes of the loaded hash on the Pod.",
+                [("", self.record_failures)],
+            )
+            family(
+                "kube_nudge_agent_watch_errors_total",
+                "counter",
+                "Changes whose files could not be read.",
+                [("", self.watch_errors)],
+            )
+            family(
+                "kube_nudge_agent_watch_dir_missing",
+                "gauge",
                 "1 while a watched directory is missing or unreadable.",
                 [(f'{{dir="{_label(d)}"}}', int(m)) for d, m in self.missing.items()],
-            )  # fmt: skip
+            )
         return "\n".join(out) + "\n"

@@ -135,12 +135,16 @@ class PodRecorder:
     def request(self, annotations: Mapping[str, str]) -> urllib.request.Request:
         """The PATCH request that sets ``annotations`` (token read now)."""
         return urllib.request.Request(  # noqa: S310 # check_url allows only http(s)
-            pod_url(self.server, self.pod), data=patch_body(annotations), method="PATCH",
+            pod_url(self.server, self.pod),
+            data=patch_body(annotations),
+            method="PATCH",
             headers={
-                "Authorization": f"Bearer {self._token()}", "Content-Type": MERGE_PATCH,
-                "Accept": "application/json", "User-Agent": USER_AGENT,
+                "Authorization": f"Bearer {self._token()}",
+                "Content-Type": MERGE_PATCH,
+                "Accept": "application/json",
+                "User-Agent": USER_AGENT,
             },
-        )  # fmt: skip
+        )
 
     def _refusal(self, exc: urllib.error.HTTPError) -> str:
         try:

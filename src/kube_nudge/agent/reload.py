@@ -196,9 +196,11 @@ class HttpAction(Reloader):
     def _attempt(self) -> tuple[int | None, str]:
         body = b"" if self.spec.method in ("POST", "PUT", "PATCH") else None
         request = urllib.request.Request(  # noqa: S310 # check_url allows only http(s)
-            self.spec.url, data=body, method=self.spec.method,
+            self.spec.url,
+            data=body,
+            method=self.spec.method,
             headers={"User-Agent": USER_AGENT},
-        )  # fmt: skip
+        )
         try:
             with self._opener.open(request, timeout=self.spec.timeout) as response:
                 return int(response.status), f"answered {response.status}"
@@ -260,9 +262,12 @@ class Validator:
         started = self._clock()
         try:
             child = subprocess.Popen(  # nosec B603 # argv of --validate-command, no shell
-                self.spec.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                self.spec.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise ReloadFailed(
                 self.stage, f"{self.shown}: cannot run it ({exc.strerror or exc})"

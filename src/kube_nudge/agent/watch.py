@@ -110,9 +110,11 @@ def directory_files(directory: str) -> Files | None:
             target = _data_target(directory)
             root = directory if target is None else os.path.join(directory, target)
             files = tuple(
-                sorted(((rel, _file_digest(full)) for rel, full in _walk(root)),
-                       key=lambda entry: os.fsencode(entry[0]))
-            )  # fmt: skip
+                sorted(
+                    ((rel, _file_digest(full)) for rel, full in _walk(root)),
+                    key=lambda entry: os.fsencode(entry[0]),
+                )
+            )
             if target is None or _data_target(directory) == target:
                 return files
         except (FileNotFoundError, NotADirectoryError):

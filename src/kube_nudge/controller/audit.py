@@ -23,8 +23,16 @@ __all__ = ["Audit"]
 log = logging.getLogger(__name__)
 
 #: Every state a row of the report can have, so a state that empties drops to 0.
-_STATES = ("current", "rolling", "drift", "held", "stale", "rolled-back", "not-adopted",
-           "notify-only")  # fmt: skip
+_STATES = (
+    "current",
+    "rolling",
+    "drift",
+    "held",
+    "stale",
+    "rolled-back",
+    "not-adopted",
+    "notify-only",
+)
 
 
 class Audit:
@@ -65,9 +73,13 @@ class Audit:
     async def run_once(self) -> None:
         """One pass: workloads by state and stale pods, opted in or not."""
         rows = await collect(
-            self._client, namespaces=self._namespaces, hmac_key=self._key,
-            include_opted_out=True, kinds=self._kinds, compat=self._compat,
-        )  # fmt: skip
+            self._client,
+            namespaces=self._namespaces,
+            hmac_key=self._key,
+            include_opted_out=True,
+            kinds=self._kinds,
+            compat=self._compat,
+        )
         states = Counter((row.state, "true" if row.opted_in else "false") for row in rows)
         for state in _STATES:
             for opted_in in ("true", "false"):
@@ -78,5 +90,8 @@ class Audit:
         self._metrics.audit_timestamp.set(time.time())
         drifting = [f"{r.namespace}/{r.kind}/{r.name}" for r in rows if r.drift]
         if drifting:
-            log.info("drift audit: %d workload(s) drift: %s", len(drifting),
-                     ", ".join(drifting[:10]) + (" ..." if len(drifting) > 10 else ""))  # fmt: skip
+            log.info(
+                "drift audit: %d workload(s) drift: %s",
+                len(drifting),
+                ", ".join(drifting[:10]) + (" ..." if len(drifting) > 10 else ""),
+            )

@@ -193,11 +193,11 @@ class Reconciler:
             self.events.post(target.ref, WARNING, "InvalidAnnotation", "; ".join(view.errors))
         assessment = assess(view, self.source, self.hmac_key)
         for ref in assessment.refused:
-            self.events.post(
-                target.ref, WARNING, "SourceNotShared",
+            unshared = (
                 f"ignoring {ref}: it does not list namespace {namespace!r} in "
-                "kube-nudge.io/share-with (or does not exist)",
-            )  # fmt: skip
+                "kube-nudge.io/share-with (or does not exist)"
+            )
+            self.events.post(target.ref, WARNING, "SourceNotShared", unshared)
         strategy = self.strategies[view.settings.strategy]
         memory = self._memory.setdefault(key, WorkloadMemory())
         followed = self._tracking(key, view, memory, strategy)
@@ -259,8 +259,13 @@ class Reconciler:
                 action = "rolled"
                 if strategy.capped:
                     what = describe_apply(decision, assessment.states, namespace)
-                    self._announce(target, NotificationKind.ROLLING, "Rolling",
-                                   f"rolling: {what}", decision.config_hash)  # fmt: skip
+                    self._announce(
+                        target,
+                        NotificationKind.ROLLING,
+                        "Rolling",
+                        f"rolling: {what}",
+                        decision.config_hash,
+                    )
         except ApiError as exc:
             forget_write()
             return self._failed(target, exc)
@@ -332,15 +337,19 @@ class Reconciler:
             kind = target.kind.resource.kind
             self.metrics.rollouts_finished.labels(kind=kind, outcome="complete").inc()
             log.info(
-                "%s: rollout to %s complete (%s)", target, tracking.config_hash,
-                tracking.detail, extra=target.log_fields("complete"),
-            )  # fmt: skip
+                "%s: rollout to %s complete (%s)",
+                target,
+                tracking.config_hash,
+                tracking.detail,
+                extra=target.log_fields("complete"),
+            )
             message = (
                 f"rollout complete: {tracking.detail}" if tracking.detail else ("rollout complete")
             )
             self.events.post(target.ref, NORMAL, "RolloutComplete", message)
-            self._announce(target, NotificationKind.COMPLETE, "RolloutComplete", message,
-                           tracking.config_hash)  # fmt: skip
+            self._announce(
+                target, NotificationKind.COMPLETE, "RolloutComplete", message, tracking.config_hash
+            )
         progress = target.view.progress
         if progress is None or progress.observed:
             # (An unobserved status says nothing: remembering it as rolling would announce a
@@ -377,8 +386,9 @@ class Reconciler:
         self.events.post(target.ref, WARNING, "RolloutFailed", message)
         # After the record: a replica that dies in between loses this one announcement
         # rather than a new leader sending it twice (receivers can also drop repeats by id).
-        self._announce(target, NotificationKind.FAILED, "RolloutFailed", message,
-                       tracking.config_hash)  # fmt: skip
+        self._announce(
+            target, NotificationKind.FAILED, "RolloutFailed", message, tracking.config_hash
+        )
 
     async def _roll_back(self, target: Target, strategy: RollingBack, failed_hash: str) -> None:
         try:
@@ -429,11 +439,15 @@ class Reconciler:
             if fleet.max_concurrent is not None:
                 rolling = self.rolling_count(exclude=key)
         hold = gate(
-            view, now=self.clock.now(), changed_at=assessment.changed_at, siblings=siblings,
-            rolling_elsewhere=rolling, window=view.settings.window,
+            view,
+            now=self.clock.now(),
+            changed_at=assessment.changed_at,
+            siblings=siblings,
+            rolling_elsewhere=rolling,
+            window=view.settings.window,
             max_concurrent=fleet.max_concurrent if fleet is not None else None,
             workload_name=_display(target),
-        )  # fmt: skip
+        )
         return plan if hold is None else hold
 
     def _siblings(
@@ -463,13 +477,15 @@ class Reconciler:
             memory = self._memory.get(other) or WorkloadMemory()
             strategy = self.strategies[view.settings.strategy]
             desired = assess(view, self.source, self.hmac_key).desired
-            found.append(Sibling(
-                name=f"{other[0].resource.kind} {other[1]}/{other[2]}",
-                order=view.settings.rollout_order,
-                tracking=self._tracking(other, view, memory, strategy),
-                pending=desired != (memory.applied or view.applied_hash),
-                released_at=view.released_at,
-            ))  # fmt: skip
+            found.append(
+                Sibling(
+                    name=f"{other[0].resource.kind} {other[1]}/{other[2]}",
+                    order=view.settings.rollout_order,
+                    tracking=self._tracking(other, view, memory, strategy),
+                    pending=desired != (memory.applied or view.applied_hash),
+                    released_at=view.released_at,
+                )
+            )
         return found
 
     def rolling_count(self, exclude: WorkloadKey | None = None) -> int:
@@ -501,9 +517,13 @@ class Reconciler:
     ) -> Decision:
         now = round(self.clock.now(), 3)
         return decide(
-            view, assessment, memory, now, capped=strategy.capped,
+            view,
+            assessment,
+            memory,
+            now,
+            capped=strategy.capped,
             oldest_pod_start=oldest_pod_start,
-        )  # fmt: skip
+        )
 
     async def _oldest_pod_start(self, target: Target, memory: WorkloadMemory) -> float | None:
         """At first sight only: when the workload's longest-running pod read its config
@@ -519,8 +539,10 @@ class Reconciler:
         except ApiError as exc:
             log.warning(
                 "%s: cannot list its pods to tell whether they are stale (%s); adopting "
-                "without a rollout", target, exc,
-            )  # fmt: skip
+                "without a rollout",
+                target,
+                exc,
+            )
             return None
 
     def _failed(self, target: Target, exc: ApiError) -> Outcome:
@@ -534,17 +556,18 @@ class Reconciler:
 
     def _hold(self, target: Target, hold: Hold, config_hash: str) -> None:
         self.metrics.holds.labels(reason=hold.reason).inc()
-        if hold.reason == "line-stopped":
-            self._announce(target, NotificationKind.LINE_STOPPED, hold.event_reason,
-                           hold.message, config_hash)  # fmt: skip
-        elif hold.reason not in ROUTINE_HOLDS:
-            self._announce(target, NotificationKind.HELD, hold.event_reason, hold.message,
-                           config_hash)  # fmt: skip
+        if hold.reason not in ROUTINE_HOLDS:  # a stopped line is announced as such
+            stopped = hold.reason == "line-stopped"
+            kind = NotificationKind.LINE_STOPPED if stopped else NotificationKind.HELD
+            self._announce(target, kind, hold.event_reason, hold.message, config_hash)
         retry = f" (next try in {hold.retry_after:.1f} s)" if hold.retry_after else ""
         log.warning(
-            "%s: %s%s", target, hold.message, retry,
+            "%s: %s%s",
+            target,
+            hold.message,
+            retry,
             extra=target.log_fields("held", reason=hold.reason),
-        )  # fmt: skip
+        )
         self.events.post(target.ref, WARNING, hold.event_reason, hold.message)
 
     def waiting(self) -> list[WorkloadKey]:

@@ -96,9 +96,8 @@ class PodReplacer:
             queue.forget(ref)
             self._progress.pop(ref, None)
             return
-        if old is None or (old.state, old.settings, old.data_changed_at) != (
-            new.state, new.settings, new.data_changed_at,
-        ):  # fmt: skip
+        before = None if old is None else (old.state, old.settings, old.data_changed_at)
+        if before != (new.state, new.settings, new.data_changed_at):
             queue.add(ref)
 
     async def run(self) -> None:
@@ -199,9 +198,11 @@ class PodReplacer:
         }
         try:
             await self._client.request(
-                "POST", PODS.path(ref.namespace, pod.name, "eviction"), body=body,
+                "POST",
+                PODS.path(ref.namespace, pod.name, "eviction"),
+                body=body,
                 retry_throttled=False,
-            )  # fmt: skip
+            )
         except ApiError as exc:
             if exc.status == 429:
                 self._metrics.pod_evictions.labels(outcome="blocked").inc()

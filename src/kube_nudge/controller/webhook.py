@@ -63,17 +63,22 @@ class SnapshotWebhook:
         if patch is not None:
             answer["patchType"] = "JSONPatch"
             answer["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
-        document = {"apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),
-                    "kind": "AdmissionReview", "response": answer}  # fmt: skip
+        document = {
+            "apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),
+            "kind": "AdmissionReview",
+            "response": answer,
+        }
         return JSONResponse(document)
 
     def _patch(self, admission: dict[str, Any]) -> list[dict[str, Any]] | None:
         controller = self._controller
         kind = self._kind(admission.get("resource") or {})
         new = admission.get("object")
-        if kind is None or not isinstance(new, dict) or admission.get("operation") not in (
-            "CREATE", "UPDATE"
-        ):  # fmt: skip
+        if (
+            kind is None
+            or not isinstance(new, dict)
+            or admission.get("operation") not in ("CREATE", "UPDATE")
+        ):
             return None
         if not controller.ready:
             controller.metrics.admission.labels(result="not-ready").inc()
@@ -97,11 +102,10 @@ class SnapshotWebhook:
         return [{"op": "replace", "path": "/" + "/".join(kind.template_path), "value": template}]
 
     def _kind(self, resource: dict[str, Any]) -> WorkloadKind | None:
+        wanted = (resource.get("group", ""), resource.get("version"), resource.get("resource"))
         for kind in self._controller.options.kinds:
             r = kind.resource
-            if (resource.get("group", ""), resource.get("version"), resource.get("resource")) == (
-                r.group, r.version, r.plural
-            ):  # fmt: skip
+            if wanted == (r.group, r.version, r.plural):
                 return kind
         return None
 

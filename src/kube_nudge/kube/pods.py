@@ -24,12 +24,11 @@ def pod_started(pod: Mapping[str, Any]) -> float | None:
     """When the pod's config was last read: its earliest running container's start (a
     restarted container re-reads env vars), else the pod's start; None if not started."""
     status = pod.get("status") or {}
-    starts = [
-        stamp
+    running = (
+        ((container.get("state") or {}).get("running") or {}).get("startedAt")
         for container in status.get("containerStatuses") or ()
-        if (stamp := parse_timestamp(((container.get("state") or {}).get("running") or {})
-                                     .get("startedAt"))) is not None
-    ]  # fmt: skip
+    )
+    starts = [stamp for stamp in map(parse_timestamp, running) if stamp is not None]
     return min(starts) if starts else parse_timestamp(status.get("startTime"))
 
 

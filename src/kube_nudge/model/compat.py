@@ -46,8 +46,11 @@ MATCH: Final = RELOADER + "match"
 WAVE_ON: Final = "wave.pusher.com/update-on-config-change"
 WAVE_CONFIGMAPS: Final = "wave.pusher.com/extra-configmaps"
 WAVE_SECRETS: Final = "wave.pusher.com/extra-secrets"
-_RELOADER_PREFIXES: Final = (RELOADER, "configmap.reloader.stakater.com/",
-                             "secret.reloader.stakater.com/")  # fmt: skip
+_RELOADER_PREFIXES: Final = (
+    RELOADER,
+    "configmap.reloader.stakater.com/",
+    "secret.reloader.stakater.com/",
+)
 _MAPPED: Final = frozenset({AUTO, CM_AUTO, SECRET_AUTO, CM_RELOAD, SECRET_RELOAD, SEARCH})
 #: The boolean peer annotations of a workload: each one opts it in.
 WORKLOAD_SWITCHES: Final = (AUTO, CM_AUTO, SECRET_AUTO, SEARCH, WAVE_ON)
@@ -95,9 +98,8 @@ def translate_workload(
             kinds.add(SourceKind.SECRET)
     named = bool(cm_named or secret_named)
     unsupported = sorted(
-        name for name in annotations
-        if name.startswith(_RELOADER_PREFIXES) and name not in _MAPPED
-    )  # fmt: skip
+        name for name in annotations if name.startswith(_RELOADER_PREFIXES) and name not in _MAPPED
+    )
     errors = tuple(
         f"{name} has no kube-nudge equivalent and is ignored (see the README's --compat table)"
         for name in unsupported

@@ -179,17 +179,19 @@ def decide(
         # deliberate choice, surfaced and left alone until the config changes again.
         if view.failed is not None and view.failed[0] == view.rolled_to:
             return Hold(
-                "rolled-back", "ConfigRolledBack",
+                "rolled-back",
+                "ConfigRolledBack",
                 f"rolled back to an earlier config snapshot ({view.template_hash}) after the "
                 f"rollout to {view.rolled_to} failed; kube-nudge does not roll that config "
                 "again: the next change of the source rolls",
-            )  # fmt: skip
+            )
         return Hold(
-            "rolled-back", "ConfigRolledBack",
+            "rolled-back",
+            "ConfigRolledBack",
             f"the pod template runs an earlier config snapshot ({view.template_hash}), not "
             f"the latest ({view.rolled_to}): reverted on purpose (kubectl rollout undo?), "
             "so kube-nudge leaves it until the config changes again",
-        )  # fmt: skip
+        )
     uncopied = _uncopied(view, assessment)
     if assessment.desired == applied and not uncopied:
         return Noop()
@@ -201,12 +203,13 @@ def decide(
         # No countdown in the message: the Event recorder folds repeats of one message into
         # one Event's count, and a workload can be held for hours.
         return Hold(
-            "flapping", "RolloutsCapped",
+            "flapping",
+            "RolloutsCapped",
             f"held: already rolled {settings.max_rollouts} times within "
             f"{settings.rollout_window:g} s (kube-nudge.io/max-rollouts); the latest config "
             "rolls as soon as the window allows",
             retry_after=max(wait, MIN_RETRY),
-        )  # fmt: skip
+        )
     keep = min(settings.max_rollouts, MAX_RECORDED_ROLLOUTS) - 1
     changes = None
     if memory.rolled_with is not None:
@@ -226,10 +229,12 @@ def _uncopied(view: WorkloadView, assessment: Assessment) -> tuple[SourceRef, ..
     if view.rolled_to is None:
         return ()
     return tuple(
-        ref for ref in sorted(view.direct_sources)
-        if ref in assessment.visible and ref.namespace == view.namespace
+        ref
+        for ref in sorted(view.direct_sources)
+        if ref in assessment.visible
+        and ref.namespace == view.namespace
         and assessment.states.get(ref, ABSENT).present
-    )  # fmt: skip
+    )
 
 
 def _stale_at_first_sight(
@@ -260,8 +265,9 @@ def describe_changes(
         if keys:
             parts.append(f"{label} keys [{', '.join(keys)}] changed")
         else:
-            parts.append(f"{label} appeared" if states.get(ref, ABSENT).present
-                         else f"{label} removed")  # fmt: skip
+            parts.append(
+                f"{label} appeared" if states.get(ref, ABSENT).present else f"{label} removed"
+            )
     return "; ".join(parts) if parts else "consumed sources changed"
 
 

@@ -75,44 +75,56 @@ def gate(
         return stopped
     if window is not None and not window.is_open(now):
         return Hold(
-            "window", "OutsideWindow",
+            "window",
+            "OutsideWindow",
             f"held until the rollout window opens ({window.describe()}; "
             "kube-nudge.io/rollout-window)",
             # Capped: a window that never opens (a weekly hour lost to a clock change)
             # is looked at again daily.
             retry_after=min(max(window.next_open(now) - now, MIN_RETRY), MAX_WINDOW_WAIT),
-        )  # fmt: skip
+        )
     # Times of data changes have whole seconds (managedFields): an approval counts for
     # changes made before it or in the same second (an operator approving what they just
     # saw held must not be ignored; a change within that second is approved with it).
     if view.settings.approval_required and view.approved_at < (changed_at or 0.0):
         return Hold(
-            "approval", "AwaitingApproval",
+            "approval",
+            "AwaitingApproval",
             f"held until approved (kube-nudge.io/approval: required): run `kube-nudge approve "
             f"{workload_name}`, or annotate kube-nudge.io/approved-at with the time in Unix "
             "seconds",
-        )  # fmt: skip
-    order = view.settings.rollout_order
-    if order is not None:
-        waiting = [
-            s.name for s in siblings
-            if s.order is not None and s.order < order
-            and (s.pending or s.tracking.phase is Phase.ROLLING)
-        ]  # fmt: skip
-        if waiting:
-            return Hold(
-                "order", "WaitingForOrder",
-                f"held: waiting for {_names(waiting)} (a lower kube-nudge.io/rollout-order) to "
-                "complete its rollout of the same change",
-            )  # fmt: skip
+        )
+    waiting = _lower_orders(view, siblings)
+    if waiting:
+        return Hold(
+            "order",
+            "WaitingForOrder",
+            f"held: waiting for {_names(waiting)} (a lower kube-nudge.io/rollout-order) to "
+            "complete its rollout of the same change",
+        )
     if max_concurrent is not None and rolling_elsewhere >= max_concurrent:
         return Hold(
-            "turn", "WaitingForTurn",
+            "turn",
+            "WaitingForTurn",
             f"held: {rolling_elsewhere} rollouts in progress, at most {max_concurrent} at once "
             "(--max-concurrent-rollouts)",
             retry_after=TURN_RETRY,
-        )  # fmt: skip
+        )
     return None
+
+
+def _lower_orders(view: WorkloadView, siblings: Sequence[Sibling]) -> list[str]:
+    """The siblings of a lower rollout order still to roll or rolling the same change."""
+    order = view.settings.rollout_order
+    if order is None:
+        return []
+    return [
+        s.name
+        for s in siblings
+        if s.order is not None
+        and s.order < order
+        and (s.pending or s.tracking.phase is Phase.ROLLING)
+    ]
 
 
 def _line_stopped(
@@ -126,12 +138,13 @@ def _line_stopped(
         if max(sibling.released_at, view.released_at) > failed_at:
             continue  # an operator released the line
         return Hold(
-            "line-stopped", "LineStopped",
+            "line-stopped",
+            "LineStopped",
             f"held: the rollout of {sibling.name} to the same change failed "
             f"({tracking.detail or 'failed'}); the line restarts when the source changes "
             f"again or an operator releases it (`kube-nudge release {workload_name}`, or the "
             "failed workload)",
-        )  # fmt: skip
+        )
     return None
 
 

@@ -108,9 +108,10 @@ def restart_reasons(
 
 def _frozen_via(use: Consumption) -> list[str]:
     return [
-        via for via in use.via
+        via
+        for via in use.via
         if via.startswith(("env", "annotation")) or via.endswith((SUBPATH_SUFFIX, INIT_SUFFIX))
-    ]  # fmt: skip
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +161,12 @@ def judge(
     seconds after delivery time it out."""
     live = sorted((pod for pod in pods if not pod.terminating), key=lambda pod: pod.name)
     failed = tuple(
-        pod.name for pod in live
-        if pod.failed_at is not None and pod.failed_at >= since
+        pod.name
+        for pod in live
+        if pod.failed_at is not None
+        and pod.failed_at >= since
         and (pod.loaded_at is None or pod.failed_at > pod.loaded_at)
-    )  # fmt: skip
+    )
     if failed:
         return Verdict(VerdictKind.FAILED, failed)
     silent = tuple(pod for pod in live if not _has_change(pod, since))
@@ -293,9 +296,12 @@ def _is_hash(value: object) -> bool:
 
 
 def _source_files(
-    kind: SourceKind, source: Mapping[str, Any], name_field: str, namespace: str,
+    kind: SourceKind,
+    source: Mapping[str, Any],
+    name_field: str,
+    namespace: str,
     sources: Sources,
-) -> dict[str, bytes]:  # fmt: skip
+) -> dict[str, bytes]:
     name = source.get(name_field)
     ref = SourceRef(kind, namespace, name if isinstance(name, str) else "")
     label = ref.display(namespace)
@@ -464,9 +470,12 @@ def _expected(
 
 
 def check_claim(
-    claim: Claim | None, pod_spec: Mapping[str, Any], namespace: str, key: bytes,
+    claim: Claim | None,
+    pod_spec: Mapping[str, Any],
+    namespace: str,
+    key: bytes,
     sources: Sources,
-) -> str | None:  # fmt: skip
+) -> str | None:
     """None when ``claim`` is the data in ``sources`` as the pod's volumes lay it out under
     ``key``; else why not (names, never values)."""
     if claim is None:

@@ -50,8 +50,13 @@ def progress_of(kind: str, obj: Mapping[str, Any]) -> Progress | None:
     generation = _int((obj.get("metadata") or {}).get("generation"))
     if progress is not None and _int(status.get("observedGeneration")) < generation:
         # What the status says is about an earlier template.
-        return Progress(False, False, "waiting for its controller to see the change",
-                        progress.own_deadline, observed=False)  # fmt: skip
+        return Progress(
+            False,
+            False,
+            "waiting for its controller to see the change",
+            progress.own_deadline,
+            observed=False,
+        )
     return progress
 
 
@@ -65,10 +70,13 @@ def rollout_complete(kind: str, obj: Mapping[str, Any]) -> bool | None:
 def _deployment(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Progress | None:
     deadline = _own_deadline("Deployment", spec)
     progressing = next(
-        (c.get("reason") for c in status.get("conditions") or ()
-         if isinstance(c, Mapping) and c.get("type") == "Progressing"),
+        (
+            c.get("reason")
+            for c in status.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "Progressing"
+        ),
         None,
-    )  # fmt: skip
+    )
     if progressing == "ProgressDeadlineExceeded":
         return Progress(False, True, "progress deadline exceeded", deadline)
     want = _int(spec.get("replicas"), default=1)

@@ -113,8 +113,9 @@ def merge(
 def consume_all(refs: Iterable[SourceRef], via: str) -> dict[SourceRef, Consumption]:
     """Consumption of sources named outside the pod spec: all keys, not optional."""
     # How the pods use them is unknown: count them as read at start (a change rolls).
-    use = Consumption(keys=None, optional=False, required_keys=frozenset(), via=(via,),
-                      restart_keys=None)  # fmt: skip
+    use = Consumption(
+        keys=None, optional=False, required_keys=frozenset(), via=(via,), restart_keys=None
+    )
     return {ref: use for ref in sorted(set(refs))}
 
 
@@ -141,8 +142,9 @@ def _use(
     a running container never sees them change."""
     required = frozenset() if optional or keys is None else keys
     restart = keys if frozen else frozenset()
-    return Consumption(keys=keys, optional=optional, required_keys=required, via=(via,),
-                       restart_keys=restart)  # fmt: skip
+    return Consumption(
+        keys=keys, optional=optional, required_keys=required, via=(via,), restart_keys=restart
+    )
 
 
 _Found = tuple[SourceKind, str, Consumption]
@@ -215,8 +217,11 @@ def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
             yield slot.kind, name, _use(keys, optional, via, frozen=frozen)
         elif slot.form == "env":
             if (key := _name(holder.get("key"))) is not None:
-                yield slot.kind, name, _use(frozenset((key,)), optional, f"env {slot.label}",
-                                            frozen=True)  # fmt: skip
+                yield (
+                    slot.kind,
+                    name,
+                    _use(frozenset((key,)), optional, f"env {slot.label}", frozen=True),
+                )
         else:
             yield slot.kind, name, _use(None, optional, f"envFrom {slot.label}", frozen=True)
 

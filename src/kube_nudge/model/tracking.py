@@ -62,8 +62,14 @@ def track(view: WorkloadView, now: float, last: Phase | None = None) -> Tracking
         return Tracking(Phase.IDLE)
     started = view.rolled_at[-1]
     if view.failed is not None and view.failed[0] == rolled_to:
-        return Tracking(Phase.FAILED, rolled_to, started, detail="recorded on the workload",
-                        recorded=True, failed_at=view.failed[1])  # fmt: skip
+        return Tracking(
+            Phase.FAILED,
+            rolled_to,
+            started,
+            detail="recorded on the workload",
+            recorded=True,
+            failed_at=view.failed[1],
+        )
     progress = view.progress
     if progress is None:
         # Nothing to follow (CronJob, custom kinds): done once the template is written.

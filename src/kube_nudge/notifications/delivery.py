@@ -266,10 +266,13 @@ class Notifier:
             lane.seen.pop(oldest.id, None)
             self._count(self._hooks.dropped, lane.label, "queue-full")
             self._say_once(
-                lane.label, "queue-full",
+                lane.label,
+                "queue-full",
                 "notification queue of %s is full (%d): dropping the oldest (counted in "
-                "kube_nudge_notifications_dropped_total; said once)", lane.label, self._queue_size,
-            )  # fmt: skip
+                "kube_nudge_notifications_dropped_total; said once)",
+                lane.label,
+                self._queue_size,
+            )
         lane.idle.clear()
         lane.wake.set()
 
@@ -332,8 +335,11 @@ class Notifier:
                 self._count(self._hooks.dropped, lane.label, reason)
                 log.warning(
                     "notification %s (%s) to %s dropped unsent (%s)",
-                    dropped.id, dropped.kind, lane.label, reason,
-                )  # fmt: skip
+                    dropped.id,
+                    dropped.kind,
+                    lane.label,
+                    reason,
+                )
 
     async def _work(self, lane: _Lane) -> None:
         timeout = httpx.Timeout(self._request_timeout)
@@ -359,8 +365,11 @@ class Notifier:
                     self._count(self._hooks.failed, lane.label, "error")
                     log.error(
                         "notification %s (%s) to %s not sent: unexpected %s",
-                        n.id, n.kind, lane.label, type(exc).__name__,
-                    )  # fmt: skip
+                        n.id,
+                        n.kind,
+                        lane.label,
+                        type(exc).__name__,
+                    )
                 finally:
                     backoff.succeeded(n.id)
 
@@ -378,16 +387,24 @@ class Notifier:
             reason, status, retry_after = await self._post(lane, http, body, headers, budget)
             if reason is None:
                 self._count(self._hooks.sent, lane.label, str(n.kind))
-                log.debug("notification %s (%s) delivered to %s (attempt %d)",
-                          n.id, about, lane.label, attempt)  # fmt: skip
+                log.debug(
+                    "notification %s (%s) delivered to %s (attempt %d)",
+                    n.id,
+                    about,
+                    lane.label,
+                    attempt,
+                )
                 return
             outcome = f"HTTP {status}" if status is not None else reason
             if reason == "rejected":
                 self._say_once(
-                    lane.label, "rejected",
+                    lane.label,
+                    "rejected",
                     "notification receiver %s answered %s, not retried: check its URL and "
-                    "format (said once per receiver)", lane.label, outcome,
-                )  # fmt: skip
+                    "format (said once per receiver)",
+                    lane.label,
+                    outcome,
+                )
                 return self._give_up(lane, n, about, reason, outcome, attempt, quiet=True)
             delay = backoff.failed(n.id) * (0.5 + 0.5 * self._jitter())
             if retry_after is not None:
@@ -398,8 +415,13 @@ class Notifier:
                 return self._give_up(lane, n, about, reason, outcome, attempt, budget_spent=True)
             log.debug(
                 "notification %s (%s) to %s: attempt %d failed (%s), next in %.2f s",
-                n.id, about, lane.label, attempt, outcome, delay,
-            )  # fmt: skip
+                n.id,
+                about,
+                lane.label,
+                attempt,
+                outcome,
+                delay,
+            )
             await self._sleep(delay)
 
     async def _post(
@@ -417,9 +439,11 @@ class Notifier:
             # httpx's timeouts are per phase; this one bounds the whole request.
             async with asyncio.timeout(budget):
                 response = await http.post(
-                    lane.receiver.url, content=body, headers=headers,
+                    lane.receiver.url,
+                    content=body,
+                    headers=headers,
                     timeout=httpx.Timeout(budget),
-                )  # fmt: skip
+                )
         except (TimeoutError, httpx.TimeoutException):
             return "timeout", None, None
         except httpx.TransportError as exc:
@@ -471,8 +495,13 @@ class Notifier:
         log.log(
             logging.DEBUG if quiet else logging.WARNING,
             "notification %s (%s) to %s not delivered after %d attempt(s): %s%s",
-            n.id, about, lane.label, attempts, outcome, why,
-        )  # fmt: skip
+            n.id,
+            about,
+            lane.label,
+            attempts,
+            outcome,
+            why,
+        )
 
     def _say_once(self, receiver: str, what: str, message: str, *args: Any) -> None:
         if (receiver, what) in self._said:

@@ -154,8 +154,13 @@ def summary(n: Notification) -> str:
 
 def _details(n: Notification) -> list[tuple[str, str]]:
     """The facts after the message, empty ones left out."""
-    facts = [("reason", n.reason), ("config", n.config_hash), ("change", n.change),
-             ("time", n.timestamp), ("id", n.id)]  # fmt: skip
+    facts = [
+        ("reason", n.reason),
+        ("config", n.config_hash),
+        ("change", n.change),
+        ("time", n.timestamp),
+        ("id", n.id),
+    ]
     return [(name, value) for name, value in facts if value]
 
 
@@ -217,9 +222,15 @@ def teams_payload(n: Notification) -> dict[str, Any]:
     webhooks ("When a Teams webhook request is received") accept; legacy incoming webhooks
     accept it too. MessageCard is not used: Workflows do not render it."""
     body: list[dict[str, Any]] = [
-        {"type": "TextBlock", "text": f"{_EMOJI[n.kind]} {summary(n)}", "weight": "Bolder",
-         "size": "Medium", "color": _TEAMS_COLOURS[n.kind], "wrap": True},
-    ]  # fmt: skip
+        {
+            "type": "TextBlock",
+            "text": f"{_EMOJI[n.kind]} {summary(n)}",
+            "weight": "Bolder",
+            "size": "Medium",
+            "color": _TEAMS_COLOURS[n.kind],
+            "wrap": True,
+        },
+    ]
     if n.message:
         body.append({"type": "TextBlock", "text": n.message, "wrap": True})
     facts = [{"title": name, "value": value} for name, value in _details(n)]
@@ -350,12 +361,10 @@ def parse_receivers(text: str, source: str) -> tuple[Receiver, ...]:
             raise ValueError(f"{where}: entry {index}: {problem}")
         assert isinstance(entry, dict)  # nosec B101 # narrowed by _entry_problem
         kinds = entry.get("on")
-        receivers.append(Receiver(
-            url=entry["url"],
-            format=entry.get("format", "generic"),
-            on=DEFAULT_KINDS if kinds is None else frozenset(NotificationKind(k) for k in kinds),
-            index=index,
-        ))  # fmt: skip
+        on = DEFAULT_KINDS if kinds is None else frozenset(NotificationKind(k) for k in kinds)
+        receivers.append(
+            Receiver(url=entry["url"], format=entry.get("format", "generic"), on=on, index=index)
+        )
     return tuple(receivers)
 
 

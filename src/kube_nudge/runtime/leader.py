@@ -139,12 +139,18 @@ class LeaderElector:
             except ApiError as exc:
                 if not exc.not_found:
                     raise
-                created = await self._client.create(LEASES.path(self._config.namespace), {
-                    "apiVersion": LEASES.api_version,
-                    "kind": LEASES.kind,
-                    "metadata": {"name": self._config.name, "namespace": self._config.namespace},
-                    "spec": self._spec({}, taking_over=True),
-                })  # fmt: skip
+                created = await self._client.create(
+                    LEASES.path(self._config.namespace),
+                    {
+                        "apiVersion": LEASES.api_version,
+                        "kind": LEASES.kind,
+                        "metadata": {
+                            "name": self._config.name,
+                            "namespace": self._config.namespace,
+                        },
+                        "spec": self._spec({}, taking_over=True),
+                    },
+                )
                 return self._wrote(created, started)
             self._observe(lease)
             holder = (lease.get("spec") or {}).get("holderIdentity") or ""

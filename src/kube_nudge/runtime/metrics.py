@@ -19,9 +19,7 @@ from prometheus_client import (
 HOLD_REASONS = ("missing", "flapping", "invalid")
 ERROR_STAGES = ("reconcile", "write", "event", "watch", "replace")
 EVICTION_OUTCOMES = ("evicted", "blocked")
-WORKLOAD_STATES = (
-    "current", "applied", "held-missing", "held-flapping", "held-invalid", "failed",
-)  # fmt: skip
+WORKLOAD_STATES = ("current", "applied", "held-missing", "held-flapping", "held-invalid", "failed")
 RECONCILE_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip

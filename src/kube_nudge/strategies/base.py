@@ -48,8 +48,9 @@ class Target:
     def ref(self) -> ObjectRef:
         """The workload as the subject of an Event."""
         resource = self.kind.resource
-        return ObjectRef(resource.api_version, resource.kind, self.namespace, self.name,
-                         self.view.uid)  # fmt: skip
+        return ObjectRef(
+            resource.api_version, resource.kind, self.namespace, self.name, self.view.uid
+        )
 
     def __str__(self) -> str:
         return f"{self.kind.resource.kind} {self.namespace}/{self.name}"
@@ -77,10 +78,17 @@ def notification(
 ) -> Notification:
     """The notification that goes with an Event about ``target`` (the same words)."""
     return Notification(
-        kind=kind, namespace=target.namespace, workload_kind=target.kind.resource.kind,
-        workload=target.name, uid=target.view.uid, reason=reason, message=message,
-        config_hash=config_hash, time=now, change=change,
-    )  # fmt: skip
+        kind=kind,
+        namespace=target.namespace,
+        workload_kind=target.kind.resource.kind,
+        workload=target.name,
+        uid=target.view.uid,
+        reason=reason,
+        message=message,
+        config_hash=config_hash,
+        time=now,
+        change=change,
+    )
 
 
 def changes_field(plan: Apply) -> dict[str, list[str]] | None:

@@ -114,26 +114,37 @@ class HotStrategy:
             return
         now = plan.rolled_at[-1]
         record = format_hash_at(plan.config_hash, now)
-        await annotate_workload(self._context, target, {
-            BASELINE_HASH: plan.config_hash, HOT_RELOAD: record, KEY_ID: assessment.key_id,
-            ROLLED_AT: format_rolled_at(list(plan.rolled_at)), FAILED: None,
-        })  # fmt: skip
+        annotations = {
+            BASELINE_HASH: plan.config_hash,
+            HOT_RELOAD: record,
+            KEY_ID: assessment.key_id,
+            ROLLED_AT: format_rolled_at(list(plan.rolled_at)),
+            FAILED: None,
+        }
+        await annotate_workload(self._context, target, annotations)
         nudged = await self._nudge(target, record, await self._pods(target))
         what = describe_apply(plan, assessment.states, target.namespace)
         versions = describe_versions(plan, assessment, target.namespace)
         suffix = f" (versions: {versions})" if versions else ""
         log.info(
-            "%s: reloading %s in place (%d pods nudged): %s", target, plan.config_hash,
-            nudged, what, extra=target.log_fields("hot-reload", config_hash=plan.config_hash,
-                                                  changes=changes_field(plan)),
-        )  # fmt: skip
+            "%s: reloading %s in place (%d pods nudged): %s",
+            target,
+            plan.config_hash,
+            nudged,
+            what,
+            extra=target.log_fields(
+                "hot-reload", config_hash=plan.config_hash, changes=changes_field(plan)
+            ),
+        )
         deadline = view.settings.hot_deadline
         self._context.events.post(
-            target.ref, NORMAL, "HotReload",
+            target.ref,
+            NORMAL,
+            "HotReload",
             f"delivering without a rollout: {what}{suffix}; asked the kubelet of {nudged} "
             f"pods to refresh their volumes; waiting up to {deadline:g} s for their reload "
             "agents to report",
-        )  # fmt: skip
+        )
 
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
         """Follow a hot change until every pod confirmed it, or fall back."""
@@ -147,9 +158,12 @@ class HotStrategy:
         checked = await self._check_claims(target, assessment, config_hash, since, pods)
         reports = [pod_report(pod, checked) for pod in pods]
         verdict = judge(
-            reports, since=since, delivered_at=delivered_at,
-            deadline=view.settings.hot_deadline, now=self._context.clock.now(),
-        )  # fmt: skip
+            reports,
+            since=since,
+            delivered_at=delivered_at,
+            deadline=view.settings.hot_deadline,
+            now=self._context.clock.now(),
+        )
         if verdict.kind is VerdictKind.WAITING:
             await self._nudge(target, format_hash_at(config_hash, delivered_at), pods)
             return verdict.retry_after
@@ -157,8 +171,13 @@ class HotStrategy:
         if verdict.kind is VerdictKind.RELOADED:
             await annotate_workload(self._context, target, {HOT_RELOAD: None})
             message = f"every pod ({len(pods)}) reloaded config {config_hash} in place"
-            log.info("%s: %s (%s)", target, message, _how_confirmed(reports, since),
-                     extra=target.log_fields("hot-reloaded"))  # fmt: skip
+            log.info(
+                "%s: %s (%s)",
+                target,
+                message,
+                _how_confirmed(reports, since),
+                extra=target.log_fields("hot-reloaded"),
+            )
             self._context.events.post(target.ref, NORMAL, "HotReloaded", message)
             return None
         return await self._fall_back(target, assessment, config_hash, verdict)
@@ -181,9 +200,13 @@ class HotStrategy:
             now = round(self._context.clock.now(), 3)
             recent = view.rolled_at[-(MAX_RECORDED_ROLLOUTS - 1) :]
             patch = rollout_patch(
-                target.kind.template_path, view.uid, config_hash, rolled_at=(*recent, now),
-                cause=f"hot reload failed: {why}", key_id=assessment.key_id,
-            )  # fmt: skip
+                target.kind.template_path,
+                view.uid,
+                config_hash,
+                rolled_at=(*recent, now),
+                cause=f"hot reload failed: {why}",
+                key_id=assessment.key_id,
+            )
             await patch_workload(self._context, target, patch)
             self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
             message = f"{why}; rolling instead ({HOT_FALLBACK}: rollout)"
@@ -198,19 +221,24 @@ class HotStrategy:
         return AFTER_FALLBACK if view.settings.hot_fallback_rollout else None
 
     async def _check_claims(
-        self, target: Target, assessment: Assessment, config_hash: str, since: float,
+        self,
+        target: Target,
+        assessment: Assessment,
+        config_hash: str,
+        since: float,
         pods: list[JSON],
-    ) -> dict[str, str | None]:  # fmt: skip
+    ) -> dict[str, str | None]:
         """For each live pod whose agent claims a load and that didn't start since the
         change: None when the claim is the data delivered, else why not. Reads the agent
         key and the sources the claims name once; keeps none of their values."""
         namespace = target.namespace
         claimed = {
-            str(pod["metadata"].get("name") or ""): pod for pod in pods
+            str(pod["metadata"].get("name") or ""): pod
+            for pod in pods
             if LOADED_HASH in (pod["metadata"].get("annotations") or {})
             and not _terminating(pod)
             and not started_after(pod_started(pod), since)
-        }  # fmt: skip
+        }
         if not claimed:
             return {}
         if assessment.desired != config_hash:
@@ -276,10 +304,12 @@ class HotStrategy:
             patch = {"metadata": {"uid": metadata.get("uid"), "annotations": {HOT_RELOAD: record}}}
             try:
                 await self._context.client.request(
-                    "PATCH", PODS.path(target.namespace, str(metadata.get("name"))),
-                    params={"fieldManager": FIELD_MANAGER}, body=patch,
+                    "PATCH",
+                    PODS.path(target.namespace, str(metadata.get("name"))),
+                    params={"fieldManager": FIELD_MANAGER},
+                    body=patch,
                     content_type=MERGE_PATCH,
-                )  # fmt: skip
+                )
             except ApiError as exc:
                 if exc.not_found or exc.conflict:
                     continue  # gone, or replaced by a pod of the same name: started fresh
@@ -292,10 +322,12 @@ class HotStrategy:
 def _how_confirmed(reports: list[PodReport], since: float) -> str:
     """Per live pod, what confirmed it (for the log: which rule said "reloaded")."""
     return "; ".join(
-        f"{r.name}: loaded the data delivered" if r.loaded_delivered
+        f"{r.name}: loaded the data delivered"
+        if r.loaded_delivered
         else f"{r.name}: started at {r.started} >= change at {since:.3f}"
-        for r in reports if not r.terminating
-    )  # fmt: skip
+        for r in reports
+        if not r.terminating
+    )
 
 
 def pod_report(pod: Mapping[str, Any], checked: Mapping[str, str | None]) -> PodReport:
@@ -320,8 +352,9 @@ def pod_report(pod: Mapping[str, Any], checked: Mapping[str, str | None]) -> Pod
 def _terminating(pod: Mapping[str, Any]) -> bool:
     phase = (pod.get("status") or {}).get("phase")
     return bool((pod.get("metadata") or {}).get("deletionTimestamp")) or phase in (
-        "Succeeded", "Failed",
-    )  # fmt: skip
+        "Succeeded",
+        "Failed",
+    )
 
 
 def _reasons(verdict: Verdict) -> str:

@@ -42,17 +42,27 @@ class NotifyStrategy:
         versions = describe_versions(plan, assessment, target.namespace)
         self._context.metrics.notifications.labels(kind=target.kind.resource.kind).inc()
         log.info(
-            "config of %s changed (not restarting, strategy notify): %s", target, what,
-            extra=target.log_fields("notified", config_hash=plan.config_hash,
-                                    changes=changes_field(plan)),
-        )  # fmt: skip
+            "config of %s changed (not restarting, strategy notify): %s",
+            target,
+            what,
+            extra=target.log_fields(
+                "notified", config_hash=plan.config_hash, changes=changes_field(plan)
+            ),
+        )
         message = (
             f"config changed: {what}"
             + (f" (versions: {versions})" if versions else "")
             + "; pods not restarted (kube-nudge.io/strategy: notify)"
         )
         self._context.events.post(target.ref, NORMAL, "ConfigChanged", message)
-        self._context.notify(notification(
-            target, NotificationKind.CHANGED, "ConfigChanged", message, plan.config_hash,
-            plan.rolled_at[-1], change=versions,
-        ))  # fmt: skip
+        self._context.notify(
+            notification(
+                target,
+                NotificationKind.CHANGED,
+                "ConfigChanged",
+                message,
+                plan.config_hash,
+                plan.rolled_at[-1],
+                change=versions,
+            )
+        )

@@ -128,11 +128,12 @@ class RolloutStrategy:
         patch = adopt_patch(target.view.uid, plan.config_hash, assessment.key_id)
         await self._patch(target, patch)
         log.info(
-            "adopted %s at %s%s", target, plan.config_hash,
+            "adopted %s at %s%s",
+            target,
+            plan.config_hash,
             " (hashes were made under another key)" if plan.new_key else "",
-            extra=target.log_fields("adopted", config_hash=plan.config_hash,
-                                    new_key=plan.new_key),
-        )  # fmt: skip
+            extra=target.log_fields("adopted", config_hash=plan.config_hash, new_key=plan.new_key),
+        )
         if plan.new_key:
             message = (
                 "re-baselined without restarting: its config hash was made under another "
@@ -153,17 +154,24 @@ class RolloutStrategy:
             await self._patch_fresh(target, build)
         else:
             patch = rollout_patch(
-                target.kind.template_path, target.view.uid, plan.config_hash,
-                rolled_at=plan.rolled_at, cause=what,
+                target.kind.template_path,
+                target.view.uid,
+                plan.config_hash,
+                rolled_at=plan.rolled_at,
+                cause=what,
                 key_id=assessment.key_id,
-            )  # fmt: skip
+            )
             await self._patch(target, patch)
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
         log.info(
-            "rolled %s to %s: %s", target, plan.config_hash, what,
-            extra=target.log_fields("rolled", config_hash=plan.config_hash,
-                                    changes=changes_field(plan)),
-        )  # fmt: skip
+            "rolled %s to %s: %s",
+            target,
+            plan.config_hash,
+            what,
+            extra=target.log_fields(
+                "rolled", config_hash=plan.config_hash, changes=changes_field(plan)
+            ),
+        )
         versions = describe_versions(plan, assessment, target.namespace)
         suffix = f" (versions: {versions})" if versions else ""
         self._context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}{suffix}")
@@ -221,8 +229,9 @@ def _leave_snapshots(
     pod_spec = get_pod_spec(workload, path) or {}
     mapping = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
     restored = rename_references(pod_spec, lambda kind, name: mapping.get((kind, name)))
-    patch = pod_spec_patch(path, pod_spec, restored, {CONFIG_HASH: plan.config_hash,
-                                                      SNAPSHOTS: None})  # fmt: skip
+    patch = pod_spec_patch(
+        path, pod_spec, restored, {CONFIG_HASH: plan.config_hash, SNAPSHOTS: None}
+    )
     patch["metadata"] = {
         **workload_preconditions(workload),
         "annotations": {**rollout_annotations(plan, key_id, cause), ROLLED_TO: None},

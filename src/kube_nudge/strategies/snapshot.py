@@ -92,18 +92,25 @@ class SnapshotStrategy(RolloutStrategy):
         await self._patch_fresh(target, build)
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
         log.info(
-            "rolled %s onto snapshots %s: %s", target, plan.config_hash, what,
-            extra=target.log_fields("rolled", config_hash=plan.config_hash,
-                                    changes=changes_field(plan),
-                                    snapshots=_copy_names(mapping)),
-        )  # fmt: skip
+            "rolled %s onto snapshots %s: %s",
+            target,
+            plan.config_hash,
+            what,
+            extra=target.log_fields(
+                "rolled",
+                config_hash=plan.config_hash,
+                changes=changes_field(plan),
+                snapshots=_copy_names(mapping),
+            ),
+        )
         versions = describe_versions(plan, assessment, target.namespace)
         suffix = f" (versions: {versions})" if versions else ""
         self._context.events.post(
-            target.ref, NORMAL, "Rolling",
-            f"rolling onto config snapshots {', '.join(_copy_names(mapping))}: "
-            f"{what}{suffix}",
-        )  # fmt: skip
+            target.ref,
+            NORMAL,
+            "Rolling",
+            f"rolling onto config snapshots {', '.join(_copy_names(mapping))}: {what}{suffix}",
+        )
 
     async def _snapshot_patch(
         self, target: Target, workload: JSON, plan: Apply, assessment: Assessment, cause: str
@@ -132,9 +139,8 @@ class SnapshotStrategy(RolloutStrategy):
 
         renamed = rename_references(pod_spec, rename)
         mapping = {(kind, copy): source for (kind, source), copy in renames.items()}
-        patch = pod_spec_patch(path, pod_spec, renamed, {
-            CONFIG_HASH: plan.config_hash, SNAPSHOTS: format_snapshots(mapping),
-        })  # fmt: skip
+        annotations = {CONFIG_HASH: plan.config_hash, SNAPSHOTS: format_snapshots(mapping)}
+        patch = pod_spec_patch(path, pod_spec, renamed, annotations)
         patch["metadata"] = {
             **workload_preconditions(workload),
             "annotations": {
@@ -161,49 +167,67 @@ class SnapshotStrategy(RolloutStrategy):
             raise NotYet(f"{ref} changed since it was cached")
         try:
             await client.request(
-                "POST", resource.path(ref.namespace), params={"fieldManager": FIELD_MANAGER},
+                "POST",
+                resource.path(ref.namespace),
+                params={"fieldManager": FIELD_MANAGER},
                 body=copy_manifest(source, ref, name, owner),
-            )  # fmt: skip
+            )
             self._context.metrics.writes.labels(kind=resource.kind).inc()
             return
         except ApiError as exc:
             if exc.status in _COPY_REFUSALS:
                 # Too large once labelled (1 MiB per object), a quota on ConfigMaps/Secrets,
                 # an admission policy: waiting with backoff would change nothing soon.
-                raise Refused(Hold(
-                    "refused", "SnapshotFailed",
-                    f"not rolling: could not copy {ref.display(target.namespace)} to "
-                    f"{ref.kind.value}/{name}: {exc}",
-                    retry_after=COPY_RETRY,
-                )) from None  # fmt: skip
+                raise Refused(
+                    Hold(
+                        "refused",
+                        "SnapshotFailed",
+                        f"not rolling: could not copy {ref.display(target.namespace)} to "
+                        f"{ref.kind.value}/{name}: {exc}",
+                        retry_after=COPY_RETRY,
+                    )
+                ) from None
             if not exc.conflict:
                 raise
         existing = await client.get(resource.path(ref.namespace, name))
         if not is_copy_of(existing, ref, source, target.view.uid):
             raise Refused(
                 Hold(
-                    "refused", "SnapshotNameTaken",
+                    "refused",
+                    "SnapshotNameTaken",
                     f"not rolling: {ref.kind.value}/{name} exists but is not kube-nudge's "
                     f"immutable copy of {ref.display(target.namespace)}; it is never used. "
                     "Delete or rename it, then the next change (or a restart) retries",
                 )
-            )  # fmt: skip
-        # An existing copy (the source's other data didn't change) may by now belong only
-        # to old revisions that could be pruned before the new one takes it over: the
-        # workload claims it again until then.
+            )
+        await self._claim_copy(resource, ref.namespace, name, existing, owner)
+
+    async def _claim_copy(
+        self, resource: Resource, namespace: str, name: str, existing: JSON, owner: dict[str, Any]
+    ) -> None:
+        """Make ``owner`` an owner of the existing copy ``name``, unless it is one already.
+
+        An existing copy (the source's other data didn't change) may by now belong only to
+        old revisions that could be pruned before the new one takes it over: the workload
+        claims it again until then."""
         metadata = existing.get("metadata") or {}
         owners = list(metadata.get("ownerReferences") or ())
-        if not any(o.get("uid") == owner.get("uid") for o in owners):
-            # An append, not a replacement: workloads sharing one copy (one ConfigMap read
-            # by many Deployments) claim it at once without conflicting; the test guards
-            # against a copy deleted and recreated in between.
-            await client.request(
-                "PATCH", resource.path(ref.namespace, name),
-                params={"fieldManager": FIELD_MANAGER}, content_type=JSON_PATCH,
-                body=[{"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
-                      {"op": "add", "path": "/metadata/ownerReferences/-", "value": owner}],
-            )  # fmt: skip
-            self._context.metrics.writes.labels(kind=resource.kind).inc()
+        if any(o.get("uid") == owner.get("uid") for o in owners):
+            return
+        # An append, not a replacement: workloads sharing one copy (one ConfigMap read by
+        # many Deployments) claim it at once without conflicting; the test guards against a
+        # copy deleted and recreated in between.
+        await self._context.client.request(
+            "PATCH",
+            resource.path(namespace, name),
+            params={"fieldManager": FIELD_MANAGER},
+            content_type=JSON_PATCH,
+            body=[
+                {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
+                {"op": "add", "path": "/metadata/ownerReferences/-", "value": owner},
+            ],
+        )
+        self._context.metrics.writes.labels(kind=resource.kind).inc()
 
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
         """Give each of the workload's copies exactly the owners that need it: the
@@ -243,13 +267,15 @@ class SnapshotStrategy(RolloutStrategy):
                 users.setdefault(copy, []).append(_reference_to(revisions.resource, revision))
         copies = await self._copies(target.namespace, uid)
         held = {
-            copy for copy, metadata in copies.items()
+            copy
+            for copy, metadata in copies.items()
             if any(o.get("uid") == uid for o in metadata.get("ownerReferences") or ())
-        }  # fmt: skip
+        }
         owned = held | {
-            copy for copy, metadata in copies.items()
+            copy
+            for copy, metadata in copies.items()
             if any(o.get("uid") in mine for o in metadata.get("ownerReferences") or ())
-        }  # fmt: skip
+        }
         me = _reference_to(target.kind.resource, workload)
         settled = True
         for copy in sorted(current - set(copies)):
@@ -307,17 +333,23 @@ class SnapshotStrategy(RolloutStrategy):
         labels.pop("pod-template-hash", None)  # the ReplicaSet's own label
         template["metadata"] = {**(template.get("metadata") or {}), "labels": labels}
         await client.request(
-            "PATCH", target.kind.resource.path(target.namespace, target.name),
-            params={"fieldManager": FIELD_MANAGER}, content_type=JSON_PATCH,
+            "PATCH",
+            target.kind.resource.path(target.namespace, target.name),
+            params={"fieldManager": FIELD_MANAGER},
+            content_type=JSON_PATCH,
             body=[
-                {"op": "test", "path": "/metadata/resourceVersion",
-                 "value": metadata.get("resourceVersion")},
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": metadata.get("resourceVersion"),
+                },
                 {"op": "replace", "path": "/spec/template", "value": template},
             ],
-        )  # fmt: skip
+        )
         self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
-        copies = _copy_names(parse_snapshots(template_annotation(
-            revision, revisions.template_path, SNAPSHOTS)))  # fmt: skip
+        copies = _copy_names(
+            parse_snapshots(template_annotation(revision, revisions.template_path, SNAPSHOTS))
+        )
         name = (revision.get("metadata") or {}).get("name")
         return (
             f"rolled back to revision {number} ({revisions.resource.kind} {name}) and its "
@@ -349,23 +381,28 @@ class SnapshotStrategy(RolloutStrategy):
             except NotYet:
                 return False
             except Refused as refusal:
-                self._context.events.post(target.ref, WARNING, refusal.hold.event_reason,
-                                          refusal.hold.message)  # fmt: skip
+                self._context.events.post(
+                    target.ref, WARNING, refusal.hold.event_reason, refusal.hold.message
+                )
                 return True
             log.warning("%s: snapshot %s/%s was deleted; made it again", target, kind.value, name)
             self._context.events.post(
-                target.ref, WARNING, "SnapshotDeleted",
+                target.ref,
+                WARNING,
+                "SnapshotDeleted",
                 f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this "
                 "template uses) was deleted; made it again from the unchanged source",
-            )  # fmt: skip
+            )
             return True
         log.warning("%s: snapshot %s/%s was deleted and its data is gone", target, kind.value, name)
         self._context.events.post(
-            target.ref, WARNING, "SnapshotDeleted",
+            target.ref,
+            WARNING,
+            "SnapshotDeleted",
             f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this template "
             "uses) was deleted and the source has changed since: new pods of this template "
             "cannot start; the next change of the source rolls onto a new copy",
-        )  # fmt: skip
+        )
         return True
 
     async def _copies(
@@ -405,19 +442,24 @@ class SnapshotStrategy(RolloutStrategy):
             return True
         client = self._context.client
         path = resource.path(target.namespace, name)
-        preconditions = {"uid": metadata.get("uid"),
-                         "resourceVersion": metadata.get("resourceVersion")}  # fmt: skip
+        preconditions = {
+            "uid": metadata.get("uid"),
+            "resourceVersion": metadata.get("resourceVersion"),
+        }
         try:
             if owners:
                 await client.request(
-                    "PATCH", path, params={"fieldManager": FIELD_MANAGER},
+                    "PATCH",
+                    path,
+                    params={"fieldManager": FIELD_MANAGER},
                     content_type=MERGE_PATCH,
                     body={"metadata": {"ownerReferences": owners, **preconditions}},
-                )  # fmt: skip
+                )
             else:
                 await client.request("DELETE", path, body={"preconditions": preconditions})
-                log.info("%s: deleted snapshot %s/%s, which no revision uses", target,
-                         kind.value, name)  # fmt: skip
+                log.info(
+                    "%s: deleted snapshot %s/%s, which no revision uses", target, kind.value, name
+                )
         except ApiError as exc:
             if exc.not_found:
                 return True
