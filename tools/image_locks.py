@@ -82,11 +82,12 @@ def locks(root: Path) -> dict[Path, str]:
     blocks = lock_blocks(root / DEV_LOCK)
     return {
         RUNTIME_LOCK: render(
-            runtime_closure(root / "pyproject.toml"), blocks,
+            runtime_closure(root / "pyproject.toml"),
+            blocks,
             "The image's runtime venv: kube-nudge's dependencies",
         ),
         BUILD_LOCK: render({"setuptools", "wheel"}, blocks, "Building the kube-nudge wheel"),
-    }  # fmt: skip
+    }
 
 
 def main() -> int:

@@ -39,8 +39,13 @@ def helm(*args: str, cwd: Path) -> str:
         env.pop("KUBECONFIG", None)
         result = subprocess.run(  # nosec B603 # the pinned helm, argv from the caller, no shell
             [str(helm_binary()), *args],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     if result.returncode != 0:
         raise ChartError(f"helm {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
     return result.stdout

@@ -249,8 +249,11 @@ def _locked() -> Iterator[None]:
                         f"{_LOCK_WAIT / _MINUTE:.0f} minutes"
                     ) from None
                 if not told:
-                    print(f"waiting for another image build ({directory / '.lock'})",
-                          file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"waiting for another image build ({directory / '.lock'})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     told = True
                 time.sleep(1.0)
         try:
@@ -261,15 +264,19 @@ def _locked() -> Iterator[None]:
 
 def _key_of(ref: str) -> str | None:
     """The key label of ``ref`` in podman's store; None when podman has no such image."""
-    code, _, err = _call(podman_argv("image", "exists", ref), what="podman image exists",
-                         timeout=_QUICK)  # fmt: skip
+    code, _, err = _call(
+        podman_argv("image", "exists", ref), what="podman image exists", timeout=_QUICK
+    )
     if code == 1:
         return None
     if code != 0:
         raise ImageError(f"podman image exists {ref} failed (exit {code}): {_last_line(err)}")
     label = f'{{{{index .Labels "{KEY_LABEL}"}}}}'
-    out = _run(podman_argv("image", "inspect", "--format", label, ref),
-               what=f"podman image inspect {ref}", timeout=_QUICK)  # fmt: skip
+    out = _run(
+        podman_argv("image", "inspect", "--format", label, ref),
+        what=f"podman image inspect {ref}",
+        timeout=_QUICK,
+    )
     return out.strip() or None
 
 
@@ -283,8 +290,11 @@ def _publish(partial: Path, archive: Path) -> None:
 
 def _drop_other_tags(repository: str, keep: str, log: Path) -> None:
     """Remove older builds of ``repository`` (one still used by an image or container stays)."""
-    out = _run(podman_argv("images", "--format", "{{.Repository}}:{{.Tag}}", repository),
-               what=f"podman images {repository}", timeout=_QUICK)  # fmt: skip
+    out = _run(
+        podman_argv("images", "--format", "{{.Repository}}:{{.Tag}}", repository),
+        what=f"podman images {repository}",
+        timeout=_QUICK,
+    )
     for other in sorted(set(out.split()) - {keep}):
         # best effort: an old tag never fails a build
         _call(podman_argv("rmi", other), what=f"podman rmi {other}", timeout=_QUICK, log=log)
@@ -475,8 +485,11 @@ def build_image(repo: Path = Path("."), *, progress: Progress | None = None) -> 
 
 
 def _image_id(ref: str) -> str | None:
-    code, out, _ = _call(podman_argv("image", "inspect", "--format", "{{.Id}}", ref),
-                         what="podman image inspect", timeout=_QUICK)  # fmt: skip
+    code, out, _ = _call(
+        podman_argv("image", "inspect", "--format", "{{.Id}}", ref),
+        what="podman image inspect",
+        timeout=_QUICK,
+    )
     return out.strip() or None if code == 0 else None
 
 
@@ -495,8 +508,12 @@ def _save(ref: str, archive: Path, log: Path) -> None:
 
 def _load(archive: Path, ref: str, key: str, log: Path) -> None:
     """Put ``ref`` back into a wiped store from its archive (which names it)."""
-    _run(podman_argv("load", "--input", str(archive)), what=f"podman load {archive.name}",
-         timeout=_QUICK, log=log)  # fmt: skip
+    _run(
+        podman_argv("load", "--input", str(archive)),
+        what=f"podman load {archive.name}",
+        timeout=_QUICK,
+        log=log,
+    )
     if _key_of(ref) != key:
         raise ImageError(f"podman load {archive} did not give {ref} with {KEY_LABEL}={key}")
 
