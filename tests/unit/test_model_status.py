@@ -33,11 +33,18 @@ def state_of(
 
 def view(annotations: dict[str, str], template_hash: str = "v1-a") -> WorkloadView:
     obj: dict[str, Any] = {
-        "metadata": {"namespace": "shop", "uid": "u",
-                     "annotations": {"kube-nudge.io/enabled": "true", **annotations}},
-        "spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: template_hash}},
-                              "spec": {"containers": [{"name": "a", "image": "x"}]}}},
-    }  # fmt: skip
+        "metadata": {
+            "namespace": "shop",
+            "uid": "u",
+            "annotations": {"kube-nudge.io/enabled": "true", **annotations},
+        },
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {CONFIG_HASH: template_hash}},
+                "spec": {"containers": [{"name": "a", "image": "x"}]},
+            }
+        },
+    }
     projected = project_workload(obj, ("spec", "template"), WorkloadDefaults())
     assert projected is not None
     return projected
@@ -53,9 +60,7 @@ def test_a_failed_rollout_is_its_own_state_and_counts_as_drift() -> None:
 
 
 def test_drift_says_what_the_workload_may_be_waiting_for() -> None:
-    waiting = view({
-        "kube-nudge.io/approval": "required", "kube-nudge.io/rollout-order": "2",
-    })  # fmt: skip
+    waiting = view({"kube-nudge.io/approval": "required", "kube-nudge.io/rollout-order": "2"})
     state, detail = state_of(waiting, "v1-b", (), {}, 0)
     assert state == "drift"
     assert "approval (kube-nudge.io/approval: required; kube-nudge approve)" in detail
@@ -87,8 +92,10 @@ def test_without_the_key_pods_that_read_the_config_after_its_change_are_current(
 
 def test_without_the_key_no_pods_or_unlisted_pods_are_unverified() -> None:
     state, detail = state_of(view({}), None, (), {}, 0, without=KEYLESS)
-    assert (state, detail.split(",")[0]) == (UNVERIFIED, "cannot verify: no pod tells which "
-                                                         "config it runs")  # fmt: skip
+    assert (state, detail.split(",")[0]) == (
+        UNVERIFIED,
+        "cannot verify: no pod tells which config it runs",
+    )
     state, detail = state_of(view({}), None, (), None, 0, without=KEYLESS)
     assert state == UNVERIFIED and "its pods may not be listed here" in detail
     # Not opted in, pods not listable: never the audit's "current".
@@ -97,11 +104,11 @@ def test_without_the_key_no_pods_or_unlisted_pods_are_unverified() -> None:
 
 
 def test_without_the_key_what_needs_no_key_is_still_told() -> None:
-    held = state_of(view({}), None, ("configmap/app not found",), {"v1-a": 1}, 1,
-                  without=KEYLESS)  # fmt: skip
+    held = state_of(view({}), None, ("configmap/app not found",), {"v1-a": 1}, 1, without=KEYLESS)
     assert held == ("held", "missing: configmap/app not found")
-    failed = state_of(view({FAILED: format_failed("v1-a", 1.0)}), None, (), {"v1-a": 1}, 1,
-                    without=KEYLESS)  # fmt: skip
+    failed = state_of(
+        view({FAILED: format_failed("v1-a", 1.0)}), None, (), {"v1-a": 1}, 1, without=KEYLESS
+    )
     assert failed[0] == "failed"
     unadopted = replace(view({}), template_hash=None)
     assert state_of(unadopted, None, (), {"-": 1}, 1, without=KEYLESS)[0] == "not-adopted"
@@ -110,8 +117,7 @@ def test_without_the_key_what_needs_no_key_is_still_told() -> None:
 def test_without_the_key_a_pod_started_in_the_second_of_the_change_is_not_proof() -> None:
     # API times have whole seconds: a pod started in that second may predate the change; an
     # agent's reload after it may have read old files. Neither proves anything.
-    state, detail = state_of(view({}), None, (), {"v1-a": 2}, 0, without=KEYLESS,
-                           unproven=1)  # fmt: skip
+    state, detail = state_of(view({}), None, (), {"v1-a": 2}, 0, without=KEYLESS, unproven=1)
     assert state == UNVERIFIED
     assert "1 pod(s) created in the second of its config's last change or before it" in detail
     # With the key, the hashes decide, as before.
