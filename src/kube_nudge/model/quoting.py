@@ -11,8 +11,17 @@ SHOWN_CHARS = 100
 
 
 def show(value: object) -> str:
-    """The value quoted and escaped for a message, truncated to ~100 characters."""
+    """The value quoted and escaped for a message, truncated to ~100 characters of the
+    escaped text (a control character escapes to six: counting the raw ones let 100 of
+    them grow a message past its bound)."""
     text = value if isinstance(value, str) else repr(value)
-    if len(text) > SHOWN_CHARS:
-        text = text[:SHOWN_CHARS] + "..."
-    return json.dumps(text)
+    body: list[str] = []
+    length = 0
+    for char in text:  # stops at the bound, whatever the input's size
+        piece = json.dumps(char)[1:-1]
+        if length + len(piece) > SHOWN_CHARS:
+            body.append("...")
+            break
+        body.append(piece)
+        length += len(piece)
+    return '"' + "".join(body) + '"'
