@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -102,7 +103,9 @@ class Informer(Generic[T]):
     @staticmethod
     def _key(obj: JSON) -> Key:
         metadata = obj.get("metadata") or {}
-        return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        # One string per namespace, not one per cached object (58 bytes each, 15,200 times
+        # in the memory scenario).
+        return sys.intern(str(metadata.get("namespace") or "")), str(metadata.get("name") or "")
 
     def _apply(self, key: Key, new: T | None) -> None:
         old = self.store.get(key)

@@ -23,6 +23,7 @@ from kube_nudge.model.compat import SOURCE_SWITCHES, WORKLOAD_SWITCHES, translat
 from kube_nudge.model.quoting import show
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.selectors import check_label_selector
+from kube_nudge.model.sharing import shared
 from kube_nudge.model.windows import RolloutWindow, parse_window
 
 __all__ = [
@@ -396,7 +397,7 @@ def parse_workload(
         hot_fallback_rollout=hot_fallback == HOT_FALLBACK_ROLLOUT,
         hot_deadline=hot_deadline,
     )
-    return settings, errors
+    return shared(settings, _WORKLOAD_SETTINGS), errors
 
 
 def _peer_sources(
@@ -410,6 +411,10 @@ def _peer_sources(
         else:
             refs.append(ref)
     return refs
+
+
+_SOURCE_SETTINGS: dict[SourceSettings, SourceSettings] = {}
+_WORKLOAD_SETTINGS: dict[WorkloadSettings, WorkloadSettings] = {}
 
 
 def parse_source(
@@ -430,7 +435,7 @@ def parse_source(
     settings = SourceSettings(
         ignore=bool(ignore), share_with=share_with, matched=matched, pod_selector=pod_selector
     )
-    return settings, errors
+    return shared(settings, _SOURCE_SETTINGS), errors
 
 
 def cross_namespace_allowed(

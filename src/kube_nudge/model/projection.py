@@ -7,6 +7,7 @@ it. Objects that project to None (workloads that did not opt in) are not kept at
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -192,7 +193,7 @@ def project_workload(
     `kind` (``Deployment`` ...) tells how to read its rollout progress."""
     metadata = obj.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    namespace = str(metadata.get("namespace") or "")
+    namespace = sys.intern(str(metadata.get("namespace") or ""))  # shared with the cache's key
     settings, errors = parse_workload(annotations, namespace, defaults)
     if not settings.enabled and not opted_out_too:
         return None
