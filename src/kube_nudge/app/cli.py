@@ -18,14 +18,9 @@ from collections.abc import Sequence
 from typing import NoReturn, Protocol
 
 from kube_nudge import __version__
-from kube_nudge.app.agent_command import AGENT
-from kube_nudge.app.annotations_command import ANNOTATIONS_COMMAND
 from kube_nudge.app.completion_command import CompletionCommand
 from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, CommandError, one_line
-from kube_nudge.app.release_command import APPROVE, RELEASE
-from kube_nudge.app.run_command import RUN
-from kube_nudge.app.status_command import STATUS
-from kube_nudge.app.wait_command import WAIT
+from kube_nudge.app.lazy import LazyCommand
 from kube_nudge.kube.client import KubeconfigError
 
 
@@ -33,7 +28,11 @@ class Command(Protocol):
     """One ``kube-nudge`` subcommand."""
 
     name: str
-    help: str
+
+    @property
+    def help(self) -> str:
+        """The command's one-line help."""
+        ...
 
     @property
     def exit_codes(self) -> Sequence[tuple[int, str]]:
@@ -50,14 +49,15 @@ class Command(Protocol):
 
 
 COMPLETION = CompletionCommand(lambda: build_parser())
+# Each module is imported only when its command is used (see app/lazy.py).
 COMMANDS: tuple[Command, ...] = (
-    RUN,
-    STATUS,
-    WAIT,
-    RELEASE,
-    APPROVE,
-    AGENT,
-    ANNOTATIONS_COMMAND,
+    LazyCommand("run", "kube_nudge.app.run_command", "RUN"),
+    LazyCommand("status", "kube_nudge.app.status_command", "STATUS"),
+    LazyCommand("wait", "kube_nudge.app.wait_command", "WAIT"),
+    LazyCommand("release", "kube_nudge.app.release_command", "RELEASE"),
+    LazyCommand("approve", "kube_nudge.app.release_command", "APPROVE"),
+    LazyCommand("agent", "kube_nudge.app.agent_command", "AGENT"),
+    LazyCommand("annotations", "kube_nudge.app.annotations_command", "ANNOTATIONS_COMMAND"),
     COMPLETION,
 )
 
@@ -91,8 +91,9 @@ def exit_code_help(codes: Sequence[tuple[int, str]]) -> str:
     return "exit codes:\n" + "\n".join(f"  {code:<3} {meaning}" for code, meaning in codes)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level argument parser with every subcommand."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The top-level argument parser with every subcommand; with ``only``, the others get
+    no flags (their modules are not imported: see app/lazy.py)."""
     parser = OneLineParser(
         prog="kube-nudge",
         description=__doc__.split("\n")[0],
@@ -102,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kube-nudge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for command in COMMANDS:
+        if only is not None and command.name != only:
+            sub.add_parser(command.name)
+            continue
         command_parser = sub.add_parser(
             command.name, help=command.help, epilog=exit_code_help(command.exit_codes),
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -113,7 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kube-nudge`` console script."""
-    args = build_parser().parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    chosen = args_list[0] if args_list else None
+    only = chosen if chosen in {command.name for command in COMMANDS} else None
+    args = build_parser(only).parse_args(args_list)
     try:
         return int(args.execute(args))
     except CommandError as exc:

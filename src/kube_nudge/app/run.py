@@ -25,6 +25,7 @@ from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
 from kube_nudge.notifications.delivery import Notifier, NotifierHooks
 from kube_nudge.notifications.model import Notification, Receiver
+from kube_nudge.runtime.heap import HeapTrimmer
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
@@ -115,7 +116,7 @@ async def serve(config: RunConfig) -> None:
             recorder=EventRecorder(client, instance=identity),
             notify=_stamped(notifier, config.cluster_name) if notifier is not None else None,
         )  # fmt: skip
-        runnables: list[Runnable] = list(controller.runnables)
+        runnables: list[Runnable] = [*controller.runnables, HeapTrimmer(controller.synced)]
         if notifier is not None:
             runnables.append(notifier)
         if config.metrics_addr is not None:

@@ -41,6 +41,7 @@ from kube_nudge.model.parsing import (
 from kube_nudge.model.quoting import show
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.selectors import check_label_selector
+from kube_nudge.model.sharing import shared
 from kube_nudge.model.windows import RolloutWindow, parse_window
 
 # The annotation and label names (ENABLED, DEBOUNCE, ...) are module constants too, made by
@@ -618,7 +619,7 @@ def parse_workload(
         only_matched=workload is not None and workload.matched_only,
         **values,
     )
-    return settings, errors
+    return shared(settings, _WORKLOAD_SETTINGS), errors
 
 
 def _parse_declared(
@@ -679,6 +680,10 @@ def _peer_sources(
     return refs
 
 
+_SOURCE_SETTINGS: dict[SourceSettings, SourceSettings] = {}
+_WORKLOAD_SETTINGS: dict[WorkloadSettings, WorkloadSettings] = {}
+
+
 def parse_source(
     annotations: Mapping[str, str] | None, *, compat: bool = False
 ) -> tuple[SourceSettings, list[str]]:
@@ -694,7 +699,7 @@ def parse_source(
     if values["ignore"] is None:
         values["ignore"] = compat and switches.get(RELOADER_IGNORE, False)
     settings = SourceSettings(matched=compat and switches.get(RELOADER_MATCH, False), **values)
-    return settings, errors
+    return shared(settings, _SOURCE_SETTINGS), errors
 
 
 def cross_namespace_allowed(

@@ -18,12 +18,11 @@ import hashlib
 import hmac
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from kube_nudge.model.digests import Digest, key_digests
 from kube_nudge.model.references import Consumption, SourceRef
+from kube_nudge.model.sourcestate import ABSENT, SourceState
 
 __all__ = [
     "ABSENT",
@@ -47,28 +46,11 @@ _ALL_KEYS, _LISTED_KEYS = b"\x00", b"\x01"
 _KEY_ABSENT, _KEY_PRESENT = b"\x00", b"\x01"
 
 
-@dataclass(frozen=True, slots=True)
-class SourceState:
-    """What the controller knows about one source right now."""
-
-    present: bool
-    digests: Mapping[str, Digest] = field(default_factory=lambda: MappingProxyType({}))
-    """Per-key digests; empty when the source is not present."""
-
-    def __repr__(self) -> str:
-        # Digests of low-entropy Secret values could be brute-forced: show key names only.
-        return f"SourceState(present={self.present}, keys={sorted(self.digests)!r})"
-
-
-ABSENT = SourceState(present=False)
-"""State of a source that does not exist (or is not known to exist)."""
-
-
 def source_state(obj: Mapping[str, Any] | None) -> SourceState:
     """State of a source from its JSON object, or ABSENT for None."""
     if obj is None:
         return ABSENT
-    return SourceState(present=True, digests=MappingProxyType(key_digests(obj)))
+    return SourceState(present=True, digests=key_digests(obj))
 
 
 def consumed_digests(consumption: Consumption, state: SourceState) -> dict[str, Digest | None]:

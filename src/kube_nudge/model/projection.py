@@ -47,6 +47,7 @@ from kube_nudge.model.references import (
     discover,
     merge,
 )
+from kube_nudge.model.sharing import shared
 from kube_nudge.model.snapshots import parse_snapshots, restore_sources
 from kube_nudge.model.visibility import counted
 
@@ -206,6 +207,13 @@ class WorkloadView:
         )  # fmt: skip
 
 
+# Shared by every cached workload instead of one each: an empty frozenset is 216 bytes, and
+# most workloads consume their sources the same way (`Consumption` holds up to three
+# frozensets of key names). In the memory scenario's shape: 2,633 to 1,311 bytes a view.
+_NONE: frozenset[Any] = frozenset()
+_CONSUMPTIONS: dict[Consumption, Consumption] = {}
+
+
 def project_workload(
     obj: Mapping[str, Any],
     template_path: TemplatePath,
@@ -219,7 +227,7 @@ def project_workload(
     `kind` (``Deployment`` ...) tells how to read its rollout progress."""
     metadata = obj.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    namespace = str(metadata.get("namespace") or "")
+    namespace = sys.intern(str(metadata.get("namespace") or ""))  # shared with the cache's key
     settings, errors = parse_workload(annotations, namespace, defaults)
     if not settings.enabled and not opted_out_too:
         return None
@@ -227,7 +235,7 @@ def project_workload(
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
     # A snapshot template names copies: what it consumes are the sources they stand for.
     copies = parse_snapshots(template_annotation(obj, template_path, SNAPSHOTS))
-    direct: frozenset[SourceRef] = frozenset()
+    direct: frozenset[SourceRef] = _NONE
     if settings.strategy == STRATEGY_SNAPSHOT:
         direct = frozenset(ref for ref in consumed if (ref.kind, ref.name) not in copies)
     consumed = restore_sources(consumed, copies) if copies else consumed
@@ -240,7 +248,9 @@ def project_workload(
         template_path=template_path,
         settings=settings,
         errors=tuple(errors),
-        consumed=MappingProxyType(counted(consumed, settings)),
+        consumed=MappingProxyType(
+            {ref: shared(use, _CONSUMPTIONS) for ref, use in counted(consumed, settings).items()}
+        ),
         has_template=pod_spec is not None,
         template_hash=template_annotation(obj, template_path, CONFIG_HASH),
         baseline_hash=baseline if isinstance(baseline, str) else None,
@@ -249,7 +259,7 @@ def project_workload(
         pod_selector=pod_selector(obj),
         released_at=max(parse_rolled_at(annotations.get(RELEASED_AT)), default=0.0),
         rolled_to=rolled_to if isinstance(rolled_to, str) else None,
-        snapshot_copies=frozenset(copies),
+        snapshot_copies=frozenset(copies) if copies else _NONE,
         direct_sources=direct,
         progress=progress_of(kind, obj),
         failed=parse_failed(annotations.get(FAILED)),
