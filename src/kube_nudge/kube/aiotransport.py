@@ -2,9 +2,9 @@
 
 Why aiohttp: a fan-out is a thousand PATCHes in a burst, and the client's CPU per request
 is CPU the API server on the same small machine does not get. Measured side by side against
-the local control plane (``make bench-http``, bench/httpcost.py), aiohttp costs about a
-third of httpx2's CPU per PATCH (its HTTP parser is C) and stays close to the minimal
-client's hand-written HTTP/1.1; the figures are in README ("The HTTP client").
+the local control plane (``make bench-http``; bench/httpcost.py has the figures), aiohttp
+costs about a third of httpx2's CPU per PATCH (its HTTP parser is C) and comes close to the
+minimal client's hand-written HTTP/1.1; README ("The HTTP client") weighs the candidates.
 
 lightkube still reads the kubeconfig: the TLS context (CA, client certificate) and the
 credentials (``kube.credentials``). Proxies from the environment are honoured as httpx2
@@ -13,6 +13,7 @@ did (``HTTPS_PROXY``, ``NO_PROXY``), looked up once, not on every request.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
 import urllib.request
@@ -105,6 +106,7 @@ class AiohttpTransport:
         self._timeout = timeout
         self._proxy = _proxy_for(server)
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._connections = connections
         parts = urlsplit(server)
         self._server = f"{parts.scheme}://{parts.netloc}"
@@ -115,12 +117,17 @@ class AiohttpTransport:
         return self._server
 
     def _open(self) -> aiohttp.ClientSession:
-        # Made on first use: a session belongs to the running event loop.
-        if self._session is None or self._session.closed:
+        # Made on first use: a session belongs to the event loop it was made in (a client
+        # built before asyncio.run, or used by a later one, gets a session of its own loop).
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._loop = loop
             connector = aiohttp.TCPConnector(ssl=self._tls, limit=self._connections)
+            # ``connect`` includes the wait for a free connection of the pool.
             timeout = aiohttp.ClientTimeout(
-                total=None, sock_connect=self._timeout, sock_read=self._timeout
-            )
+                total=None, connect=self._timeout, sock_connect=self._timeout,
+                sock_read=self._timeout,
+            )  # fmt: skip
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=timeout,
                 headers={"User-Agent": self._user_agent},
@@ -165,7 +172,7 @@ class AiohttpTransport:
         session = self._open()
         sent, generation = await self._headers({"Accept": "application/json"})
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self._timeout, sock_read=read_timeout
+            total=None, connect=self._timeout, sock_connect=self._timeout, sock_read=read_timeout
         )
         try:
             response = await session.request(
