@@ -12,6 +12,25 @@ Candidates whose library is not installed are skipped: only the one kube-nudge u
 dependency (``pip install`` the others to compare). ``raw asyncio`` is the floor: the minimal
 client's hand-written HTTP/1.1 (bench/minimal.py), which parses nothing but the status line
 and headers.
+
+Measured 2026-11-24 on the 2-core machine, busy with other work (``make bench-http``: 2,000
+patches x 5 rounds, 32 in flight; CPU ms per request, median (min-max) of the rounds), two
+runs: the first with every candidate and kube-nudge's KubeClient still on httpx2, the second
+with KubeClient on aiohttp (niquests left out):
+
+====================  =====================  =====================
+candidate             first run              second run
+====================  =====================  =====================
+raw asyncio           0.165 (0.147-0.173)    0.162 (0.139-0.171)
+pyreqwest 0.15.1      0.249 (0.230-0.261)    0.230 (0.167-0.263)
+aiohttp 3.14.5        0.299 (0.292-0.330)    0.267 (0.263-0.322)
+KubeClient            0.991 (0.932-1.287)    0.344 (0.291-0.364)
+httpcore2 2.16.2      0.702 (0.606-0.849)    0.586 (0.567-0.773)
+httpx2 2.16.2         0.972 (0.943-1.360)    0.935 (0.776-1.334)
+niquests 3.21.2       1.305 (1.020-1.494)
+====================  =====================  =====================
+
+KubeClient adds its limiter, retry loop and error mapping to the transport's cost.
 """
 
 from __future__ import annotations

@@ -167,7 +167,8 @@ class KubeClient:
         options = options or ClientOptions()
         single = load_kubeconfig(kubeconfig, context)
         try:
-            assert single.user, "Missing user"  # nosec B101 # lightkube's own check, mapped below
+            if single.user is None:
+                raise ConfigError("Missing user")  # lightkube's own check and words
             tls = client_adapter.verify_cluster(single.cluster, single.user, single.abs_file)
             credentials = Credentials(client_adapter.user_auth(single.user), single.cluster.server)
             _check_server(single.cluster.server)
@@ -183,7 +184,7 @@ class KubeClient:
                 f"{where}: cannot read a file it names ({named}): {reason}"
             ) from None
         except (ConfigError, AssertionError, ValueError, TypeError) as exc:
-            # lightkube asserts a user, loads certificates, checks the server URL.
+            # No user, certificates that do not load, a server that is not a URL.
             raise KubeconfigError(f"{_where(single.fname)}: {_reason(exc)}") from None
         client = cls(http, options)
         client.default_namespace = single.namespace
