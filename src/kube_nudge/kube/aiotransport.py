@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -57,33 +58,24 @@ def _proxy_for(server: str) -> str | None:
     return proxies.get(urlsplit(server).scheme) or None
 
 
-class _AiohttpStream:
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
-        self._response = response
-        self.status = response.status
-        self.headers: Mapping[str, str] = response.headers
-
-    async def read(self) -> bytes:
-        return await self._response.read()
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        # Not StreamReader.readline: it refuses lines over 128 KiB, and one watch event
-        # carries a whole object (a ConfigMap may hold 1 MiB).
-        pending = b""
-        try:
-            async for chunk in self._response.content.iter_chunked(_CHUNK):
-                pending += chunk
-                if b"\n" not in chunk:
-                    continue
-                *complete, pending = pending.split(b"\n")
-                for line in complete:
-                    yield line
-        except TimeoutError:
-            raise StreamTimeout("ReadTimeout") from None
-        except aiohttp.ClientError as exc:
-            raise _failure(exc) from None
-        if pending:
-            yield pending
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    # Not StreamReader.readline: it refuses lines over 128 KiB, and one watch event carries
+    # a whole object (a ConfigMap may hold 1 MiB).
+    pending = b""
+    try:
+        async for chunk in response.content.iter_chunked(_CHUNK):
+            pending += chunk
+            if b"\n" not in chunk:
+                continue
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield line
+    except TimeoutError:
+        raise StreamTimeout("ReadTimeout") from None
+    except aiohttp.ClientError as exc:
+        raise _failure(exc) from None
+    if pending:
+        yield pending
 
 
 class AiohttpTransport:
@@ -184,7 +176,8 @@ class AiohttpTransport:
         try:
             if response.status == 401:
                 await self._credentials.refresh(generation)
-            yield _AiohttpStream(response)
+            lines = functools.partial(_lines, response)
+            yield Stream(response.status, response.headers, response.read, lines)
         finally:
             if response.content.is_eof():
                 response.release()  # the connection goes back to the pool

@@ -10,7 +10,8 @@ proxy) can still hand one to ``KubeClient``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,19 +42,16 @@ class Reply:
     content: bytes
 
 
-class Stream(Protocol):
-    """A streamed response: status and headers first, then the body line by line."""
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A streamed response: status and headers first, then the body: ``read()`` the rest at
+    once (an error's Status), or ``lines()`` without their newline (``StreamTimeout`` when it
+    goes silent)."""
 
     status: int
     headers: Mapping[str, str]
-
-    async def read(self) -> bytes:
-        """The rest of the body at once (an error's Status)."""
-        ...
-
-    def lines(self) -> AsyncIterator[bytes]:
-        """The body's lines, without their newline; ``StreamTimeout`` when it goes silent."""
-        ...
+    read: Callable[[], Awaitable[bytes]]
+    lines: Callable[[], AsyncIterator[bytes]]
 
 
 class Transport(Protocol):
@@ -87,23 +85,14 @@ class Transport(Protocol):
         ...
 
 
-class _HttpxStream:
-    def __init__(self, response: httpx.Response) -> None:
-        self._response = response
-        self.status = response.status_code
-        self.headers: Mapping[str, str] = response.headers
-
-    async def read(self) -> bytes:
-        return await self._response.aread()
-
-    async def lines(self) -> AsyncIterator[bytes]:
-        try:
-            async for line in self._response.aiter_lines():
-                yield line.encode()
-        except httpx.ReadTimeout:
-            raise StreamTimeout("ReadTimeout") from None
-        except httpx.HTTPError as exc:
-            raise TransportError(type(exc).__name__, str(exc)) from None
+async def _httpx_lines(response: httpx.Response) -> AsyncIterator[bytes]:
+    try:
+        async for line in response.aiter_lines():
+            yield line.encode()
+    except httpx.ReadTimeout:
+        raise StreamTimeout("ReadTimeout") from None
+    except httpx.HTTPError as exc:
+        raise TransportError(type(exc).__name__, str(exc)) from None
 
 
 class HttpxTransport:
@@ -139,7 +128,8 @@ class HttpxTransport:
         timeout = httpx.Timeout(self.http.timeout.connect, read=read_timeout)
         try:
             async with self.http.stream(method, path, params=params, timeout=timeout) as response:
-                yield _HttpxStream(response)
+                lines = functools.partial(_httpx_lines, response)
+                yield Stream(response.status_code, response.headers, response.aread, lines)
         except httpx.TransportError as exc:
             raise TransportError(type(exc).__name__, str(exc)) from None
 
