@@ -117,6 +117,12 @@ clean:
 bench: control-plane
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.run
 
+# CPU per PATCH of each HTTP client library, side by side on one local cluster (bench/httpcost.py;
+# candidates not installed are skipped). HTTPCOST_ARGS: e.g. --requests 500 --rounds 3.
+.PHONY: bench-http
+bench-http: control-plane
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.httpcost $(HTTPCOST_ARGS)
+
 # The fault suite at full size, FAULT_RUNS fresh sessions; rewrites docs/reliability.md.
 # (`make test` runs the same scenarios at a smaller size.)
 FAULT_RUNS ?= 3

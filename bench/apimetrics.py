@@ -22,9 +22,10 @@ READS = frozenset({"GET", "LIST"})
 
 async def requests(kube: KubeClient) -> Requests:
     """The API server's request counts now, by (verb, resource)."""
-    response = await kube.http.get("/metrics")
-    response.raise_for_status()
-    return parse(response.text)
+    reply = await kube.http.request("GET", "/metrics", None, None, {"Accept": "text/plain"})
+    if reply.status != 200:
+        raise RuntimeError(f"GET /metrics answered {reply.status}: {reply.content[:200]!r}")
+    return parse(reply.content.decode())
 
 
 def parse(text: str) -> Requests:

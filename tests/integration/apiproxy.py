@@ -27,8 +27,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2 as httpx
+from lightkube.config import client_adapter
 
-from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.client import load_kubeconfig
 from kube_nudge_dev.cluster import LocalCluster
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
@@ -37,8 +38,10 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"
 @contextlib.asynccontextmanager
 async def proxy_for(cluster: LocalCluster) -> AsyncIterator[ApiProxy]:
     """A running proxy in front of ``cluster``'s API server."""
-    upstream = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge/proxy")
-    proxy = ApiProxy(upstream.http)
+    single = load_kubeconfig(cluster.kubeconfig, None)
+    upstream = client_adapter.AsyncClient(single, client_adapter.ConnectionParams())
+    upstream.headers["User-Agent"] = "kube-nudge/proxy"
+    proxy = ApiProxy(upstream)
     await proxy.start()
     try:
         yield proxy

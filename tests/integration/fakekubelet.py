@@ -48,6 +48,7 @@ import httpx2 as httpx
 
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, PODS, SECRETS, Resource
+from kube_nudge.kube.transport import TransportError
 
 # Under kube_nudge so that the session's leak check (conftest) sees every record of it.
 log = logging.getLogger("kube_nudge.testing.fakekubelet")
@@ -295,7 +296,7 @@ class FakeKubelet:
                 version = ""
                 if not exc.gone:
                     await asyncio.sleep(0.5)  # back-off before asking the server again
-            except (TimeoutError, httpx.HTTPError) as exc:
+            except (TimeoutError, httpx.HTTPError, TransportError) as exc:
                 log.info("fake kubelet %s: watch broke (%r); re-listing", self.node_name, exc)
                 version = ""
 

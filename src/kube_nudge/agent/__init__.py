@@ -11,6 +11,7 @@ from __future__ import annotations
 LEAN_EXCLUDED = (
     "lightkube",
     "httpx2",
+    "aiohttp",
     "orjson",
     "aiolimiter",
     "prometheus_client",

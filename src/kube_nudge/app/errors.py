@@ -95,8 +95,7 @@ def describe_api_error(exc: ApiError, client: KubeClient | None = None) -> str:
 def _server(client: KubeClient | None) -> str:
     if client is None:
         return "(unknown)"
-    url = client.http.base_url
-    return f"{url.scheme}://{url.netloc.decode()}"
+    return client.server
 
 
 def _request(exc: ApiError) -> str:

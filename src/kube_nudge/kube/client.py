@@ -1,8 +1,9 @@
 """Raw-JSON asyncio client for the Kubernetes API.
 
-lightkube loads the kubeconfig or in-cluster config (certificates, tokens, exec plugins) and
-builds the HTTP client; we talk JSON through it directly, parsed with orjson into plain dicts,
-because typed models cost memory and CPU on every watch event and we keep only projections.
+lightkube loads the kubeconfig or in-cluster config (certificates, tokens, exec plugins);
+the HTTP is aiohttp's (``kube.aiotransport``; why: README, "The HTTP client"). We talk JSON
+directly, parsed with orjson into plain dicts, because typed models cost memory and CPU on
+every watch event and we keep only projections.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2 as httpx
 import orjson
@@ -26,6 +28,9 @@ from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, KubeConfig, SingleCo
 from lightkube.core.exceptions import ConfigError
 
 from kube_nudge import __version__
+from kube_nudge.kube.aiotransport import AiohttpTransport
+from kube_nudge.kube.credentials import Credentials
+from kube_nudge.kube.transport import HttpxTransport, StreamTimeout, Transport, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -100,17 +105,26 @@ class ClientOptions:
     event_burst: int = 200
     max_retries: int = 5
     timeout: float = 30.0
-    http2: bool = False
     event_yield: float = 5.0
     """Longest an Event waits for the client's other writes to drain (see ``writes_drained``)."""
+    event_connections: int = 2
+    """Connections of the Events' own pool: Event POSTs never take a rollout's connection,
+    and at most this many are at the API server at once."""
 
 
 class KubeClient:
-    """A small async client: JSON in, JSON out, with a client-side write rate and retries."""
+    """A small async client: JSON in, JSON out, with a client-side write rate and retries.
 
-    def __init__(self, http: httpx.AsyncClient, options: ClientOptions | None = None) -> None:
-        self.http = http
+    ``http`` is a ``Transport`` (``from_config`` builds aiohttp's) or any
+    ``httpx2.AsyncClient`` (tests, proxies), used through ``HttpxTransport``."""
+
+    def __init__(
+        self, http: Transport | httpx.AsyncClient, options: ClientOptions | None = None
+    ) -> None:
+        self.http: Transport = HttpxTransport(http) if isinstance(http, httpx.AsyncClient) else http
         self.options = options or ClientOptions()
+        self.event_http = self.http.sibling(self.options.event_connections)
+        """Where Events go: a pool of their own (see ``ClientOptions.event_connections``)."""
         self._write_limiter = AsyncLimiter(
             self.options.write_burst, self.options.write_burst / self.options.write_qps
         )
@@ -152,11 +166,16 @@ class KubeClient:
         ``KubeconfigError`` (one line naming the file) when none of them is usable."""
         options = options or ClientOptions()
         single = load_kubeconfig(kubeconfig, context)
-        params = client_adapter.ConnectionParams(
-            timeout=httpx.Timeout(options.timeout), http2=options.http2
-        )
         try:
-            http = client_adapter.AsyncClient(single, params)
+            if single.user is None:
+                raise ConfigError("Missing user")  # lightkube's own check and words
+            tls = client_adapter.verify_cluster(single.cluster, single.user, single.abs_file)
+            credentials = Credentials(client_adapter.user_auth(single.user), single.cluster.server)
+            _check_server(single.cluster.server)
+            http = AiohttpTransport(
+                single.cluster.server, tls, credentials, user_agent=user_agent,
+                timeout=options.timeout,
+            )  # fmt: skip
         except OSError as exc:
             named = exc.filename or "a certificate or key"
             reason = exc.strerror or _reason(exc)
@@ -165,16 +184,22 @@ class KubeClient:
                 f"{where}: cannot read a file it names ({named}): {reason}"
             ) from None
         except (ConfigError, AssertionError, ValueError, TypeError) as exc:
-            # lightkube asserts a user, loads certificates, checks the server URL.
+            # No user, certificates that do not load, a server that is not a URL.
             raise KubeconfigError(f"{_where(single.fname)}: {_reason(exc)}") from None
-        http.headers["User-Agent"] = user_agent
         client = cls(http, options)
         client.default_namespace = single.namespace
         return client
 
+    @property
+    def server(self) -> str:
+        """``scheme://host:port`` of the API server, for messages."""
+        return self.http.server
+
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
         await self.http.aclose()
+        if self.event_http is not self.http:
+            await self.event_http.aclose()
 
     async def request(
         self,
@@ -222,6 +247,9 @@ class KubeClient:
         retry_throttled: bool,
     ) -> JSON:
         content = None if body is None else orjson.dumps(body)
+        # Events on their own pool: a fan-out's PATCHes never wait for a connection an
+        # Event POST holds, and few Events reach the API server at once.
+        http = self.event_http if limiter is self.event_limiter else self.http
         headers = {"Accept": accept}
         if content is not None:
             headers["Content-Type"] = content_type
@@ -233,28 +261,25 @@ class KubeClient:
             if hold > 0:
                 await asyncio.sleep(hold)
             try:
-                response = await self.http.request(
-                    method, path, params=params, content=content, headers=headers
-                )
-            except (ConfigError, OSError) as exc:
-                # The kubeconfig's credentials: an exec plugin that is missing or fails, a
-                # token file that is gone (lightkube runs them for each request).
-                raise KubeconfigError(f"the kubeconfig's credentials: {_reason(exc)}") from None
-            except httpx.TransportError as exc:
+                response = await http.request(method, path, params, content, headers)
+            except TransportError as exc:
                 if attempt >= self.options.max_retries:
                     # Name the server: "ConnectError" alone doesn't say which kubeconfig
                     # entry or address is wrong.
-                    where = f"{self.http.base_url.scheme}://{self.http.base_url.netloc.decode()}"
-                    detail = f"{type(exc).__name__} talking to {where}"
+                    detail = f"{exc.kind} talking to {self.server}"
                     error = ApiError(0, "TransportError", detail)
                     error.method, error.path = method, path
                     raise error from None
                 attempt += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
                 continue
-            if response.status_code < 300:
+            except (ConfigError, OSError) as exc:
+                # The kubeconfig's credentials: an exec plugin that is missing or fails, a
+                # token file that is gone (lightkube's auth flow, run at first use and on 401).
+                raise KubeconfigError(f"the kubeconfig's credentials: {_reason(exc)}") from None
+            if response.status < 300:
                 return orjson.loads(response.content) if response.content else {}
-            error = _api_error(response.status_code, response.content, response.headers)
+            error = _api_error(response.status, response.content, response.headers)
             error.method, error.path = method, path
             throttled = error.status == 429
             if throttled and not retry_throttled:
@@ -262,7 +287,7 @@ class KubeClient:
             if throttled and error.retry_after is not None:
                 until = time.monotonic() + min(error.retry_after, 30.0)
                 self._hold_until = max(self._hold_until, until)
-            if response.status_code not in _RETRYABLE or attempt >= self.options.max_retries:
+            if response.status not in _RETRYABLE or attempt >= self.options.max_retries:
                 raise error
             attempt += 1
             delay = error.retry_after if error.retry_after is not None else 0.1 * 2**attempt
@@ -333,13 +358,12 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": timeout_seconds,
         }
-        timeout = httpx.Timeout(self.options.timeout, read=inactivity_timeout)
-        async with self.http.stream("GET", path, params=query, timeout=timeout) as response:
-            if response.status_code >= 300:
-                raise _api_error(response.status_code, await response.aread(), response.headers)
+        async with self.http.stream("GET", path, query, inactivity_timeout) as response:
+            if response.status >= 300:
+                raise _api_error(response.status, await response.read(), response.headers)
             try:
-                async for line in response.aiter_lines():
-                    if not line:
+                async for line in response.lines():
+                    if not line.strip():
                         continue
                     event = orjson.loads(line)
                     if event.get("type") == "ERROR":
@@ -350,7 +374,7 @@ class KubeClient:
                             str(status.get("message", ""))[:500],
                         )
                     yield event
-            except httpx.ReadTimeout:
+            except StreamTimeout:
                 raise TimeoutError(
                     f"watch {path}: no data for {inactivity_timeout:.0f} s"
                 ) from None
@@ -423,6 +447,13 @@ def _context(config: KubeConfig, context: str | None, where: str) -> SingleConfi
     if single is None:  # pragma: no cover - get() raises rather than return None
         raise KubeconfigError(f"{where}: no context {context or '(current)'}")
     return single
+
+
+def _check_server(server: str) -> None:
+    """``ValueError`` unless ``server`` is an http(s) URL with a host."""
+    parts = urlsplit(server)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"the server {server!r} is not an http(s) URL")
 
 
 def _where(fname: Path | None) -> str:

@@ -30,10 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-import httpx2 as httpx
-
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.resources import Resource
+from kube_nudge.kube.transport import TransportError
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +224,8 @@ class Informer(Generic[T]):
                 log.warning("watch %s failed: %s", self.resource, exc)
                 self.on_restart("error")
                 self._need_list = self._need_list or exc.status in (0, 403, 404)
-            except httpx.HTTPError as exc:
-                log.warning("watch %s connection failed: %s", self.resource, type(exc).__name__)
+            except TransportError as exc:
+                log.warning("watch %s connection failed: %s", self.resource, exc.kind)
                 self.on_restart("error")
             except TimeoutError:
                 log.warning("watch %s silent for %.0f s, re-listing", self.resource,

@@ -1,6 +1,7 @@
-"""Posting Events in the background: Events have their own budget and wait for the client's
-other writes to drain (``KubeClient.writes_drained``), so they never delay a rollout;
-``flush`` waits for those still queued (tests, shutdown)."""
+"""Posting Events in the background: Events have their own budget and connections
+(``KubeClient.event_limiter``, ``KubeClient.event_http``) and wait for the client's other
+writes to drain (``KubeClient.writes_drained``), so they never delay a rollout; ``flush``
+waits for those still queued (tests, shutdown)."""
 
 from __future__ import annotations
 
