@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.pending_kinds import PendingKinds
 from kube_nudge.controller.reconciler import Fleet, Reconciler, WorkloadKey
 from kube_nudge.controller.replacer import PodReplacer
@@ -110,6 +111,11 @@ class Controller:
         if notify is not None:
             context = dataclasses.replace(context, notify=notify)
         strategies = build_strategies(context)
+        self.book = RolloutBook(
+            self.workload, capped=lambda view: strategies[view.settings.strategy].capped,
+            metrics=metrics, clock=clock,
+            count_rolling=options.max_concurrent_rollouts is not None,
+        )  # fmt: skip
         self.reconciler = Reconciler(
             hmac_key=hmac_key,
             workload=self.workload,
@@ -125,6 +131,7 @@ class Controller:
             annotate=lambda target, annotations: annotate_workload(context, target, annotations),
             window_open=lambda key: self.queue.window_open(key),
             notify=notify,
+            book=self.book,
         )
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._sources: dict[SourceKind, list[Informer[SourceView]]] = {
@@ -282,7 +289,7 @@ class Controller:
     ) -> None:
         kind = key[0]
         self.index.update(key, old.consumed if old else (), new.consumed if new else ())
-        own_write = self.reconciler.observed(key, new)
+        own_write = self.book.observed(key, new)
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
         synced = self.synced.is_set()
@@ -313,7 +320,7 @@ class Controller:
         """A rollout moved on (progressed, failed, was released): the workloads held for
         another's rollout (its order, a stopped line, a turn) look again. Only those: a
         thousand workloads rolling one change must not queue each other a million times."""
-        waiting = set(self.reconciler.waiting())
+        waiting = set(self.book.waiting())
         waiting.discard(key)
         for other in waiting:
             if (other_view := self.workload(other)) is not None:
@@ -326,7 +333,7 @@ class Controller:
         """Whether an edit took away the hash kube-nudge recorded on ``key`` (a template
         applied without it), with nothing remembered instead: the next look then adopts
         what the sources hold, as the restarted pods read it now, so it must be now."""
-        memory = self.reconciler.memory(key)
+        memory = self.book.memory(key)
         return (
             old is not None
             and old.applied_hash is not None
