@@ -3,6 +3,11 @@
 watch events → informers keeping projections → reverse index (source → workloads) →
 deduplicating, debouncing work queue of workload keys → workers running the reconciler.
 
+The controller owns the rollout book (``book.py``: what it knows of each workload's
+rollout between passes; the workload watch handler and the reconciler share it) and hands
+each pass's ``Outcome`` to ``NextLooks`` (``nextlook.py``), the one place that arranges
+a workload's next look.
+
 Two runnables: ``Cache`` (informers and handlers) runs on every replica, so a standby's
 caches are warm when it takes over; ``Workers`` needs the leader. Every time the workers
 start, every workload is queued once (level-triggered): a restart or leader change with
