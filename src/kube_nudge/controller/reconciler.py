@@ -154,7 +154,7 @@ class Reconciler:
         self.annotate = annotate
         self.notify = notify
         counting = fleet is not None and fleet.max_concurrent is not None
-        self.book = book or RolloutBook(
+        self.book = book if book is not None else RolloutBook(
             workload, capped=lambda view: self.strategies[view.settings.strategy].capped,
             metrics=metrics, clock=clock, count_rolling=counting,
         )  # fmt: skip
