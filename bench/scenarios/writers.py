@@ -68,7 +68,9 @@ class Commands:
         self.chart = home / "chart"
         (self.chart / "templates").mkdir(parents=True, exist_ok=True)
         (self.chart / "Chart.yaml").write_text("apiVersion: v2\nname: config\nversion: 0.1.0\n")
-        text = yaml.safe_dump_all(documents("helm", "VALUE")).replace("VALUE", "{{ .Values.v | quote }}")
+        text = yaml.safe_dump_all(documents("helm", "VALUE")).replace(
+            "VALUE", "{{ .Values.v | quote }}"
+        )
         (self.chart / "templates" / "config.yaml").write_text(text)
 
     async def write(self, writer: str, value: str) -> None:
