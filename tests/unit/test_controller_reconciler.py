@@ -52,7 +52,7 @@ class EchoFirstStrategy:
     def _echo(self, view: WorkloadView) -> None:
         self.cluster[KEY_OF_APP] = view
         assert self.reconciler is not None
-        assert self.reconciler.observed(KEY_OF_APP, view)  # recognised as our own write
+        assert self.reconciler.book.observed(KEY_OF_APP, view)  # recognised as our own write
 
 
 def reconciler_over(
@@ -154,7 +154,7 @@ class EchoThenSiblingStrategy:
         echo = ordered(1, workload(template_hash=plan.config_hash, rolled_at=plan.rolled_at),
                        done=False, observed=False)  # fmt: skip
         self.cluster[LOW] = echo
-        self.reconciler.observed(LOW, echo)
+        self.reconciler.book.observed(LOW, echo)
         self.high_while_low_in_flight = await self.reconciler.reconcile(HIGH)
 
 
@@ -174,7 +174,7 @@ async def test_a_higher_order_waits_while_the_lower_ones_new_template_is_not_yet
     for key, order in ((LOW, 1), (HIGH, 2)):
         cluster[key] = ordered(order, workload(template_hash=current, rolled_at=(1.0,)),
                                done=True, observed=True)  # fmt: skip
-        reconciler.observed(key, cluster[key])
+        reconciler.book.observed(key, cluster[key])
         assert (await reconciler.reconcile(key)).action == "none"
     data.update(sources(LEVEL="debug"))
     assert (await reconciler.reconcile(LOW)).action == "rolled"

@@ -3,6 +3,11 @@
 watch events → informers keeping projections → reverse index (source → workloads) →
 deduplicating, debouncing work queue of workload keys → workers running the reconciler.
 
+The controller owns the rollout book (``book.py``: what it knows of each workload's
+rollout between passes; the workload watch handler and the reconciler share it) and hands
+each pass's ``Outcome`` to ``NextLooks`` (``nextlook.py``), the one place that arranges
+a workload's next look.
+
 Two runnables: ``Cache`` (informers and handlers) runs on every replica, so a standby's
 caches are warm when it takes over; ``Workers`` needs the leader. Every time the workers
 start, every workload is queued once (level-triggered): a restart or leader change with
@@ -18,8 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube_nudge.controller.book import RolloutBook
+from kube_nudge.controller.nextlook import NextLooks
 from kube_nudge.controller.pending_kinds import PendingKinds
-from kube_nudge.controller.reconciler import Fleet, Reconciler, WorkloadKey
+from kube_nudge.controller.reconciler import Fleet, Outcome, Reconciler, WorkloadKey
 from kube_nudge.controller.replacer import PodReplacer
 from kube_nudge.kube import resources
 from kube_nudge.kube.client import KubeClient
@@ -110,6 +117,11 @@ class Controller:
         if notify is not None:
             context = dataclasses.replace(context, notify=notify)
         strategies = build_strategies(context)
+        self.book = RolloutBook(
+            self.workload, capped=lambda view: strategies[view.settings.strategy].capped,
+            metrics=metrics, clock=clock,
+            count_rolling=options.max_concurrent_rollouts is not None,
+        )  # fmt: skip
         self.reconciler = Reconciler(
             hmac_key=hmac_key,
             workload=self.workload,
@@ -125,7 +137,9 @@ class Controller:
             annotate=lambda target, annotations: annotate_workload(context, target, annotations),
             window_open=lambda key: self.queue.window_open(key),
             notify=notify,
+            book=self.book,
         )
+        self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=self._look_again)
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._sources: dict[SourceKind, list[Informer[SourceView]]] = {
             SourceKind.CONFIGMAP: [
@@ -282,7 +296,7 @@ class Controller:
     ) -> None:
         kind = key[0]
         self.index.update(key, old.consumed if old else (), new.consumed if new else ())
-        own_write = self.reconciler.observed(key, new)
+        own_write = self.book.observed(key, new)
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
         synced = self.synced.is_set()
@@ -301,7 +315,7 @@ class Controller:
                 # arriving meanwhile still waits its whole window, from its own time.
                 self._add_own(key, new)
         if synced and old is not None and new is not None and _rollout_moved(old, new):
-            self._wake_waiting(key, new)
+            self.looks.rollout_moved(key)
 
     def _add_own(self, key: WorkloadKey, view: WorkloadView) -> None:
         """Queue an event of the workload's own: opens no window (runtime/queue.py)."""
@@ -309,16 +323,11 @@ class Controller:
         hold = hold_for_change(debounce, (), self.options.quiet_window)
         self.queue.add_own(key, hold_for_own_event(debounce), hold)
 
-    def _wake_waiting(self, key: WorkloadKey, view: WorkloadView) -> None:
-        """A rollout moved on (progressed, failed, was released): the workloads held for
-        another's rollout (its order, a stopped line, a turn) look again. Only those: a
-        thousand workloads rolling one change must not queue each other a million times."""
-        waiting = set(self.reconciler.waiting())
-        waiting.discard(key)
-        for other in waiting:
-            if (other_view := self.workload(other)) is not None:
-                # Another workload's event, not a change of this one's config: no window.
-                self._add_own(other, other_view)
+    def _look_again(self, key: WorkloadKey) -> None:
+        """Queue ``key`` for another workload's rollout moving on (``NextLooks``): an event
+        not of this one's config, so no window."""
+        if (view := self.workload(key)) is not None:
+            self._add_own(key, view)
 
     def _dropped_record(
         self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView
@@ -326,7 +335,7 @@ class Controller:
         """Whether an edit took away the hash kube-nudge recorded on ``key`` (a template
         applied without it), with nothing remembered instead: the next look then adopts
         what the sources hold, as the restarted pods read it now, so it must be now."""
-        memory = self.reconciler.memory(key)
+        memory = self.book.memory(key)
         return (
             old is not None
             and old.applied_hash is not None
@@ -472,11 +481,6 @@ class Workers:
 
     def __init__(self, controller: Controller) -> None:
         self._controller = controller
-        self._follow_ups: dict[WorkloadKey, asyncio.TimerHandle] = {}
-        """One timer per workload whose rollout is followed: it queues the workload at
-        the rollout's deadline, if nothing else has brought it back by then. Timers, not
-        delayed queue entries: work that is merely scheduled is not work in progress
-        (``Controller.settled``)."""
 
     async def run(self) -> None:
         """Wait for the caches, queue every workload once, then work until cancelled."""
@@ -493,42 +497,22 @@ class Workers:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            for timer in self._follow_ups.values():
-                timer.cancel()  # the next leader's resync follows every rollout again
-            self._follow_ups.clear()
-
-    def _follow_up(self, key: WorkloadKey, delay: float | None) -> None:
-        previous = self._follow_ups.pop(key, None)
-        if previous is not None:
-            previous.cancel()
-        if delay is not None:
-            loop = asyncio.get_running_loop()
-            self._follow_ups[key] = loop.call_later(delay, self._due, key)
-
-    def _due(self, key: WorkloadKey) -> None:
-        self._follow_ups.pop(key, None)
-        self._controller.queue.add(key)
+            controller.looks.stop()  # the next leader's resync follows every rollout again
 
     async def _work(self) -> None:
         controller = self._controller
         queue, metrics = controller.queue, controller.metrics
         while True:
             key = await queue.get()
-            failed = False
-            requeue: float | None = None
+            outcome = Outcome("failed")  # a crashed pass is retried as a failed one
             try:
                 outcome = await controller.reconciler.reconcile(key)
-                failed = outcome.action == "failed"
-                requeue = outcome.requeue_after
-                if outcome.action != "failed":
-                    self._follow_up(key, outcome.follow_up)
             except Exception:
                 metrics.errors.labels(stage="reconcile").inc()
                 log.exception("reconciling %s %s/%s failed", key[0], key[1], key[2])
-                failed = True
             finally:
                 queue.done(key)
-            queue.settle(key, failed=failed, again=requeue)
+            controller.looks.after(key, outcome)  # its next look: only what it asked for
 
 
 def _rollout_moved(old: WorkloadView, new: WorkloadView) -> bool:

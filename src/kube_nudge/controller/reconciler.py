@@ -1,9 +1,19 @@
-"""Level-triggered reconcile of one workload: read → decide → apply → remember.
+"""Level-triggered reconcile of one workload, in four steps: read → decide → act → remember.
 
-Read the workload's view and its sources from the caches, let the pure ``model.decide``
-choose (noop, adopt, hold, apply), let the workload's strategy carry it out, then update
-the one memory record kept per workload. Events and metrics for holds and failures are
-posted here; strategies post their own for what they do.
+- **read**: the workload's view and its sources from the caches (``assess``), its memory
+  record and the phase of its rollout from the rollout book (``controller/book.py``); what
+  that rollout did since the last pass is announced (complete, failed: recorded, rolled
+  back if asked);
+- **decide**: the pure ``model.decide`` (noop, adopt, hold, apply), then the release gates
+  for a rollout (``model.gates``), unless the change's debounce window is still open;
+- **act**: the workload's strategy adopts or rolls; what it is about to write is in the
+  book first (its echo can come before its response) and out again if the write fails;
+- **remember**: the memory record and the book, the Events and notifications of a hold,
+  and the ``Outcome``: the one way a pass asks to be looked at again (``requeue_after``,
+  ``follow_up``; carried out by ``controller/nextlook.py``).
+
+Events and metrics for holds and failures are posted here; strategies post their own for
+what they do.
 """
 
 from __future__ import annotations
@@ -13,9 +23,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from kube_nudge.controller.book import RolloutBook, WorkloadKey
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
-from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -32,7 +42,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import FAILED, format_failed
 from kube_nudge.model.gates import Sibling, gate
-from kube_nudge.model.tracking import Phase, Tracking, progress_deadline, track
+from kube_nudge.model.tracking import Phase, Tracking, progress_deadline
 from kube_nudge.notifications.model import Notification, NotificationKind
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
@@ -51,7 +61,6 @@ __all__ = ["Outcome", "Reconciler", "WorkloadKey"]
 
 log = logging.getLogger(__name__)
 
-WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
 _STATES = {"none": "current", "adopted": "current", "rolled": "applied", "failed": "failed"}
 MAINTAIN_AFTER_APPLY = 1.0
 """Seconds after a rollout before a maintaining strategy (snapshot) looks at its objects."""
@@ -60,7 +69,6 @@ PodStartLookup = Callable[[str, str], Awaitable[float | None]]
 #: Holds that are the release working as configured (its order, a turn, a window): Events
 #: and metrics, but no notification (receivers hear what needs a human).
 ROUTINE_HOLDS = frozenset({"order", "turn", "window"})
-_WAITING = frozenset({"held-order", "held-line-stopped", "held-turn"})
 Annotate = Callable[[Target, Mapping[str, str | None]], Awaitable[None]]
 """Writes annotations on a workload's metadata (None removes one)."""
 
@@ -76,8 +84,9 @@ class Fleet:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a reconcile did; ``requeue_after`` asks for another pass (seconds). A
-    ``failed`` outcome is retried with the queue's per-key backoff."""
+    """What a reconcile did, and the one way it asks to be looked at again: after
+    ``requeue_after`` seconds (queued: work to wait for), and/or at ``follow_up`` (a timer:
+    only scheduled). A ``failed`` outcome is retried with the queue's per-key backoff."""
 
     action: str  # "none" | "adopted" | "rolled" | "held" | "gone" | "failed"
     requeue_after: float | None = None
@@ -85,6 +94,30 @@ class Outcome:
     follow_up: float | None = None
     """Seconds until a rollout in progress would be called failed: look again then if
     nothing (a status change) brings the workload back before."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What a pass read, before it decides."""
+
+    key: WorkloadKey
+    target: Target
+    assessment: Assessment
+    strategy: Strategy
+    memory: WorkloadMemory
+    tracking: Tracking
+    follow_up: float | None
+    """When to look again if the rollout in progress stays stuck (``Outcome.follow_up``)."""
+    oldest_pod_start: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Acted:
+    """What a pass did: the decision that stands after its writes, and the view then."""
+
+    action: str  # "none" | "adopted" | "rolled"
+    decision: Decision
+    view: WorkloadView
 
 
 class Reconciler:
@@ -105,6 +138,7 @@ class Reconciler:
         annotate: Annotate | None = None,
         notify: Callable[[Notification], None] | None = None,
         window_open: Callable[[WorkloadKey], bool] = lambda key: False,
+        book: RolloutBook | None = None,
     ) -> None:
         self.hmac_key = hmac_key
         self.window_open = window_open
@@ -119,47 +153,12 @@ class Reconciler:
         self.fleet = fleet
         self.annotate = annotate
         self.notify = notify
-        self._memory: dict[WorkloadKey, WorkloadMemory] = {}
-        self._followed: dict[WorkloadKey, Phase] = {}
-        """The phase each followed rollout was last seen in (Events on completion)."""
-        self._failed_rollouts: set[WorkloadKey] = set()
-        """Workloads whose current rollout is recorded as failed: what can stop a line.
-        Kept from every view, so the gates never walk all consumers of a source (a fan-out
-        to a thousand workloads would otherwise cost a million lookups)."""
-        self._maybe_rolling: set[WorkloadKey] = set()
-        """Every workload whose rollout was last seen in progress (a superset: checked when
-        counted), so --max-concurrent-rollouts never walks every workload per rollout (a
-        fan-out to a thousand took 13.7 s instead of 4.5 s)."""
-
-    def observed(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
-        """Called by the workload cache on every change of ``key``'s view; True when the
-        change is our own last write coming back."""
-        if view is None:
-            self._followed.pop(key, None)
-            self._failed_rollouts.discard(key)
-            self._maybe_rolling.discard(key)
-            gone = self._memory.pop(key, None)
-            if gone is not None:
-                self._count_state(gone, None)
-            return False
-        if view.failed is not None and view.failed[0] == (view.rolled_to or view.template_hash):
-            self._failed_rollouts.add(key)
-        else:
-            self._failed_rollouts.discard(key)
-        memory = self._memory.get(key)
-        own_echo = memory is not None and memory.observe(view)
-        if self.fleet is not None and self.fleet.max_concurrent is not None:
-            self._note_rolling(key, view, memory)
-        return own_echo
-
-    def _note_rolling(
-        self, key: WorkloadKey, view: WorkloadView, memory: WorkloadMemory | None
-    ) -> None:
-        """Keep ``_maybe_rolling`` a superset of the workloads rolling now."""
-        strategy = self.strategies[view.settings.strategy]
-        tracking = self._tracking(key, view, memory or WorkloadMemory(), strategy)
-        if tracking.phase is Phase.ROLLING:
-            self._maybe_rolling.add(key)
+        counting = fleet is not None and fleet.max_concurrent is not None
+        self.book = book if book is not None else RolloutBook(
+            workload, capped=lambda view: self.strategies[view.settings.strategy].capped,
+            metrics=metrics, clock=clock, count_rolling=counting,
+        )  # fmt: skip
+        """The rollouts followed (the controller's, which its watch handler keeps)."""
 
     async def reconcile(self, key: WorkloadKey) -> Outcome:
         """One level-triggered pass over ``key``."""
@@ -168,160 +167,177 @@ class Reconciler:
             outcome = await self._reconcile(key)
         finally:
             self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        memory = self._memory.get(key)
-        if memory is not None and outcome.action != "gone":
-            self._count_state(memory, _STATES.get(outcome.action, outcome.state))
+        if outcome.action != "gone":
+            self.book.set_state(key, _STATES.get(outcome.action, outcome.state))
         return outcome
 
-    def _count_state(self, memory: WorkloadMemory, state: str | None) -> None:
-        """Move the workload from its last state's count to ``state``'s."""
-        if memory.state == state:
-            return
-        if memory.state is not None:
-            self.metrics.workloads.labels(state=memory.state).dec()
-        if state is not None:
-            self.metrics.workloads.labels(state=state).inc()
-        memory.state = state
-
     async def _reconcile(self, key: WorkloadKey) -> Outcome:
-        kind, namespace, name = key
+        reading = await self._read(key)
+        if isinstance(reading, Outcome):
+            return reading  # gone, or following its rollout failed
+        decision = self._decide(reading)
+        if decision is None:
+            # An early pass (a retry, a follow-up) while the change's debounce window is
+            # open: the pass at the window's end rolls it, with what else comes by then.
+            return Outcome("none", follow_up=reading.follow_up)
+        acted = await self._act(reading, decision)
+        if isinstance(acted, Outcome):
+            return acted  # the write failed
+        return await self._remember(reading, acted)
+
+    # -- read ------------------------------------------------------------------------------
+
+    async def _read(self, key: WorkloadKey) -> Reading | Outcome:
+        """The view and its sources, the memory record and the rollout's phase; what the
+        rollout did since the last pass is announced (and recorded, if it failed)."""
         view = self.workload(key)
         if view is None:
             return Outcome("gone")
-        target = Target(kind, namespace, name, view)
+        target = Target(*key, view)
+        assessment = assess(view, self.source, self.hmac_key)
+        self._report_input(target, assessment)
+        strategy = self.strategies[view.settings.strategy]
+        memory = self.book.remember(key)
+        tracking = self.book.tracking(key, view)
+        try:
+            await self._follow(key, target, tracking, strategy)
+        except ApiError as exc:
+            return self._failed(target, exc)
+        follow_up = self._follow_up(tracking)
+        oldest = await self._oldest_pod_start(target, memory)
+        return Reading(key, target, assessment, strategy, memory, tracking, follow_up, oldest)
+
+    def _report_input(self, target: Target, assessment: Assessment) -> None:
+        """Warning Events for annotations that don't parse and sources not shared."""
+        view = target.view
         if view.errors:
             self.events.post(target.ref, WARNING, "InvalidAnnotation", "; ".join(view.errors))
-        assessment = assess(view, self.source, self.hmac_key)
         for ref in assessment.refused:
-            unshared = (
-                f"ignoring {ref}: it does not list namespace {namespace!r} in "
-                "kube-nudge.io/share-with (or does not exist)"
-            )
-            self.events.post(target.ref, WARNING, "SourceNotShared", unshared)
-        strategy = self.strategies[view.settings.strategy]
-        memory = self._memory.setdefault(key, WorkloadMemory())
-        followed = self._tracking(key, view, memory, strategy)
-        try:
-            await self._follow(key, target, followed, strategy)
-        except ApiError as exc:
-            return self._failed(target, exc)
-        # Look again when a rollout in progress would be called failed (status changes
-        # wake it sooner; a stuck rollout sends none), whatever this pass decides.
-        follow_up = None
-        if followed.phase is Phase.ROLLING and followed.deadline_at is not None:
-            follow_up = max(followed.deadline_at - self.clock.now(), MAINTAIN_AFTER_APPLY)
-        oldest = await self._oldest_pod_start(target, memory)
-        decision = self._decide(view, assessment, memory, strategy, oldest)
-        if isinstance(decision, Apply) and decision.config_hash != view.applied_hash:
-            if self.window_open(key):
-                # An early pass (a retry, a follow-up) while the change's debounce window is
-                # open: the pass at the window's end rolls it, with what else comes by then.
-                return Outcome("none", follow_up=follow_up)
-            decision = self._gate(key, target, assessment, decision)
-        action = "none"
-        # What we are about to write is remembered first: the watch echo of a write can be
-        # handled before the write's own response resumes this coroutine, and an echo not
-        # recognised as ours queues a reconcile whose earlier ready time would then cut
-        # the next change's debounce window short.
-        before = (memory.applied, memory.strategy)
-        followed_before = self._followed.get(key)
+            self.events.post(
+                target.ref, WARNING, "SourceNotShared",
+                f"ignoring {ref}: it does not list namespace {target.namespace!r} in "
+                "kube-nudge.io/share-with (or does not exist)",
+            )  # fmt: skip
 
-        def forget_write() -> None:
-            memory.applied, memory.strategy = before
-            if followed_before is None:
-                self._followed.pop(key, None)
-            else:
-                self._followed[key] = followed_before
+    def _follow_up(self, tracking: Tracking) -> float | None:
+        """Look again when a rollout in progress would be called failed (status changes
+        wake it sooner; a stuck rollout sends none), whatever this pass decides."""
+        if tracking.phase is Phase.ROLLING and tracking.deadline_at is not None:
+            return max(tracking.deadline_at - self.clock.now(), MAINTAIN_AFTER_APPLY)
+        return None
 
+    # -- decide ----------------------------------------------------------------------------
+
+    def _decide(self, reading: Reading) -> Decision | None:
+        """The pure decision, and for a rollout the release gates; None while the change's
+        debounce window is open (a pass taken early must not roll it)."""
+        view = reading.target.view
+        decision = self._decision(view, reading.assessment, reading.memory,
+                                  reading.strategy, reading.oldest_pod_start)  # fmt: skip
+        if not isinstance(decision, Apply) or decision.config_hash == view.applied_hash:
+            return decision
+        if self.window_open(reading.key):
+            return None
+        return self._gate(reading.key, reading.target, reading.assessment, decision)
+
+    def _decision(
+        self,
+        view: WorkloadView,
+        assessment: Assessment,
+        memory: WorkloadMemory,
+        strategy: Strategy,
+        oldest_pod_start: float | None = None,
+    ) -> Decision:
+        now = round(self.clock.now(), 3)
+        return decide(
+            view, assessment, memory, now, capped=strategy.capped,
+            oldest_pod_start=oldest_pod_start,
+        )  # fmt: skip
+
+    # -- act -------------------------------------------------------------------------------
+
+    async def _act(self, reading: Reading, decision: Decision) -> Acted | Outcome:
+        """Let the strategy carry ``decision`` out. What it is about to write is in the
+        book first (the write's watch echo can be handled before its response resumes
+        this pass, and an echo not recognised as ours queues a reconcile whose earlier
+        ready time would cut the next change's debounce window short); if the write
+        raises, it is forgotten again (``RolloutBook.writing``)."""
+        target = reading.target
         try:
-            if isinstance(decision, Adopt):
-                memory.remember_applied(strategy.name, decision.config_hash)
-                await strategy.adopt(target, decision, assessment)
-                memory.rolled_with = assessment.states
-                action = "adopted"
-                # Adopted what runs now; only a hold for missing config can follow. Decide
-                # on the view as cached now: if the write's echo came in before its
-                # response, it has taken the adopted hash out of memory and into the view.
-                view = self.workload(key) or view
-                decision = self._decide(view, assessment, memory, strategy)
-            if isinstance(decision, Apply):
-                memory.remember_applied(strategy.name, decision.config_hash)
-                self._maybe_rolling.add(key)  # before the write: others count it meanwhile
-                if strategy.capped:
-                    # Also before the write: its echo can come first, and a sibling's order
-                    # gate must not take the new template's not yet observed status for the
-                    # previous rollout's completion (a higher order rolled into a broken
-                    # change that way, under load).
-                    self._followed[key] = Phase.ROLLING
-                await strategy.apply(target, decision, assessment)
-                now = decision.rolled_at[-1]
-                memory.remember_rollout(now, view)
-                action = "rolled"
-                if strategy.capped:
-                    what = describe_apply(decision, assessment.states, namespace)
-                    self._announce(
-                        target,
-                        NotificationKind.ROLLING,
-                        "Rolling",
-                        f"rolling: {what}",
-                        decision.config_hash,
-                    )
+            with self.book.writing(reading.key, reading.memory):
+                return await self._write(reading, decision)
         except ApiError as exc:
-            forget_write()
             return self._failed(target, exc)
         except Refused as refusal:
-            forget_write()
-            decision = refusal.hold
+            return Acted("none", refusal.hold, target.view)
         except NotYet as exc:
-            forget_write()
             log.debug("%s: not yet (%s); trying again shortly", target, exc)
             return Outcome("failed")
-        except BaseException:
-            # Cancelled (this replica stopped leading mid-write) or a bug: the write may not
-            # have happened, so it must not be remembered as done. (The fault suite lost
-            # changes this way: the next leader term took the unwritten hash for applied.)
-            forget_write()
-            raise
+
+    async def _write(self, reading: Reading, decision: Decision) -> Acted:
+        key, target, assessment = reading.key, reading.target, reading.assessment
+        strategy, memory = reading.strategy, reading.memory
+        view, action = target.view, "none"
+        if isinstance(decision, Adopt):
+            memory.remember_applied(strategy.name, decision.config_hash)
+            await strategy.adopt(target, decision, assessment)
+            memory.rolled_with = assessment.states
+            action = "adopted"
+            # Adopted what runs now; only a hold for missing config can follow. Decide
+            # on the view as cached now: if the write's echo came in before its
+            # response, it has taken the adopted hash out of memory and into the view.
+            view = self.workload(key) or view
+            decision = self._decision(view, assessment, memory, strategy)
+        if isinstance(decision, Apply):
+            memory.remember_applied(strategy.name, decision.config_hash)
+            self.book.started(key, followed=strategy.capped)  # before the write, as above
+            await strategy.apply(target, decision, assessment)
+            memory.remember_rollout(decision.rolled_at[-1], view)
+            action = "rolled"
+            if strategy.capped:
+                what = describe_apply(decision, assessment.states, target.namespace)
+                self._announce(target, NotificationKind.ROLLING, "Rolling",
+                               f"rolling: {what}", decision.config_hash)  # fmt: skip
+        return Acted(action, decision, view)
+
+    # -- remember --------------------------------------------------------------------------
+
+    async def _remember(self, reading: Reading, acted: Acted) -> Outcome:
+        """A hold is reported; otherwise the pods now run (or are rolling to) what the
+        sources hold: later Events name the keys that change from here. A rollout just
+        started is looked at again at its deadline."""
+        decision, follow_up = acted.decision, reading.follow_up
         if isinstance(decision, Hold):
-            self._hold(target, decision, assessment.desired)
+            self._hold(reading.target, decision, reading.assessment.desired)
             return Outcome("held", decision.retry_after, f"held-{decision.reason}", follow_up)
-        # The pods now run (or are rolling to) what the sources hold: later Events name
-        # the keys that change from here.
-        memory.rolled_with = assessment.states
-        if action == "rolled" and strategy.capped:
-            self._followed[key] = Phase.ROLLING
-            if view.progress is not None:  # a kind whose rollout can be followed
-                follow_up = progress_deadline(view)
+        reading.memory.rolled_with = reading.assessment.states
+        rolled = acted.action == "rolled" and reading.strategy.capped
+        if rolled and acted.view.progress is not None:  # a kind whose rollout can be followed
+            follow_up = progress_deadline(acted.view)
+        return await self._maintain(reading, acted.action, follow_up)
+
+    async def _maintain(self, reading: Reading, action: str, follow_up: float | None) -> Outcome:
+        """The outcome, once a maintaining strategy (snapshot) has looked at its objects."""
+        strategy = reading.strategy
         if not isinstance(strategy, Maintaining):
             return Outcome(action, follow_up=follow_up)
         if action == "rolled":
             # The cache doesn't show the new template yet: look again once it does.
             return Outcome(action, MAINTAIN_AFTER_APPLY, follow_up=follow_up)
         try:
-            maintained = await strategy.maintain(target, assessment)
+            maintained = await strategy.maintain(reading.target, reading.assessment)
         except ApiError as exc:
-            return self._failed(target, exc)
+            return self._failed(reading.target, exc)
         return Outcome(action, maintained, follow_up=follow_up)
 
-    # -- following rollouts -----------------------------------------------------------------
-
-    def _tracking(
-        self, key: WorkloadKey, view: WorkloadView, memory: WorkloadMemory, strategy: Strategy
-    ) -> Tracking:
-        """The phase of ``view``'s latest rollout. Strategies that restart nothing (not
-        capped) have none to follow; a write whose echo is still on its way is rolling."""
-        if not strategy.capped:
-            return Tracking(Phase.IDLE)
-        if memory.applied is not None and memory.applied != view.applied_hash:
-            return Tracking(Phase.ROLLING, memory.applied)
-        return track(view, self.clock.now(), self._followed.get(key))
+    # -- following rollouts ----------------------------------------------------------------
 
     async def _follow(
         self, key: WorkloadKey, target: Target, tracking: Tracking, strategy: Strategy
     ) -> None:
         """Announce a rollout that completed; record (once) and announce one that failed,
         and roll it back if asked to (until it is: a failed rollback is tried again)."""
-        before = self._followed.get(key)
+        before = self.book.followed(key)
         phase = tracking.phase
         if phase is Phase.FAILED and not tracking.recorded:
             await self._record_failure(target, tracking, strategy)
@@ -337,24 +353,20 @@ class Reconciler:
             kind = target.kind.resource.kind
             self.metrics.rollouts_finished.labels(kind=kind, outcome="complete").inc()
             log.info(
-                "%s: rollout to %s complete (%s)",
-                target,
-                tracking.config_hash,
-                tracking.detail,
-                extra=target.log_fields("complete"),
-            )
+                "%s: rollout to %s complete (%s)", target, tracking.config_hash,
+                tracking.detail, extra=target.log_fields("complete"),
+            )  # fmt: skip
             message = (
                 f"rollout complete: {tracking.detail}" if tracking.detail else ("rollout complete")
             )
             self.events.post(target.ref, NORMAL, "RolloutComplete", message)
-            self._announce(
-                target, NotificationKind.COMPLETE, "RolloutComplete", message, tracking.config_hash
-            )
+            self._announce(target, NotificationKind.COMPLETE, "RolloutComplete", message,
+                           tracking.config_hash)  # fmt: skip
         progress = target.view.progress
         if progress is None or progress.observed:
             # (An unobserved status says nothing: remembering it as rolling would announce a
             # completion that was never a rollout, e.g. after an annotation write.)
-            self._followed[key] = phase
+            self.book.follow(key, phase)
 
     async def _record_failure(self, target: Target, tracking: Tracking, strategy: Strategy) -> None:
         """Write ``kube-nudge.io/failed`` (so a restart or a new leader stops the same line
@@ -386,9 +398,8 @@ class Reconciler:
         self.events.post(target.ref, WARNING, "RolloutFailed", message)
         # After the record: a replica that dies in between loses this one announcement
         # rather than a new leader sending it twice (receivers can also drop repeats by id).
-        self._announce(
-            target, NotificationKind.FAILED, "RolloutFailed", message, tracking.config_hash
-        )
+        self._announce(target, NotificationKind.FAILED, "RolloutFailed", message,
+                       tracking.config_hash)  # fmt: skip
 
     async def _roll_back(self, target: Target, strategy: RollingBack, failed_hash: str) -> None:
         try:
@@ -437,17 +448,13 @@ class Reconciler:
         if fleet is not None:
             siblings = self._siblings(key, assessment, plan, fleet)
             if fleet.max_concurrent is not None:
-                rolling = self.rolling_count(exclude=key)
+                rolling = self.book.rolling_count(exclude=key)
         hold = gate(
-            view,
-            now=self.clock.now(),
-            changed_at=assessment.changed_at,
-            siblings=siblings,
-            rolling_elsewhere=rolling,
-            window=view.settings.window,
+            view, now=self.clock.now(), changed_at=assessment.changed_at, siblings=siblings,
+            rolling_elsewhere=rolling, window=view.settings.window,
             max_concurrent=fleet.max_concurrent if fleet is not None else None,
             workload_name=_display(target),
-        )
+        )  # fmt: skip
         return plan if hold is None else hold
 
     def _siblings(
@@ -458,7 +465,7 @@ class Reconciler:
         lower order. Unordered workloads with no failure about cost nothing here."""
         order = self.workload(key)
         mine = order.settings.rollout_order if order is not None else None
-        if mine is None and not self._failed_rollouts:
+        if mine is None and not self.book.any_failed():
             return []
         changed = plan.changes.keys() if plan.changes else assessment.visible.keys()
         keys = {other for ref in changed for other in fleet.consumers(ref) if other != key}
@@ -472,58 +479,18 @@ class Reconciler:
                 and view.settings.rollout_order is not None
                 and view.settings.rollout_order < mine
             )
-            if not lower and other not in self._failed_rollouts:
+            if not lower and not self.book.failed(other):
                 continue
-            memory = self._memory.get(other) or WorkloadMemory()
-            strategy = self.strategies[view.settings.strategy]
+            memory = self.book.memory(other) or WorkloadMemory()
             desired = assess(view, self.source, self.hmac_key).desired
-            found.append(
-                Sibling(
-                    name=f"{other[0].resource.kind} {other[1]}/{other[2]}",
-                    order=view.settings.rollout_order,
-                    tracking=self._tracking(other, view, memory, strategy),
-                    pending=desired != (memory.applied or view.applied_hash),
-                    released_at=view.released_at,
-                )
-            )
+            found.append(Sibling(
+                name=f"{other[0].resource.kind} {other[1]}/{other[2]}",
+                order=view.settings.rollout_order,
+                tracking=self.book.tracking(other, view),
+                pending=desired != (memory.applied or view.applied_hash),
+                released_at=view.released_at,
+            ))  # fmt: skip
         return found
-
-    def rolling_count(self, exclude: WorkloadKey | None = None) -> int:
-        """Rollouts in progress on every workload but ``exclude`` (from the caches, so a
-        restart counts what the previous leader started)."""
-        if self.fleet is None:
-            return 0
-        count = 0
-        for key in list(self._maybe_rolling):
-            view = self.workload(key)
-            if view is None:
-                self._maybe_rolling.discard(key)
-                continue
-            strategy = self.strategies[view.settings.strategy]
-            memory = self._memory.get(key) or WorkloadMemory()
-            if self._tracking(key, view, memory, strategy).phase is not Phase.ROLLING:
-                self._maybe_rolling.discard(key)
-            elif key != exclude:
-                count += 1
-        return count
-
-    def _decide(
-        self,
-        view: WorkloadView,
-        assessment: Assessment,
-        memory: WorkloadMemory,
-        strategy: Strategy,
-        oldest_pod_start: float | None = None,
-    ) -> Decision:
-        now = round(self.clock.now(), 3)
-        return decide(
-            view,
-            assessment,
-            memory,
-            now,
-            capped=strategy.capped,
-            oldest_pod_start=oldest_pod_start,
-        )
 
     async def _oldest_pod_start(self, target: Target, memory: WorkloadMemory) -> float | None:
         """At first sight only: when the workload's longest-running pod read its config
@@ -539,10 +506,8 @@ class Reconciler:
         except ApiError as exc:
             log.warning(
                 "%s: cannot list its pods to tell whether they are stale (%s); adopting "
-                "without a rollout",
-                target,
-                exc,
-            )
+                "without a rollout", target, exc,
+            )  # fmt: skip
             return None
 
     def _failed(self, target: Target, exc: ApiError) -> Outcome:
@@ -556,28 +521,18 @@ class Reconciler:
 
     def _hold(self, target: Target, hold: Hold, config_hash: str) -> None:
         self.metrics.holds.labels(reason=hold.reason).inc()
-        if hold.reason not in ROUTINE_HOLDS:  # a stopped line is announced as such
-            stopped = hold.reason == "line-stopped"
-            kind = NotificationKind.LINE_STOPPED if stopped else NotificationKind.HELD
-            self._announce(target, kind, hold.event_reason, hold.message, config_hash)
+        if hold.reason == "line-stopped":
+            self._announce(target, NotificationKind.LINE_STOPPED, hold.event_reason,
+                           hold.message, config_hash)  # fmt: skip
+        elif hold.reason not in ROUTINE_HOLDS:
+            self._announce(target, NotificationKind.HELD, hold.event_reason, hold.message,
+                           config_hash)  # fmt: skip
         retry = f" (next try in {hold.retry_after:.1f} s)" if hold.retry_after else ""
         log.warning(
-            "%s: %s%s",
-            target,
-            hold.message,
-            retry,
+            "%s: %s%s", target, hold.message, retry,
             extra=target.log_fields("held", reason=hold.reason),
-        )
+        )  # fmt: skip
         self.events.post(target.ref, WARNING, hold.event_reason, hold.message)
-
-    def waiting(self) -> list[WorkloadKey]:
-        """Workloads whose last reconcile held them for another workload's rollout: its
-        order, a stopped line, or a turn (--max-concurrent-rollouts)."""
-        return [key for key, memory in self._memory.items() if memory.state in _WAITING]
-
-    def memory(self, key: WorkloadKey) -> WorkloadMemory | None:
-        """The memory record of ``key`` (for tests and status)."""
-        return self._memory.get(key)
 
 
 def _display(target: Target) -> str:

@@ -1,0 +1,193 @@
+"""The rollout book: what the controller remembers of each workload between passes.
+
+One object, owned by the controller, written by the workload watch handler (``observed``)
+and by the reconciler (``remember``, ``follow``, ``writing``), read by both:
+
+- each workload's memory record (``model/memory.py``): the hash written but not yet seen
+  in a watch event (so the echo of our own write is recognised), its recent rollouts, the
+  source states its pods last got, and the state its last pass left it in;
+- the phase each followed rollout was last seen in (Events when it completes);
+- which rollouts are recorded as failed (what can stop a line) and which may be rolling
+  (--max-concurrent-rollouts), both kept up to date from every view, so the release gates
+  never walk all consumers of a source or every workload;
+- who waits for another workload's rollout (its order, a stopped line, a turn).
+
+Nothing here talks to the API server; the caches are read through ``workload``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.model import WorkloadMemory, WorkloadView
+from kube_nudge.model.tracking import Phase, Tracking, track
+from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
+from kube_nudge.runtime.metrics import Metrics
+
+__all__ = ["WAITING", "RolloutBook", "WorkloadKey"]
+
+WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
+#: States of a workload held for another's rollout: its order, a stopped line, a turn.
+WAITING = frozenset({"held-order", "held-line-stopped", "held-turn"})
+
+
+class RolloutBook:
+    """The state of the rollouts the controller follows, per workload key."""
+
+    def __init__(
+        self,
+        workload: Callable[[WorkloadKey], WorkloadView | None],
+        *,
+        capped: Callable[[WorkloadView], bool],
+        metrics: Metrics,
+        clock: Clock = SYSTEM_CLOCK,
+        count_rolling: bool = False,
+    ) -> None:
+        self._workload = workload
+        self._capped = capped
+        """Whether a view's strategy restarts pods (only those rollouts are followed)."""
+        self._metrics = metrics
+        self._clock = clock
+        self._count_rolling = count_rolling
+        """Whether every view updates the rolling set (--max-concurrent-rollouts is set)."""
+        self._memory: dict[WorkloadKey, WorkloadMemory] = {}
+        self._followed: dict[WorkloadKey, Phase] = {}
+        """The phase each followed rollout was last seen in (Events on completion)."""
+        self._failed: set[WorkloadKey] = set()
+        """Workloads whose current rollout is recorded as failed. Kept from every view, so
+        the gates never walk all consumers of a source (a fan-out to a thousand workloads
+        would otherwise cost a million lookups)."""
+        self._maybe_rolling: set[WorkloadKey] = set()
+        """Every workload whose rollout was last seen in progress (a superset: checked when
+        counted), so --max-concurrent-rollouts never walks every workload per rollout (a
+        fan-out to a thousand took 13.7 s instead of 4.5 s)."""
+
+    # -- the watch handler ---------------------------------------------------------------
+
+    def observed(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
+        """Called on every change of ``key``'s cached view (None: deleted); True when the
+        change is our own last write coming back."""
+        if view is None:
+            self.forget(key)
+            return False
+        if view.failed is not None and view.failed[0] == (view.rolled_to or view.template_hash):
+            self._failed.add(key)
+        else:
+            self._failed.discard(key)
+        memory = self._memory.get(key)
+        own_echo = memory is not None and memory.observe(view)
+        if self._count_rolling and self.tracking(key, view).phase is Phase.ROLLING:
+            self._maybe_rolling.add(key)
+        return own_echo
+
+    def forget(self, key: WorkloadKey) -> None:
+        """Drop everything kept for a deleted workload (and its count in the state gauge)."""
+        self._followed.pop(key, None)
+        self._failed.discard(key)
+        self._maybe_rolling.discard(key)
+        gone = self._memory.pop(key, None)
+        if gone is not None:
+            self._count_state(gone, None)
+
+    # -- memory --------------------------------------------------------------------------
+
+    def memory(self, key: WorkloadKey) -> WorkloadMemory | None:
+        """The memory record of ``key``, if it has one."""
+        return self._memory.get(key)
+
+    def remember(self, key: WorkloadKey) -> WorkloadMemory:
+        """The memory record of ``key``, started empty at its first pass."""
+        return self._memory.setdefault(key, WorkloadMemory())
+
+    def set_state(self, key: WorkloadKey, state: str | None) -> None:
+        """The state ``key``'s last pass left it in (the ``workloads{state}`` gauge)."""
+        memory = self._memory.get(key)
+        if memory is not None:
+            self._count_state(memory, state)
+
+    def _count_state(self, memory: WorkloadMemory, state: str | None) -> None:
+        """Move the workload from its last state's count to ``state``'s."""
+        if memory.state == state:
+            return
+        if memory.state is not None:
+            self._metrics.workloads.labels(state=memory.state).dec()
+        if state is not None:
+            self._metrics.workloads.labels(state=state).inc()
+        memory.state = state
+
+    def waiting(self) -> list[WorkloadKey]:
+        """Workloads whose last pass held them for another workload's rollout: its order,
+        a stopped line, or a turn (--max-concurrent-rollouts)."""
+        return [key for key, memory in self._memory.items() if memory.state in WAITING]
+
+    # -- following rollouts --------------------------------------------------------------
+
+    def tracking(self, key: WorkloadKey, view: WorkloadView) -> Tracking:
+        """The phase of ``view``'s latest rollout. Strategies that restart nothing (not
+        capped) have none to follow; a write whose echo is still on its way is rolling."""
+        if not self._capped(view):
+            return Tracking(Phase.IDLE)
+        applied = memory.applied if (memory := self._memory.get(key)) is not None else None
+        if applied is not None and applied != view.applied_hash:
+            return Tracking(Phase.ROLLING, applied)
+        return track(view, self._clock.now(), self._followed.get(key))
+
+    def followed(self, key: WorkloadKey) -> Phase | None:
+        """The phase ``key``'s rollout was last seen in."""
+        return self._followed.get(key)
+
+    def follow(self, key: WorkloadKey, phase: Phase) -> None:
+        """``key``'s rollout was seen in ``phase``."""
+        self._followed[key] = phase
+
+    @contextmanager
+    def writing(self, key: WorkloadKey, memory: WorkloadMemory) -> Iterator[None]:
+        """Around a write of ``key`` (``memory`` its record): what it is about to write is
+        remembered first (``started``, ``WorkloadMemory.remember_applied``), since its
+        watch echo can come before its response; if the write raises (failed, refused,
+        cancelled, a bug), that is forgotten again: the write may not have happened, and
+        a new leader term must not take the unwritten hash for applied (the fault suite
+        lost changes that way)."""
+        before = (memory.applied, memory.strategy)
+        followed = self._followed.get(key)
+        try:
+            yield
+        except BaseException:
+            memory.applied, memory.strategy = before
+            if followed is None:
+                self._followed.pop(key, None)
+            else:
+                self._followed[key] = followed
+            raise
+
+    def started(self, key: WorkloadKey, *, followed: bool) -> None:
+        """A rollout of ``key`` is about to be written: counted as rolling at once, and, if
+        ``followed``, its phase is rolling, so a sibling's order gate does not take the new
+        template's not yet observed status for the previous rollout's completion."""
+        self._maybe_rolling.add(key)
+        if followed:
+            self._followed[key] = Phase.ROLLING
+
+    # -- the fleet -----------------------------------------------------------------------
+
+    def failed(self, key: WorkloadKey) -> bool:
+        """Whether ``key``'s current rollout is recorded as failed."""
+        return key in self._failed
+
+    def any_failed(self) -> bool:
+        """Whether any workload's current rollout is recorded as failed."""
+        return bool(self._failed)
+
+    def rolling_count(self, exclude: WorkloadKey | None = None) -> int:
+        """Rollouts in progress on every workload but ``exclude`` (from the caches, so a
+        restart counts what the previous leader started)."""
+        count = 0
+        for key in list(self._maybe_rolling):
+            view = self._workload(key)
+            if view is None or self.tracking(key, view).phase is not Phase.ROLLING:
+                self._maybe_rolling.discard(key)
+            elif key != exclude:
+                count += 1
+        return count

@@ -1,0 +1,141 @@
+"""The rollout book on its own: own echoes, phases, the failed and rolling sets, who waits,
+a write forgotten when it fails, and deleted workloads forgotten (no API server)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from kube_nudge.controller.book import RolloutBook, WorkloadKey
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import WorkloadView
+from kube_nudge.model.progress import Progress
+from kube_nudge.model.tracking import Phase
+from kube_nudge.runtime.metrics import Metrics
+from tests.unit.fakes import NS, FakeClock, workload
+
+DEPLOYMENT = BUILTIN_KINDS[0]
+APP: WorkloadKey = (DEPLOYMENT, NS, "app")
+OTHER: WorkloadKey = (DEPLOYMENT, NS, "other")
+
+
+def rolling(config_hash: str = "h1", *, started: float = 1_700_000_000.0) -> WorkloadView:
+    """A workload kube-nudge rolled to ``config_hash``, its controller still at it."""
+    progress = Progress(done=False, deadline_exceeded=False, detail="1/2", observed=True)
+    view = workload(template_hash=config_hash, rolled_at=(started,))
+    return dataclasses.replace(view, progress=progress)
+
+
+def book_over(
+    cluster: dict[WorkloadKey, WorkloadView], *, capped: bool = True, count_rolling: bool = True
+) -> tuple[RolloutBook, Metrics]:
+    metrics = Metrics()
+    book = RolloutBook(cluster.get, capped=lambda view: capped, metrics=metrics,
+                       clock=FakeClock(), count_rolling=count_rolling)  # fmt: skip
+    return book, metrics
+
+
+def counted(metrics: Metrics, state: str) -> float:
+    """``kube_nudge_workloads{state}`` as scraped."""
+    return metrics.registry.get_sample_value("kube_nudge_workloads", {"state": state}) or 0.0
+
+
+def test_the_echo_of_our_own_write_is_recognised_once() -> None:
+    book, _ = book_over({})
+    assert not book.observed(APP, workload(template_hash="h1"))  # nothing written yet
+    book.remember(APP).remember_applied("rollout", "h2")
+    assert not book.observed(APP, workload(template_hash="h1"))  # someone else's edit
+    assert book.observed(APP, workload(template_hash="h2"))  # ours
+    assert not book.observed(APP, workload(template_hash="h2"))  # once
+
+
+def test_a_write_whose_echo_is_on_its_way_is_rolling_then_the_view_decides() -> None:
+    book, _ = book_over({})
+    assert book.tracking(APP, workload(template_hash="h1")).phase is Phase.IDLE
+    book.remember(APP).remember_applied("rollout", "h2")
+    assert book.tracking(APP, workload(template_hash="h1")).phase is Phase.ROLLING
+    assert book.tracking(APP, rolling("h2")).phase is Phase.ROLLING
+    uncapped, _ = book_over({}, capped=False)
+    assert uncapped.tracking(APP, rolling("h2")).phase is Phase.IDLE  # nothing to follow
+
+
+def test_rolling_count_checks_its_superset_against_the_caches() -> None:
+    cluster = {APP: rolling(), OTHER: rolling()}
+    book, _ = book_over(cluster)
+    for key, view in cluster.items():
+        book.observed(key, view)
+    assert book.rolling_count() == 2
+    assert book.rolling_count(exclude=APP) == 1
+    cluster[OTHER] = dataclasses.replace(
+        cluster[OTHER], progress=Progress(done=True, deadline_exceeded=False, detail="",
+                                          observed=True),
+    )  # fmt: skip
+    assert book.rolling_count() == 1
+    del cluster[APP]
+    assert book.rolling_count() == 0
+
+
+def test_views_update_the_rolling_set_only_when_rollouts_are_counted() -> None:
+    cluster = {APP: rolling()}
+    book, _ = book_over(cluster, count_rolling=False)
+    book.observed(APP, cluster[APP])
+    assert book.rolling_count() == 0
+    book.started(APP, followed=True)  # a rollout this controller writes is always counted
+    assert book.rolling_count() == 1
+    assert book.followed(APP) is Phase.ROLLING
+
+
+def test_a_failure_recorded_on_the_current_rollout_is_in_the_failed_set() -> None:
+    book, _ = book_over({})
+    failed = dataclasses.replace(rolling("h1"), failed=("h1", 5.0))
+    book.observed(APP, failed)
+    assert book.failed(APP) and book.any_failed()
+    book.observed(APP, dataclasses.replace(rolling("h2"), failed=("h1", 5.0)))  # rolled on
+    assert not book.failed(APP) and not book.any_failed()
+
+
+def test_who_waits_is_who_was_last_held_for_another_rollout() -> None:
+    book, metrics = book_over({})
+    book.remember(APP)
+    book.remember(OTHER)
+    book.set_state(APP, "held-order")
+    book.set_state(OTHER, "held-missing")
+    assert book.waiting() == [APP]
+    book.set_state(APP, "applied")
+    assert book.waiting() == []
+    assert counted(metrics, "applied") == 1
+    assert counted(metrics, "held-order") == 0
+
+
+def test_a_deleted_workload_is_forgotten_with_its_count() -> None:
+    book, metrics = book_over({})
+    book.remember(APP)
+    book.set_state(APP, "held-turn")
+    book.started(APP, followed=True)
+    book.observed(APP, dataclasses.replace(rolling("h1"), failed=("h1", 5.0)))
+    assert not book.observed(APP, None)
+    assert book.memory(APP) is None and book.followed(APP) is None
+    assert not book.failed(APP) and book.waiting() == []
+    assert counted(metrics, "held-turn") == 0
+    book.set_state(APP, "applied")  # a pass finishing after the deletion counts nothing
+    assert counted(metrics, "applied") == 0
+
+
+@pytest.mark.parametrize("error", [RuntimeError("API down"), asyncio.CancelledError()])
+def test_a_write_that_raises_is_forgotten(error: BaseException) -> None:
+    book, _ = book_over({})
+    memory = book.remember(APP)
+    memory.remember_applied("rollout", "h1")
+    book.follow(APP, Phase.COMPLETE)
+    with pytest.raises(type(error)), book.writing(APP, memory):
+        memory.remember_applied("rollout", "h2")
+        book.started(APP, followed=True)
+        raise error
+    assert (memory.applied, memory.strategy) == ("h1", "rollout")
+    assert book.followed(APP) is Phase.COMPLETE
+    with book.writing(APP, memory):  # one that returns is kept
+        memory.remember_applied("rollout", "h2")
+        book.started(APP, followed=True)
+    assert memory.applied == "h2" and book.followed(APP) is Phase.ROLLING
