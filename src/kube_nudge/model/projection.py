@@ -7,7 +7,6 @@ it. Objects that project to None (workloads that did not opt in) are not kept at
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -122,13 +121,11 @@ def data_write(metadata: Mapping[str, Any]) -> tuple[float | None, tuple[str, ..
                 writers.append(sys.intern(manager[:128]))
     if latest is None:
         return parse_timestamp(metadata.get("creationTimestamp")), ()
-    return latest, _shared(tuple(sorted(set(writers))))
+    # One tuple per set of writers for all sources (memory: ~50 bytes per source).
+    return latest, shared(tuple(sorted(set(writers))), _WRITERS)
 
 
-@functools.lru_cache(maxsize=256)
-def _shared(writers: tuple[str, ...]) -> tuple[str, ...]:
-    """One tuple per set of writers for all sources (memory: ~50 bytes per source)."""
-    return writers
+_WRITERS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def parse_timestamp(value: object) -> float | None:

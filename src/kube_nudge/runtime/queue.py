@@ -63,11 +63,12 @@ class _Window:
         self.fixed = _join(self.fixed, (now, hold.debounce))
         if change:
             self.last = now
-            # The slowest writer seen in the window sets its quiet window.
-            quiet = max(hold.quiet, self.hold.quiet) if hold.quiet > 0 else 0.0
-            self.hold = Hold(hold.debounce, quiet, hold.cap)
-        else:
-            self.hold = Hold(hold.debounce, self.hold.quiet if hold.quiet > 0 else 0.0, hold.cap)
+        # No quiet window once the debounce is a duration; else the slowest writer seen in
+        # the window sets it (an own event brings no writer of its own).
+        quiet = 0.0
+        if hold.quiet > 0:
+            quiet = max(hold.quiet, self.hold.quiet) if change else self.hold.quiet
+        self.hold = Hold(hold.debounce, quiet, hold.cap)
 
 
 @dataclass(slots=True)
