@@ -40,13 +40,13 @@ from functools import partial
 from pathlib import Path
 
 from tests.integration.chart_support import apply_documents
-from tests.integration.real_node_support import agent_grant_documents, timestamped_log
-from tests.integration.test_hot_reload_real_node import (
+from tests.integration.hot_app_support import (
     ACCOUNT,
     HOT,
     app_deployment,
     grant_in_force,
 )
+from tests.integration.real_node_support import agent_grant_documents, timestamped_log
 
 from bench.config import ROOT
 from bench.procfs import quiet
