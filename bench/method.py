@@ -51,7 +51,8 @@ def scenario_intro(scenario: str, recorded: dict[str, Any]) -> str:
             "kubectl and helm). Gap: between the two writes' events on a watch of ConfigMaps "
             "and Secrets (what a controller sees). Rollouts per command: the Deployment's "
             "revisions once nothing more rolled for 3 s (1 means the two writes coalesced). "
-            "Latency: from the later write's event to the rollout's."
+            "Latency: from the later write's event to the command's last rollout, the one "
+            "carrying both writes (a tool rolling at each write rolls first before it)."
         ),
         "fanout": (
             f"1 ConfigMap consumed by {sizes['fanout_workloads']:,} opted-in Deployments. Set-up: "

@@ -71,7 +71,10 @@ ROWS: dict[str, tuple[Row, ...]] = {
                 "lower",
             ),
             Row(
-                f"{writer}_latency_p50_ms", f"{command}: later write to rollout, p50", "ms", "lower"
+                f"{writer}_last_rollout_p50_ms",
+                f"{command}: later write to the rollout carrying both, p50",
+                "ms",
+                "lower",
             ),
         )
     ),

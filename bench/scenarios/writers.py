@@ -4,7 +4,9 @@ that one Deployment consumes.
 
 For each command it records the gap between the watch events of the two writes (what any
 controller's watch sees: the real pace of the writer), the rollouts the command caused
-(1: coalesced), and the time from the later of the two watch events to the rollout. A
+(1: coalesced), and the time from the later of the two watch events to the command's last
+rollout, the one that carries both writes (a tool that rolls at each write rolls first
+before the later write: timing its first rollout would read negative). A
 command's rollouts are counted once nothing more came for ``SETTLE`` seconds (longer than
 kube-nudge's 2 s cap), so a second rollout is never missed. kubectl and helm are the
 project's own pinned builds.
@@ -171,7 +173,7 @@ async def _one(
     watch: WorkloadWatcher, sources: SourceWrites, commands: Commands, writer: str, key: Key,
     value: str,
 ) -> tuple[float, int, float | None]:  # fmt: skip
-    """One command: (gap ms, rollouts, ms from the later write's event to the first rollout)."""
+    """One command: (gap ms, rollouts, ms from the later write's event to the last rollout)."""
     revision = watch.seen[key].revision
     marks = len(watch.rollouts)
     names = (f"{writer}-config", f"{writer}-secret")
@@ -185,7 +187,7 @@ async def _one(
         if len(watch.rollouts) == count:
             break
     mine = [at for at, which, _ in watch.rollouts[marks:] if which == key]
-    latency = (mine[0] - max(written)) * 1000 if mine else None
+    latency = (mine[-1] - max(written)) * 1000 if mine else None
     return abs(written[1] - written[0]) * 1000, watch.seen[key].revision - revision, latency
 
 
@@ -197,5 +199,5 @@ def _summary(writer: str, gaps: list[float], rollouts: list[int], latency: list[
         f"{writer}_rollouts_per_command": round(sum(rollouts) / len(rollouts), 2),
         f"{writer}_commands_rolled_once": sum(1 for r in rollouts if r == 1),
         f"{writer}_commands": len(rollouts),
-        f"{writer}_latency_p50_ms": round(statistics.median(latency), 1) if latency else -1.0,
+        f"{writer}_last_rollout_p50_ms": round(statistics.median(latency), 1) if latency else -1.0,
     }
