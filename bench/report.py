@@ -359,7 +359,7 @@ def provenance(document: dict[str, Any]) -> list[str]:
 
 def markdown(document: dict[str, Any], out: Output) -> str:
     """The whole BENCHMARKS.md page (the latest one with its newer companion runs)."""
-    if out.data == outputs("latest").data:
+    if out.data.resolve() == outputs("latest").data.resolve():
         document = companions.with_companions(document, out.data.parent)
     machine, sizes, results = document["machine"], document["sizes"], document["results"]
     repeat = sizes["repeat"]
