@@ -543,6 +543,11 @@ def rolled_from(kind: WorkloadKind, old: str | None) -> Callable[[dict[str, Any]
     return lambda obj: template_hash(obj, kind) not in (None, old)
 
 
+def newest_revision(found: dict[str, Any]) -> int:
+    """The highest ``revision`` among ControllerRevisions found by name (0: none)."""
+    return max((int(cr["revision"]) for cr in found.values()), default=0)
+
+
 async def prune_history(kube: KubeClient, revisions: str, *, keep: int) -> None:
     """Delete all but the ``keep`` newest ControllerRevisions at ``revisions`` (what
     kube-controller-manager does for ``revisionHistoryLimit``), tolerating its own deletes."""
@@ -586,8 +591,9 @@ async def test_controller_revisions_prune_copies_and_undo_restores_them(
         # revision; on a loaded machine it took past 180 s). kube-nudge's part is that the
         # copies go with their revisions, so prune as the controller manager would: delete
         # all but the three newest. It never recreates an old revision, and leaves three.
-        newest = lambda found: max((cr["revision"] for cr in found.values()), default=0)  # noqa: E731
-        await wait_for_objects(kube, revisions, lambda found: newest(found) == 6, timeout=60)
+        await wait_for_objects(
+            kube, revisions, lambda found: newest_revision(found) == 6, timeout=60
+        )
         await prune_history(kube, revisions, keep=3)
         crs = await wait_for_objects(kube, revisions, lambda found: len(found) == 3, timeout=30)
         await wait_for_objects(
