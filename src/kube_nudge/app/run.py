@@ -19,7 +19,6 @@ from kube_nudge import __version__
 from kube_nudge.controller.audit import Audit
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.hmackey import load_or_create_key, read_key_file
-from kube_nudge.controller.webhook import SnapshotWebhook
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
@@ -30,6 +29,7 @@ from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.registry import webhooks
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,8 @@ async def serve(config: RunConfig) -> None:
         if config.webhook is not None:
             webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
                                         name="webhook")  # fmt: skip
-            SnapshotWebhook(controller, hmac_key=lambda: hmac_key).register(webhook_server)
+            for webhook in webhooks(controller, hmac_key=lambda: hmac_key):
+                webhook.register(webhook_server)
             runnables.append(webhook_server)
         elector = None
         if config.lease is not None:

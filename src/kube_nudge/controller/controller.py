@@ -44,7 +44,7 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import SNAPSHOT_LABEL, mistyped_opt_in
+from kube_nudge.model.annotations import mistyped_opt_in
 from kube_nudge.model.pacing import DEFAULT_QUIET_WINDOW, hold_for_change, hold_for_own_event
 from kube_nudge.notifications.model import Notification
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
@@ -54,8 +54,12 @@ from kube_nudge.runtime.manager import Runnable
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.queue import WorkQueue
 from kube_nudge.strategies.base import StrategyContext
-from kube_nudge.strategies.registry import build_strategies, strategy_names
-from kube_nudge.strategies.rollout import annotate_workload
+from kube_nudge.strategies.registry import (
+    build_strategies,
+    owned_source_labels,
+    strategy_names,
+)
+from kube_nudge.strategies.writes import annotate_workload
 
 log = logging.getLogger(__name__)
 _MAX_MISTYPED = 10_000
@@ -233,13 +237,14 @@ class Controller:
             self._source_changed(resource, SourceRef(kind, *key), old, new)
 
         compat = self.options.defaults.compat
+        owned = owned_source_labels()
 
         def project(obj: dict[str, Any]) -> SourceView | None:
-            # Snapshot copies are never sources: not kept. (Filtered here, not by a label
-            # selector on the watch: in a fault run such a watch resumed after an API server
-            # restart without the 410 that makes every other watch re-list.)
+            # A strategy's own objects (copies) are never sources: not kept. (Filtered here,
+            # not by a label selector on the watch: in a fault run such a watch resumed after
+            # an API server restart without the 410 that makes every other watch re-list.)
             labels = (obj.get("metadata") or {}).get("labels") or {}
-            return None if SNAPSHOT_LABEL in labels else project_source(obj, compat=compat)
+            return None if not owned.isdisjoint(labels) else project_source(obj, compat=compat)
 
         return Informer(
             self.client, resource, project, on_change, config,

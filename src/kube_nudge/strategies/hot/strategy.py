@@ -66,11 +66,12 @@ from kube_nudge.model.hot import (
 )
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
-from kube_nudge.strategies.rollout import (
+from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
-    RolloutStrategy,
     annotate_workload,
     patch_workload,
+    record_baseline,
+    roll,
     rollout_patch,
 )
 
@@ -91,11 +92,10 @@ class HotStrategy:
 
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
-        self._rollout = RolloutStrategy(context)
 
     async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
         """As strategy rollout: record the baseline, restart nothing."""
-        await self._rollout.adopt(target, plan, assessment)
+        await record_baseline(self._context, target, plan, assessment)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll."""
@@ -110,7 +110,7 @@ class HotStrategy:
             message = f"cannot reload in place: {'; '.join(reasons)}; rolling instead"
             log.info("%s: %s", target, message, extra=target.log_fields("not-hot"))
             self._context.events.post(target.ref, NORMAL, "HotReloadImpossible", message)
-            await self._rollout.apply(target, plan, assessment)
+            await roll(self._context, target, plan, assessment)
             return
         now = plan.rolled_at[-1]
         record = format_hash_at(plan.config_hash, now)

@@ -18,7 +18,7 @@ workload's history limit, and all of them with the workload.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kube_nudge.kube.client import JSON, JSON_PATCH, MERGE_PATCH, ApiError
@@ -26,6 +26,7 @@ from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
 from kube_nudge.model import (
     CONFIG_HASH,
+    Adopt,
     Apply,
     Assessment,
     Hold,
@@ -34,7 +35,7 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_FOR, SNAPSHOTS
+from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_FOR, SNAPSHOT_LABEL, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
@@ -47,10 +48,20 @@ from kube_nudge.model.snapshots import (
     pod_spec_patch,
     referenced_sources,
 )
-from kube_nudge.strategies.base import NotYet, Refused, Target, changes_field
-from kube_nudge.strategies.rollout import (
+from kube_nudge.strategies.base import (
+    Host,
+    NotYet,
+    Refused,
+    StrategyContext,
+    Target,
+    Webhook,
+    changes_field,
+)
+from kube_nudge.strategies.snapshot.webhook import SnapshotWebhook
+from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
-    RolloutStrategy,
+    patch_fresh,
+    record_baseline,
     rollout_annotations,
     workload_preconditions,
 )
@@ -71,13 +82,27 @@ _SOURCE_RESOURCES = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRET
 REVISION = "deployment.kubernetes.io/revision"
 
 
-class SnapshotStrategy(RolloutStrategy):
+class SnapshotStrategy:
     """Roll the workload onto immutable copies of its config. Adoption is the rollout
     strategy's (a baseline, no restart): copies are made from the first change on."""
 
     name = "snapshot"
     capped = True
     delivers = True
+    #: Its copies are its own objects, never sources (``OwnsSources``).
+    owned_source_labels = frozenset({SNAPSHOT_LABEL})
+
+    @staticmethod
+    def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
+        """Its admission webhook: a re-applied manifest keeps its copies (``ServesWebhooks``)."""
+        return (SnapshotWebhook(host, hmac_key),)
+
+    def __init__(self, context: StrategyContext) -> None:
+        self._context = context
+
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+        """As strategy rollout: record the baseline, restart nothing."""
+        await record_baseline(self._context, target, plan, assessment)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Make the copies, point the template at them: the workload rolls."""
@@ -89,7 +114,7 @@ class SnapshotStrategy(RolloutStrategy):
             patch, mapping = await self._snapshot_patch(target, workload, plan, assessment, what)
             return patch
 
-        await self._patch_fresh(target, build)
+        await patch_fresh(self._context, target, build)
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
         log.info(
             "rolled %s onto snapshots %s: %s",
