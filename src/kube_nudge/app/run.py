@@ -119,25 +119,7 @@ async def serve(config: RunConfig) -> None:
         runnables: list[Runnable] = [*controller.runnables, HeapTrimmer(controller.synced)]
         if notifier is not None:
             runnables.append(notifier)
-        if config.metrics_addr is not None:
-            server = HttpServer(*config.metrics_addr)
-            add_probes(
-                server, render_metrics=metrics.render, ready=lambda: controller.ready,
-                healthy=lambda: controller.healthy,
-            )  # fmt: skip
-            runnables.append(server)
-        if config.audit_interval > 0:
-            runnables.append(Audit(
-                client, metrics, interval=config.audit_interval,
-                namespaces=options.namespaces, kinds=options.kinds, hmac_key=hmac_key,
-                compat=options.defaults.compat,
-            ))  # fmt: skip
-        if config.webhook is not None:
-            webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
-                                        name="webhook")  # fmt: skip
-            for webhook in webhooks(controller, hmac_key=lambda: hmac_key):
-                webhook.register(webhook_server)
-            runnables.append(webhook_server)
+        runnables += _beside(config, controller, hmac_key)
         elector = None
         if config.lease is not None:
             elector = _elector(client, dataclasses.replace(config.lease, identity=identity))
@@ -156,6 +138,33 @@ async def serve(config: RunConfig) -> None:
                 await notifier.drain(EVENT_FLUSH_TIMEOUT)
     finally:
         await client.aclose()
+
+
+def _beside(config: RunConfig, controller: Controller, hmac_key: bytes) -> list[Runnable]:
+    """What runs beside the controller as configured: the metrics and probes server, the
+    audit, and the webhook server with every strategy's webhooks."""
+    runnables: list[Runnable] = []
+    client, metrics, options = controller.client, controller.metrics, controller.options
+    if config.metrics_addr is not None:
+        server = HttpServer(*config.metrics_addr)
+        add_probes(
+            server, render_metrics=metrics.render, ready=lambda: controller.ready,
+            healthy=lambda: controller.healthy,
+        )  # fmt: skip
+        runnables.append(server)
+    if config.audit_interval > 0:
+        runnables.append(Audit(
+            client, metrics, interval=config.audit_interval,
+            namespaces=options.namespaces, kinds=options.kinds, hmac_key=hmac_key,
+            compat=options.defaults.compat,
+        ))  # fmt: skip
+    if config.webhook is not None:
+        webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
+                                    name="webhook")  # fmt: skip
+        for webhook in webhooks(controller, hmac_key=lambda: hmac_key):
+            webhook.register(webhook_server)
+        runnables.append(webhook_server)
+    return runnables
 
 
 def _notifier(config: RunConfig, metrics: Metrics) -> Notifier | None:

@@ -118,8 +118,7 @@ class Controller:
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
         context = StrategyContext(client, self.events, metrics, hmac_key, clock=clock)
-        if notify is not None:
-            context = dataclasses.replace(context, notify=notify)
+        context = dataclasses.replace(context, notify=notify) if notify is not None else context
         strategies = build_strategies(context)
         self.book = RolloutBook(
             self.workload, capped=lambda view: strategies[view.settings.strategy].capped,
@@ -144,8 +143,37 @@ class Controller:
             book=self.book,
         )
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=self._look_again)
-        scopes: tuple[str | None, ...] = options.namespaces or (None,)
-        self._sources: dict[SourceKind, list[Informer[SourceView]]] = {
+        self._sources, self._workloads = self._informers()
+        self._gauges()
+        self.synced = asyncio.Event()
+        self._mistyped: dict[tuple[str, str, str], str] = {}  # reported once per message
+        self.cache = Cache(self)
+        self.workers = Workers(self)
+        self.replacer = PodReplacer(
+            client, self.events, metrics, source=self.source, synced=self.synced, clock=clock,
+            sources=lambda: [SourceRef(k, *key) for k in SourceKind for key in self.source_keys(k)],
+        )  # fmt: skip
+        self.pending_kinds = self._pending_kinds()
+
+    def _pending_kinds(self) -> PendingKinds:
+        """The retry of ``--workload`` kinds not served yet: watched once they are."""
+        return PendingKinds(
+            self.options.pending_kinds,
+            resolve=lambda spec: resolve(self.client, spec),
+            watch=self.watch_kind,
+            metrics=self.metrics,
+        )
+
+    def _informers(
+        self,
+    ) -> tuple[
+        dict[SourceKind, list[Informer[SourceView]]],
+        dict[WorkloadKind, list[Informer[WorkloadView]]],
+    ]:
+        """The source informers by kind and the workload informers by kind, one per
+        watched namespace (or one for all)."""
+        scopes: tuple[str | None, ...] = self.options.namespaces or (None,)
+        sources = {
             SourceKind.CONFIGMAP: [
                 self._source_informer(resources.CONFIGMAPS, SourceKind.CONFIGMAP, ns, None)
                 for ns in scopes
@@ -157,31 +185,22 @@ class Controller:
                 for ns in scopes
             ],
         }
-        self._workloads: dict[WorkloadKind, list[Informer[WorkloadView]]] = {
-            kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
+        workloads = {
+            kind: [self._workload_informer(kind, ns) for ns in scopes]
+            for kind in self.options.kinds
         }
-        for kind in options.kinds:
+        return sources, workloads
+
+    def _gauges(self) -> None:
+        """Gauges read the state they report when scraped, never set at each call site."""
+        metrics = self.metrics
+        for kind in self.options.kinds:
             metrics.kind_available.labels(resource=str(kind.resource)).set(1)
-        # Gauges read the state they report when scraped, never set at each call site.
         metrics.queue_depth.set_function(lambda: len(self.queue))
         self._gauge_tracked(resources.CONFIGMAPS, self._sources[SourceKind.CONFIGMAP])
         self._gauge_tracked(resources.SECRETS, self._sources[SourceKind.SECRET])
         for kind, group in self._workloads.items():
             self._gauge_tracked(kind.resource, group)
-        self.synced = asyncio.Event()
-        self._mistyped: dict[tuple[str, str, str], str] = {}  # reported once per message
-        self.cache = Cache(self)
-        self.workers = Workers(self)
-        self.replacer = PodReplacer(
-            client, self.events, metrics, source=self.source, synced=self.synced, clock=clock,
-            sources=lambda: [SourceRef(k, *key) for k in SourceKind for key in self.source_keys(k)],
-        )  # fmt: skip
-        self.pending_kinds = PendingKinds(
-            options.pending_kinds,
-            resolve=lambda spec: resolve(client, spec),
-            watch=self.watch_kind,
-            metrics=metrics,
-        )
 
     @property
     def runnables(self) -> Sequence[Runnable]:

@@ -24,6 +24,7 @@ from typing import Any
 from kube_nudge.kube.client import JSON, JSON_PATCH, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
+from kube_nudge.kube.workloads import Revisions
 from kube_nudge.model import (
     CONFIG_HASH,
     Adopt,
@@ -273,18 +274,11 @@ class SnapshotStrategy:
         # A CronJob makes its Jobs from the template of the moment: nothing to wait for.
         observed = not revisions.follows_template or _generation_observed(workload)
         uid = str((workload.get("metadata") or {}).get("uid"))
-        params: dict[str, str] = {}
-        if revisions.by_pod_selector and target.view.pod_selector:
-            params["labelSelector"] = target.view.pod_selector
-        listed = await client.get(revisions.resource.path(target.namespace), **params)
         users: dict[tuple[SourceKind, str], list[dict[str, Any]]] = {}
         mine = {uid}
         current_revision = False
-        for revision in listed.get("items") or ():
-            metadata = revision.get("metadata") or {}
-            if not any(o.get("uid") == uid for o in metadata.get("ownerReferences") or ()):
-                continue
-            mine.add(str(metadata.get("uid")))
+        for revision in await self._revisions(target, revisions, uid):
+            mine.add(str((revision.get("metadata") or {}).get("uid")))
             if template_annotation(revision, revisions.template_path, CONFIG_HASH) == current_hash:
                 current_revision = True
             text = template_annotation(revision, revisions.template_path, SNAPSHOTS)
@@ -321,6 +315,21 @@ class SnapshotStrategy:
             return REVISION_WAIT  # its controller makes the revision any moment now
         return None
 
+    async def _revisions(self, target: Target, revisions: Revisions, uid: object) -> list[JSON]:
+        """The revisions (ReplicaSets, ControllerRevisions, Jobs) the workload ``uid`` owns."""
+        params: dict[str, str] = {}
+        if revisions.by_pod_selector and target.view.pod_selector:
+            params["labelSelector"] = target.view.pod_selector
+        listed = await self._context.client.get(revisions.resource.path(target.namespace), **params)
+        return [
+            revision
+            for revision in listed.get("items") or ()
+            if any(
+                o.get("uid") == uid
+                for o in (revision.get("metadata") or {}).get("ownerReferences") or ()
+            )
+        ]
+
     async def rollback(self, target: Target, failed_hash: str) -> str | None:
         """Put ``target`` back on the template (and so the copies) of its latest revision
         that doesn't run ``failed_hash``, as ``kubectl rollout undo`` does; a description
@@ -332,15 +341,8 @@ class SnapshotStrategy:
         client = self._context.client
         workload = await client.get(target.kind.resource.path(target.namespace, target.name))
         metadata = workload.get("metadata") or {}
-        params: dict[str, str] = {}
-        if revisions.by_pod_selector and target.view.pod_selector:
-            params["labelSelector"] = target.view.pod_selector
-        listed = await client.get(revisions.resource.path(target.namespace), **params)
         candidates = []
-        for revision in listed.get("items") or ():
-            owners = (revision.get("metadata") or {}).get("ownerReferences") or ()
-            if not any(o.get("uid") == metadata.get("uid") for o in owners):
-                continue
+        for revision in await self._revisions(target, revisions, metadata.get("uid")):
             template = get_template(revision, revisions.template_path)
             if (
                 template is None
