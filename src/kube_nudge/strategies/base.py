@@ -185,6 +185,9 @@ class RollingBack(Protocol):
     """Optional: a strategy that keeps earlier configs (snapshot copies) can put a
     workload whose rollout failed back on the previous one."""
 
+    #: What it goes back to, for the RolloutFailed Event ("rolling back to ...").
+    rolls_back_to: str
+
     async def rollback(self, target: Target, failed_hash: str) -> str | None:
         """Go back to the latest revision not running ``failed_hash``; what was done, or
         None when there is none."""

@@ -90,6 +90,8 @@ class SnapshotStrategy:
     name = "snapshot"
     capped = True
     delivers = True
+    #: What a rollback goes back to (``RollingBack``).
+    rolls_back_to = "the previous config snapshots"
     #: Its copies are its own objects, never sources (``OwnsSources``).
     owned_source_labels = frozenset({SNAPSHOT_LABEL})
 
