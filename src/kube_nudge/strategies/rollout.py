@@ -6,26 +6,19 @@ which the other strategies share where they roll or adopt as this one does.
 
 from __future__ import annotations
 
-from kube_nudge.model import Adopt, Apply, Assessment
-from kube_nudge.strategies.base import StrategyContext, Target
-from kube_nudge.strategies.writes import record_baseline, roll
+from kube_nudge.model import Apply, Assessment
+from kube_nudge.strategies.base import Target
+from kube_nudge.strategies.writes import AdoptsBaseline, roll
 
 __all__ = ["RolloutStrategy"]
 
 
-class RolloutStrategy:
-    """Roll the workload through its own controller."""
+class RolloutStrategy(AdoptsBaseline):
+    """Roll the workload through its own controller; adopt by recording a baseline."""
 
     name = "rollout"
     capped = True
     delivers = True
-
-    def __init__(self, context: StrategyContext) -> None:
-        self._context = context
-
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
-        """Record the baseline on the workload's metadata (not the template)."""
-        await record_baseline(self._context, target, plan, assessment)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Write the new hash on the pod template: the workload rolls."""

@@ -47,6 +47,7 @@ from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 __all__ = [
     "CHANGE_CAUSE",
     "FIELD_MANAGER",
+    "AdoptsBaseline",
     "adopt_patch",
     "annotate_workload",
     "patch_fresh",
@@ -137,6 +138,19 @@ async def record_baseline(
     else:
         message = "recorded the hash of the config the pods run; the next change rolls them"
     context.events.post(target.ref, NORMAL, "Adopted", message)
+
+
+class AdoptsBaseline:
+    """For a strategy class: adoption as strategy rollout does it (``record_baseline``), and
+    the context kept as ``_context``."""
+
+    def __init__(self, context: StrategyContext) -> None:
+        self._context = context
+
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+        """Record the baseline on the workload's metadata (not the template): nothing
+        restarts; the first change rolls."""
+        await record_baseline(self._context, target, plan, assessment)
 
 
 async def roll(

@@ -30,7 +30,6 @@ from kube_nudge.kube.resources import CONFIGMAPS, PODS, SECRETS, Resource
 from kube_nudge.model import (
     BASELINE_HASH,
     ROLLED_AT,
-    Adopt,
     Apply,
     Assessment,
     describe_apply,
@@ -65,12 +64,12 @@ from kube_nudge.model.hot import (
     started_after,
 )
 from kube_nudge.model.references import SourceKind, SourceRef
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
+from kube_nudge.strategies.base import Target, changes_field
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
+    AdoptsBaseline,
     annotate_workload,
     patch_workload,
-    record_baseline,
     roll,
     rollout_patch,
 )
@@ -83,19 +82,13 @@ AFTER_FALLBACK = 1.0
 """Seconds after a fallback rollout before the workload is looked at again."""
 
 
-class HotStrategy:
-    """Reload in place where the pods can see the change, roll where they can't."""
+class HotStrategy(AdoptsBaseline):
+    """Reload in place where the pods can see the change, roll where they can't. Adoption
+    is strategy rollout's: record the baseline, restart nothing."""
 
     name = "hot"
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
-
-    def __init__(self, context: StrategyContext) -> None:
-        self._context = context
-
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
-        """As strategy rollout: record the baseline, restart nothing."""
-        await record_baseline(self._context, target, plan, assessment)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll."""

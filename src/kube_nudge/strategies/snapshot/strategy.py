@@ -27,7 +27,6 @@ from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
 from kube_nudge.kube.workloads import Revisions
 from kube_nudge.model import (
     CONFIG_HASH,
-    Adopt,
     Apply,
     Assessment,
     Hold,
@@ -53,7 +52,6 @@ from kube_nudge.strategies.base import (
     Host,
     NotYet,
     Refused,
-    StrategyContext,
     Target,
     Webhook,
     changes_field,
@@ -61,8 +59,8 @@ from kube_nudge.strategies.base import (
 from kube_nudge.strategies.snapshot.webhook import SnapshotWebhook
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
+    AdoptsBaseline,
     patch_fresh,
-    record_baseline,
     rollout_annotations,
     workload_preconditions,
 )
@@ -83,7 +81,7 @@ _SOURCE_RESOURCES = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRET
 REVISION = "deployment.kubernetes.io/revision"
 
 
-class SnapshotStrategy:
+class SnapshotStrategy(AdoptsBaseline):
     """Roll the workload onto immutable copies of its config. Adoption is the rollout
     strategy's (a baseline, no restart): copies are made from the first change on."""
 
@@ -99,13 +97,6 @@ class SnapshotStrategy:
     def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
         """Its admission webhook: a re-applied manifest keeps its copies (``ServesWebhooks``)."""
         return (SnapshotWebhook(host, hmac_key),)
-
-    def __init__(self, context: StrategyContext) -> None:
-        self._context = context
-
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
-        """As strategy rollout: record the baseline, restart nothing."""
-        await record_baseline(self._context, target, plan, assessment)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Make the copies, point the template at them: the workload rolls."""
@@ -414,25 +405,32 @@ class SnapshotStrategy:
                     target.ref, WARNING, refusal.hold.event_reason, refusal.hold.message
                 )
                 return True
-            log.warning("%s: snapshot %s/%s was deleted; made it again", target, kind.value, name)
-            self._context.events.post(
-                target.ref,
-                WARNING,
-                "SnapshotDeleted",
-                f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this "
-                "template uses) was deleted; made it again from the unchanged source",
+            self._deleted(
+                target, ref, name, "; made it again", "; made it again from the unchanged source"
             )
             return True
-        log.warning("%s: snapshot %s/%s was deleted and its data is gone", target, kind.value, name)
+        self._deleted(
+            target,
+            ref,
+            name,
+            " and its data is gone",
+            " and the source has changed since: new pods of this template cannot start; the "
+            "next change of the source rolls onto a new copy",
+        )
+        return True
+
+    def _deleted(self, target: Target, ref: SourceRef, name: str, logged: str, said: str) -> None:
+        """Log and post (SnapshotDeleted) that the copy ``name`` of ``ref`` that the current
+        template uses was deleted, and what follows."""
+        kind = ref.kind.value
+        log.warning("%s: snapshot %s/%s was deleted%s", target, kind, name, logged)
         self._context.events.post(
             target.ref,
             WARNING,
             "SnapshotDeleted",
-            f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this template "
-            "uses) was deleted and the source has changed since: new pods of this template "
-            "cannot start; the next change of the source rolls onto a new copy",
+            f"{kind}/{name} (the copy of {ref.display(target.namespace)} this template uses) "
+            f"was deleted{said}",
         )
-        return True
 
     async def _copies(
         self, namespace: str, workload_uid: str
