@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx2 as httpx
 import pytest
 
+from kube_nudge.controller import status
 from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
@@ -27,7 +28,7 @@ from kube_nudge.strategies.registry import (
     webhooks,
 )
 from tests.unit.fakes import KEY, NS, FakeClock, configmap, desired, sources, workload
-from tests.unit.toy_strategy import OWN_LABEL, ToyStrategy, ToyWebhook
+from tests.unit.toy_strategy import OWN_LABEL, RUNS, ToyStrategy, ToyWebhook
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 APP_KEY: WorkloadKey = (DEPLOYMENT, NS, "app")
@@ -117,3 +118,10 @@ async def test_its_own_objects_are_no_sources_and_its_webhook_is_served(
     assert project({"metadata": {"name": "c", "namespace": NS}}) is not None  # any other is
     served = [hook for hook in webhooks(controller, lambda: KEY) if isinstance(hook, ToyWebhook)]
     assert len(served) == 1 and served[0].host is controller and served[0].hmac_key() == KEY
+
+
+def test_kube_nudge_status_counts_a_pod_by_the_config_it_delivered(
+    toy: type[ToyStrategy],
+) -> None:
+    assert status._running_hash({RUNS: "v1-toy", "kube-nudge.io/config-hash": "v1-old"}) == "v1-toy"
+    assert status._running_hash({"kube-nudge.io/config-hash": "v1-old"}) == "v1-old"

@@ -10,14 +10,15 @@ registry or the reconciler looks for, so a strategy has only the hooks it uses:
 - ``Maintaining``: objects of its own to keep in order on every pass (snapshot, hot);
 - ``RollingBack``: puts a workload whose rollout failed back on an earlier config;
 - ``OwnsSources``: ConfigMaps/Secrets it makes itself, which the source watches leave out;
-- ``ServesWebhooks``: admission webhooks it serves, from the controller's caches (``Host``).
+- ``ServesWebhooks``: admission webhooks it serves, from the controller's caches (``Host``);
+- ``PodConfig``: the config a pod runs when the strategy delivered it in place (status).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import ObjectRef
@@ -43,6 +44,7 @@ __all__ = [
     "Maintaining",
     "NotYet",
     "OwnsSources",
+    "PodConfig",
     "Refused",
     "RollingBack",
     "ServesWebhooks",
@@ -201,6 +203,18 @@ class OwnsSources(Protocol):
     leave them out."""
 
     owned_source_labels: frozenset[str]
+
+
+@runtime_checkable
+class PodConfig(Protocol):
+    """Optional, on the strategy class: a strategy that delivers config to running pods
+    without a rollout tells which config a pod runs by the pod's own annotations."""
+
+    @staticmethod
+    def pod_config(annotations: Mapping[str, Any]) -> str | None:
+        """The hash of the config delivered in place that the pod confirmed, or None: it
+        runs its template's."""
+        ...
 
 
 class HostOptions(Protocol):

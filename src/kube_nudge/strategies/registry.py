@@ -11,12 +11,13 @@ automatically; the controller and the app never name a strategy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from kube_nudge.model.annotations import DEFAULT_STRATEGY
 from kube_nudge.strategies.base import (
     Host,
     OwnsSources,
+    PodConfig,
     ServesWebhooks,
     Strategy,
     StrategyContext,
@@ -34,6 +35,7 @@ __all__ = [
     "build_strategies",
     "delivers",
     "owned_source_labels",
+    "pod_config",
     "register",
     "strategy_names",
     "unregister",
@@ -118,3 +120,12 @@ def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> list[Webhook]:
         if isinstance(factory, ServesWebhooks)
         for webhook in factory.webhooks(host, hmac_key)
     ]
+
+
+def pod_config(annotations: Mapping[str, Any]) -> str | None:
+    """The config a pod runs by its own annotations when some strategy delivered it in
+    place (the first that says), else None: its template's."""
+    for factory in STRATEGIES.values():
+        if isinstance(factory, PodConfig) and (found := factory.pod_config(annotations)):
+            return found
+    return None

@@ -3,19 +3,22 @@ registered through the registry's public API (``strategies.registry.register``).
 
 It writes nothing to the API: it records what it was asked to do, so a test can see it
 chosen, decided for and acted on through the hooks alone. Its hooks: ``Maintaining``, its
-own ConfigMaps (``OwnsSources``) and one webhook (``ServesWebhooks``)."""
+own ConfigMaps (``OwnsSources``), one webhook (``ServesWebhooks``) and what a pod runs
+(``PodConfig``: the hash in its annotation ``toy.example/runs``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from kube_nudge.model import Adopt, Apply, Assessment
 from kube_nudge.runtime.http import HttpServer
 from kube_nudge.strategies.base import Host, StrategyContext, Target, Webhook
 
-__all__ = ["OWN_LABEL", "ToyStrategy", "ToyWebhook"]
+__all__ = ["OWN_LABEL", "RUNS", "ToyStrategy", "ToyWebhook"]
 
 OWN_LABEL = "toy.example/own"
+RUNS = "toy.example/runs"
 
 
 class ToyWebhook:
@@ -41,6 +44,10 @@ class ToyStrategy:
 
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
+
+    @staticmethod
+    def pod_config(annotations: Mapping[str, Any]) -> str | None:
+        return annotations.get(RUNS)
 
     @staticmethod
     def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:

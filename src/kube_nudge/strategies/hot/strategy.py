@@ -44,6 +44,7 @@ from kube_nudge.model.annotations import (
     RELOAD_FAILED_AT,
     format_hash_at,
     format_rolled_at,
+    parse_hash_at,
 )
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
@@ -89,6 +90,16 @@ class HotStrategy(AdoptsBaseline):
     name = "hot"
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
+
+    @staticmethod
+    def pod_config(annotations: Mapping[str, Any]) -> str | None:
+        """A change delivered in place (``kube-nudge.io/hot-reload`` on the pod) once the
+        pod's agent reloaded at or after it (``kube-nudge.io/loaded-at``), for status."""
+        delivered = parse_hash_at(annotations.get(HOT_RELOAD))
+        loaded_at = reported_at(annotations.get(LOADED_AT))
+        if delivered is not None and loaded_at is not None and loaded_at >= delivered[1]:
+            return delivered[0]
+        return None
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll."""
