@@ -1,6 +1,6 @@
 """Every strategy, by the name ``kube-nudge.io/strategy`` selects it with, and what the
 rest of kube-nudge asks of them all: their names, which deliver, the labels of the objects
-they own, the webhooks they serve.
+they own, the webhooks they serve, the config a pod runs when one delivered it in place.
 
 Adding a strategy: a new package with a class satisfying ``strategies.base.Strategy``
 (plus the optional hooks there it needs), and one entry here (or ``register`` for one
