@@ -7,7 +7,7 @@ served. Nothing outside its package names it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 
 import httpx2 as httpx
 import pytest
@@ -19,7 +19,9 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind, WorkloadView, parse_workload
+from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.registry import (
     owned_source_labels,
     register,
@@ -27,7 +29,16 @@ from kube_nudge.strategies.registry import (
     unregister,
     webhooks,
 )
-from tests.unit.fakes import KEY, NS, FakeClock, configmap, desired, sources, workload
+from tests.unit.fakes import (
+    KEY,
+    NS,
+    FakeClock,
+    PostedEvents,
+    configmap,
+    desired,
+    sources,
+    workload,
+)
 from tests.unit.toy_strategy import OWN_LABEL, RUNS, ToyStrategy, ToyWebhook
 
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -125,3 +136,29 @@ def test_kube_nudge_status_counts_a_pod_by_the_config_it_delivered(
 ) -> None:
     assert status._running_hash({RUNS: "v1-toy", "kube-nudge.io/config-hash": "v1-old"}) == "v1-toy"
     assert status._running_hash({"kube-nudge.io/config-hash": "v1-old"}) == "v1-old"
+
+
+async def test_a_failed_rollout_names_the_strategies_that_can_roll_back(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconciler names no strategy: the RolloutFailed advice lists those among its own
+    that roll back (``RollingBack``), and each says what it goes back to."""
+    reconciler = controller.reconciler
+    posted = PostedEvents()
+    monkeypatch.setattr(reconciler, "events", posted)
+
+    async def annotate(target: Target, annotations: Mapping[str, str | None]) -> None:
+        pass
+
+    monkeypatch.setattr(reconciler, "annotate", annotate)
+    target = Target(DEPLOYMENT, NS, "app", toy_workload())
+    failed = Tracking(Phase.FAILED, config_hash="v1-new", detail="0 of 1 updated")
+    await reconciler._record_failure(target, failed, reconciler.strategies["toy"])
+    assert posted.events[-1][3].endswith(
+        "; kube-nudge cannot roll it back: strategy rollout keeps no copy of the earlier "
+        "config (revert the source, or use strategy snapshot)"
+    )
+    await reconciler._record_failure(target, failed, reconciler.strategies["snapshot"])
+    assert posted.events[-1][3].endswith(
+        "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl rollout undo)"
+    )

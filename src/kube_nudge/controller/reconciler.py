@@ -391,9 +391,10 @@ class Reconciler:
             )
         else:
             can = " or ".join(n for n, s in self.strategies.items() if isinstance(s, RollingBack))
+            instead = f", or use strategy {can}" if can else ""
             message += (
                 "; kube-nudge cannot roll it back: strategy rollout keeps no copy of the "
-                f"earlier config (revert the source, or use strategy {can})"
+                f"earlier config (revert the source{instead})"
             )
         log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
         self.events.post(target.ref, WARNING, "RolloutFailed", message)
