@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from kube_nudge.controller.status import collect
-from kube_nudge.controller.webhook import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
@@ -29,6 +28,7 @@ from kube_nudge.model.annotations import SNAPSHOT_LABEL, SNAPSHOTS
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.snapshots import copy_name, parse_snapshots
 from kube_nudge.runtime.http import HttpServer, TlsFiles
+from kube_nudge.strategies.snapshot import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests

@@ -24,7 +24,6 @@ from kube_nudge.model import (
     project_workload,
     source_state,
 )
-from kube_nudge.model.admission import restore_snapshot_template
 from kube_nudge.model.annotations import (
     ROLLED_TO,
     SNAPSHOT_FOR,
@@ -43,6 +42,7 @@ from kube_nudge.model.snapshots import (
     parse_snapshots,
     restore_sources,
 )
+from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
 
 KEY = b"k" * 32
 NS = "shop"

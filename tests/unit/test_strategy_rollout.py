@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH, ROLLED_AT
 from kube_nudge.model.annotations import KEY_ID, parse_rolled_at
-from kube_nudge.strategies.rollout import CHANGE_CAUSE, rollout_patch
+from kube_nudge.strategies.writes import CHANGE_CAUSE, rollout_patch
 
 
 def test_rolled_at_round_trips_through_the_rollout_patch() -> None:

@@ -255,14 +255,7 @@ def run(config: AgentConfig) -> int:
     setup_logging(config.log_format)
     stop = threading.Event()
     metrics = AgentMetrics(config.dirs)
-    worker = None
-    pod = pod_from_env()
-    if pod is None or config.api.server is None:
-        missing = "POD_NAME/POD_NAMESPACE" if pod is None else "an API server (--api-server)"
-        log.warning("not recording the loaded hash on the pod: no %s", missing)
-    else:
-        worker = RecordWorker(PodRecorder(config.api, config.api.server, pod, stop.wait), metrics)
-        worker.start()
+    worker = _record_worker(config, metrics, stop)
     keys = HashKey(config.hash_key, config.hash_key_file, from_file=config.hash_key_from_file)
     agent = Agent(
         Watcher(config.dirs, config.debounce),
@@ -293,14 +286,43 @@ def run(config: AgentConfig) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopping)
+    _log_start(config, keys, wakeup.method, server.server_address[1] if server else None)
+    agent.start()
+    agent.run(stop, config.poll_interval, wakeup)
+    wakeup.close()
+    if server is not None:
+        server.shutdown()
+    if worker is not None:
+        worker.stop()
+    log.info("stopped")
+    return 0
+
+
+def _record_worker(
+    config: AgentConfig, metrics: AgentMetrics, stop: threading.Event
+) -> RecordWorker | None:
+    """The started worker recording loads on the pod, or None (said once) when the agent
+    does not know its pod or the API server."""
+    pod = pod_from_env()
+    if pod is None or config.api.server is None:
+        missing = "POD_NAME/POD_NAMESPACE" if pod is None else "an API server (--api-server)"
+        log.warning("not recording the loaded hash on the pod: no %s", missing)
+        return None
+    worker = RecordWorker(PodRecorder(config.api, config.api.server, pod, stop.wait), metrics)
+    worker.start()
+    return worker
+
+
+def _log_start(config: AgentConfig, keys: HashKey, method: str, port: object | None) -> None:
+    """What the agent does, and with which key, in the log once at start."""
     log.info(
         "reload by %s%s; changes seen by %s, polls every %gs, debounce %gs%s",
         _describe(config),
         f" after {' '.join(config.validate.argv)}" if config.validate else "",
-        wakeup.method,
+        method,
         config.poll_interval,
         config.debounce,
-        f", metrics on {server.server_address[1]}" if server else "",
+        f", metrics on {port}" if port is not None else "",
     )
     if keys.from_file:
         log.info("the loaded hash is keyed with key %s from %s", keys.id, keys.path)
@@ -311,15 +333,6 @@ def run(config: AgentConfig) -> int:
             "it; mount Secret kube-nudge-agent-key there",
             keys.path,
         )
-    agent.start()
-    agent.run(stop, config.poll_interval, wakeup)
-    wakeup.close()
-    if server is not None:
-        server.shutdown()
-    if worker is not None:
-        worker.stop()
-    log.info("stopped")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,6 @@ from kube_nudge import __version__
 from kube_nudge.controller.audit import Audit
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.hmackey import load_or_create_key, read_key_file
-from kube_nudge.controller.webhook import SnapshotWebhook
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
@@ -30,6 +29,7 @@ from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.registry import webhooks
 
 log = logging.getLogger(__name__)
 
@@ -119,24 +119,7 @@ async def serve(config: RunConfig) -> None:
         runnables: list[Runnable] = [*controller.runnables, HeapTrimmer(controller.synced)]
         if notifier is not None:
             runnables.append(notifier)
-        if config.metrics_addr is not None:
-            server = HttpServer(*config.metrics_addr)
-            add_probes(
-                server, render_metrics=metrics.render, ready=lambda: controller.ready,
-                healthy=lambda: controller.healthy,
-            )  # fmt: skip
-            runnables.append(server)
-        if config.audit_interval > 0:
-            runnables.append(Audit(
-                client, metrics, interval=config.audit_interval,
-                namespaces=options.namespaces, kinds=options.kinds, hmac_key=hmac_key,
-                compat=options.defaults.compat,
-            ))  # fmt: skip
-        if config.webhook is not None:
-            webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
-                                        name="webhook")  # fmt: skip
-            SnapshotWebhook(controller, hmac_key=lambda: hmac_key).register(webhook_server)
-            runnables.append(webhook_server)
+        runnables += _beside(config, controller, hmac_key)
         elector = None
         if config.lease is not None:
             elector = _elector(client, dataclasses.replace(config.lease, identity=identity))
@@ -155,6 +138,33 @@ async def serve(config: RunConfig) -> None:
                 await notifier.drain(EVENT_FLUSH_TIMEOUT)
     finally:
         await client.aclose()
+
+
+def _beside(config: RunConfig, controller: Controller, hmac_key: bytes) -> list[Runnable]:
+    """What runs beside the controller as configured: the metrics and probes server, the
+    audit, and the webhook server with every strategy's webhooks."""
+    runnables: list[Runnable] = []
+    client, metrics, options = controller.client, controller.metrics, controller.options
+    if config.metrics_addr is not None:
+        server = HttpServer(*config.metrics_addr)
+        add_probes(
+            server, render_metrics=metrics.render, ready=lambda: controller.ready,
+            healthy=lambda: controller.healthy,
+        )  # fmt: skip
+        runnables.append(server)
+    if config.audit_interval > 0:
+        runnables.append(Audit(
+            client, metrics, interval=config.audit_interval,
+            namespaces=options.namespaces, kinds=options.kinds, hmac_key=hmac_key,
+            compat=options.defaults.compat,
+        ))  # fmt: skip
+    if config.webhook is not None:
+        webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,
+                                    name="webhook")  # fmt: skip
+        for webhook in webhooks(controller, hmac_key=lambda: hmac_key):
+            webhook.register(webhook_server)
+        runnables.append(webhook_server)
+    return runnables
 
 
 def _notifier(config: RunConfig, metrics: Metrics) -> Notifier | None:

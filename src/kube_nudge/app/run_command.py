@@ -36,6 +36,7 @@ from kube_nudge.model.annotations import (
 )
 from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.notifications.delivery import load_receivers
+from kube_nudge.notifications.model import Receiver
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
 
@@ -98,6 +99,68 @@ def _lease_timing(flag: str, text: str, low: float = MIN_LEASE_TIMING) -> float:
 
 def _selector(flag: str, text: str | None) -> str | None:
     return None if text is None else check_label_selector(flag, text)
+
+
+def _namespaces(names: list[str]) -> tuple[str, ...]:
+    """The --namespace flags, checked (none: all namespaces)."""
+    for namespace in names:
+        if not namespace:
+            raise ValueError(
+                "--namespace '': give a namespace name, or omit the flag to watch all namespaces"
+            )
+    return check_namespaces("--namespace", names)
+
+
+def _max_concurrent_rollouts(text: str) -> str:
+    """--max-concurrent-rollouts as its digits (0: no limit); ValueError if not a count."""
+    concurrent = text.strip()
+    if not concurrent.isascii() or not concurrent.isdigit():
+        raise ValueError(
+            f"--max-concurrent-rollouts {quoted(text)}: want a whole "
+            "number such as 5, or 0 for no limit"
+        )
+    check_count("--max-concurrent-rollouts", concurrent, 0, MAX_CONCURRENT_ROLLOUTS)
+    return concurrent
+
+
+def _audit_interval(text: str) -> float:
+    """--audit-interval in seconds (0: off); ValueError below the minimum or above the most."""
+    audit_interval = _duration("--audit-interval", text)
+    if audit_interval < 0 or 0 < audit_interval < MIN_AUDIT_INTERVAL:
+        raise ValueError(
+            f"--audit-interval {text}: at least "
+            f"{MIN_AUDIT_INTERVAL:g}s (each pass lists every workload's pods), or 0 for off"
+        )
+    check_duration("--audit-interval", text, MIN_AUDIT_INTERVAL, MAX_AUDIT_INTERVAL, off=True)
+    return audit_interval
+
+
+def _receivers(path: str | None) -> tuple[Receiver, ...]:
+    """The notification receivers of --notify-receivers-file (and the environment)."""
+    try:
+        return load_receivers(Path(path) if path else None, os.environ)
+    except ValueError as exc:
+        if not path:
+            raise
+        raise ValueError(f"--notify-receivers-file: {exc}") from None
+
+
+def _lease(args: argparse.Namespace, namespace: str, name: str) -> LeaseConfig:
+    """The Lease settings of the --lease-* flags, their order checked."""
+    timings = {
+        "lease_duration": _lease_timing(
+            "--lease-duration", args.lease_duration, MIN_LEASE_DURATION
+        ),
+        "renew_deadline": _lease_timing("--renew-deadline", args.renew_deadline),
+        "retry_period": _lease_timing("--retry-period", args.retry_period),
+    }
+    if not timings["retry_period"] < timings["renew_deadline"] < timings["lease_duration"]:
+        raise ValueError(
+            f"--retry-period {args.retry_period} < --renew-deadline {args.renew_deadline} "
+            f"< --lease-duration {args.lease_duration} does not hold: a leader must stop "
+            "before its lease can expire for the others"
+        )
+    return LeaseConfig(namespace=namespace, name=name, identity=_PENDING_IDENTITY, **timings)
 
 
 def _webhook(args: argparse.Namespace) -> WebhookConfig | None:
@@ -261,50 +324,21 @@ class RunCommand:
 
     def config(self, args: argparse.Namespace) -> RunConfig:
         """Validate every flag into a ``RunConfig``; ValueError names the bad value."""
-        for namespace in args.namespaces:
-            if not namespace:
-                raise ValueError(
-                    "--namespace '': give a namespace name, or omit the flag "
-                    "to watch all namespaces"
-                )
-        namespaces = check_namespaces("--namespace", args.namespaces)
+        namespaces = _namespaces(args.namespaces)
         if args.workers < 1:
             raise ValueError(f"--workers {args.workers}: must be at least 1")
         check_count("--workers", args.workers, 1, MAX_WORKERS)
         _positive("--write-qps", args.write_qps)
         check_number("--write-qps", args.write_qps, MIN_WRITE_QPS, MAX_WRITE_QPS)
-        concurrent = args.max_concurrent_rollouts.strip()
-        if not concurrent.isascii() or not concurrent.isdigit():
-            raise ValueError(
-                f"--max-concurrent-rollouts {quoted(args.max_concurrent_rollouts)}: want a whole "
-                "number such as 5, or 0 for no limit"
-            )
-        check_count("--max-concurrent-rollouts", concurrent, 0, MAX_CONCURRENT_ROLLOUTS)
+        concurrent = _max_concurrent_rollouts(args.max_concurrent_rollouts)
         _positive("--write-burst", args.write_burst)
         check_count("--write-burst", args.write_burst, 1, MAX_WRITE_BURST)
         count, window = parse_max_rollouts(args.max_rollouts)
         debounce = _debounce(args.debounce)
         quiet_window = check_duration("--quiet-window", args.quiet_window, 0.0, MAX_QUIET_WINDOW)
         webhook = _webhook(args)
-        audit_interval = _duration("--audit-interval", args.audit_interval)
-        if audit_interval < 0 or 0 < audit_interval < MIN_AUDIT_INTERVAL:
-            raise ValueError(
-                f"--audit-interval {args.audit_interval}: at least "
-                f"{MIN_AUDIT_INTERVAL:g}s (each pass lists every workload's pods), or 0 for off"
-            )
-        check_duration(
-            "--audit-interval", args.audit_interval, MIN_AUDIT_INTERVAL, MAX_AUDIT_INTERVAL,
-            off=True,
-        )  # fmt: skip
-        try:
-            receivers = load_receivers(
-                Path(args.notify_receivers_file) if args.notify_receivers_file else None,
-                os.environ,
-            )
-        except ValueError as exc:
-            if not args.notify_receivers_file:
-                raise
-            raise ValueError(f"--notify-receivers-file: {exc}") from None
+        audit_interval = _audit_interval(args.audit_interval)
+        receivers = _receivers(args.notify_receivers_file)
         cluster_name = check_text("--cluster-name", args.cluster_name, MAX_CLUSTER_NAME)
         if args.state_namespace is not None:
             check_namespace("--state-namespace", args.state_namespace)
@@ -314,22 +348,7 @@ class RunCommand:
         if args.hmac_key_file:
             key_from_file(args)
         # Checked with or without --leader-elect: a bad value is a mistake either way.
-        timings = {
-            "lease_duration": _lease_timing(
-                "--lease-duration", args.lease_duration, MIN_LEASE_DURATION
-            ),
-            "renew_deadline": _lease_timing("--renew-deadline", args.renew_deadline),
-            "retry_period": _lease_timing("--retry-period", args.retry_period),
-        }
-        if not timings["retry_period"] < timings["renew_deadline"] < timings["lease_duration"]:
-            raise ValueError(
-                f"--retry-period {args.retry_period} < --renew-deadline {args.renew_deadline} "
-                f"< --lease-duration {args.lease_duration} does not hold: a leader must stop "
-                "before its lease can expire for the others"
-            )
-        lease = LeaseConfig(
-            namespace=state_namespace, name=lease_name, identity=_PENDING_IDENTITY, **timings
-        )
+        lease = _lease(args, state_namespace, lease_name)
         metrics_addr = _metrics_address(args.metrics_addr)
         return RunConfig(
             kubeconfig=args.kubeconfig,

@@ -44,7 +44,7 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import SNAPSHOT_LABEL, mistyped_opt_in
+from kube_nudge.model.annotations import mistyped_opt_in
 from kube_nudge.model.pacing import DEFAULT_QUIET_WINDOW, hold_for_change, hold_for_own_event
 from kube_nudge.notifications.model import Notification
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
@@ -54,8 +54,12 @@ from kube_nudge.runtime.manager import Runnable
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.queue import WorkQueue
 from kube_nudge.strategies.base import StrategyContext
-from kube_nudge.strategies.registry import build_strategies, strategy_names
-from kube_nudge.strategies.rollout import annotate_workload
+from kube_nudge.strategies.registry import (
+    build_strategies,
+    owned_source_labels,
+    strategy_names,
+)
+from kube_nudge.strategies.writes import annotate_workload
 
 log = logging.getLogger(__name__)
 _MAX_MISTYPED = 10_000
@@ -114,8 +118,7 @@ class Controller:
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
         context = StrategyContext(client, self.events, metrics, hmac_key, clock=clock)
-        if notify is not None:
-            context = dataclasses.replace(context, notify=notify)
+        context = dataclasses.replace(context, notify=notify) if notify is not None else context
         strategies = build_strategies(context)
         self.book = RolloutBook(
             self.workload, capped=lambda view: strategies[view.settings.strategy].capped,
@@ -140,8 +143,37 @@ class Controller:
             book=self.book,
         )
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=self._look_again)
-        scopes: tuple[str | None, ...] = options.namespaces or (None,)
-        self._sources: dict[SourceKind, list[Informer[SourceView]]] = {
+        self._sources, self._workloads = self._informers()
+        self._gauges()
+        self.synced = asyncio.Event()
+        self._mistyped: dict[tuple[str, str, str], str] = {}  # reported once per message
+        self.cache = Cache(self)
+        self.workers = Workers(self)
+        self.replacer = PodReplacer(
+            client, self.events, metrics, source=self.source, synced=self.synced, clock=clock,
+            sources=lambda: [SourceRef(k, *key) for k in SourceKind for key in self.source_keys(k)],
+        )  # fmt: skip
+        self.pending_kinds = self._pending_kinds()
+
+    def _pending_kinds(self) -> PendingKinds:
+        """The retry of ``--workload`` kinds not served yet: watched once they are."""
+        return PendingKinds(
+            self.options.pending_kinds,
+            resolve=lambda spec: resolve(self.client, spec),
+            watch=self.watch_kind,
+            metrics=self.metrics,
+        )
+
+    def _informers(
+        self,
+    ) -> tuple[
+        dict[SourceKind, list[Informer[SourceView]]],
+        dict[WorkloadKind, list[Informer[WorkloadView]]],
+    ]:
+        """The source informers by kind and the workload informers by kind, one per
+        watched namespace (or one for all)."""
+        scopes: tuple[str | None, ...] = self.options.namespaces or (None,)
+        sources = {
             SourceKind.CONFIGMAP: [
                 self._source_informer(resources.CONFIGMAPS, SourceKind.CONFIGMAP, ns, None)
                 for ns in scopes
@@ -153,31 +185,22 @@ class Controller:
                 for ns in scopes
             ],
         }
-        self._workloads: dict[WorkloadKind, list[Informer[WorkloadView]]] = {
-            kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
+        workloads = {
+            kind: [self._workload_informer(kind, ns) for ns in scopes]
+            for kind in self.options.kinds
         }
-        for kind in options.kinds:
+        return sources, workloads
+
+    def _gauges(self) -> None:
+        """Gauges read the state they report when scraped, never set at each call site."""
+        metrics = self.metrics
+        for kind in self.options.kinds:
             metrics.kind_available.labels(resource=str(kind.resource)).set(1)
-        # Gauges read the state they report when scraped, never set at each call site.
         metrics.queue_depth.set_function(lambda: len(self.queue))
         self._gauge_tracked(resources.CONFIGMAPS, self._sources[SourceKind.CONFIGMAP])
         self._gauge_tracked(resources.SECRETS, self._sources[SourceKind.SECRET])
         for kind, group in self._workloads.items():
             self._gauge_tracked(kind.resource, group)
-        self.synced = asyncio.Event()
-        self._mistyped: dict[tuple[str, str, str], str] = {}  # reported once per message
-        self.cache = Cache(self)
-        self.workers = Workers(self)
-        self.replacer = PodReplacer(
-            client, self.events, metrics, source=self.source, synced=self.synced, clock=clock,
-            sources=lambda: [SourceRef(k, *key) for k in SourceKind for key in self.source_keys(k)],
-        )  # fmt: skip
-        self.pending_kinds = PendingKinds(
-            options.pending_kinds,
-            resolve=lambda spec: resolve(client, spec),
-            watch=self.watch_kind,
-            metrics=metrics,
-        )
 
     @property
     def runnables(self) -> Sequence[Runnable]:
@@ -233,13 +256,14 @@ class Controller:
             self._source_changed(resource, SourceRef(kind, *key), old, new)
 
         compat = self.options.defaults.compat
+        owned = owned_source_labels()
 
         def project(obj: dict[str, Any]) -> SourceView | None:
-            # Snapshot copies are never sources: not kept. (Filtered here, not by a label
-            # selector on the watch: in a fault run such a watch resumed after an API server
-            # restart without the 410 that makes every other watch re-list.)
+            # A strategy's own objects (copies) are never sources: not kept. (Filtered here,
+            # not by a label selector on the watch: in a fault run such a watch resumed after
+            # an API server restart without the 410 that makes every other watch re-list.)
             labels = (obj.get("metadata") or {}).get("labels") or {}
-            return None if SNAPSHOT_LABEL in labels else project_source(obj, compat=compat)
+            return None if not owned.isdisjoint(labels) else project_source(obj, compat=compat)
 
         return Informer(
             self.client, resource, project, on_change, config,

@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 
 _STATES = {"none": "current", "adopted": "current", "rolled": "applied", "failed": "failed"}
 MAINTAIN_AFTER_APPLY = 1.0
-"""Seconds after a rollout before a maintaining strategy (snapshot) looks at its objects."""
+"""Seconds after a rollout before a maintaining strategy looks at its own objects."""
 PodStartLookup = Callable[[str, str], Awaitable[float | None]]
 """(namespace, label selector) -> when the longest-running matching pod read its config."""
 #: Holds that are the release working as configured (its order, a turn, a window): Events
@@ -317,7 +317,7 @@ class Reconciler:
         return await self._maintain(reading, acted.action, follow_up)
 
     async def _maintain(self, reading: Reading, action: str, follow_up: float | None) -> Outcome:
-        """The outcome, once a maintaining strategy (snapshot) has looked at its objects."""
+        """The outcome, once a maintaining strategy has looked at its own objects."""
         strategy = reading.strategy
         if not isinstance(strategy, Maintaining):
             return Outcome(action, follow_up=follow_up)
@@ -382,17 +382,19 @@ class Reconciler:
             f"; workloads rolling the same change are held (kube-nudge release "
             f"{_display(target)} restarts the line)"
         )
-        if target.view.settings.rollback_on_failure:
-            message += "; rolling back to the previous config snapshots"
+        if isinstance(strategy, RollingBack) and target.view.settings.rollback_on_failure:
+            message += f"; rolling back to {strategy.rolls_back_to}"
         elif isinstance(strategy, RollingBack):
             message += (
                 "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl "
                 "rollout undo)"
             )
         else:
+            can = " or ".join(n for n, s in self.strategies.items() if isinstance(s, RollingBack))
+            instead = f", or use strategy {can}" if can else ""
             message += (
                 "; kube-nudge cannot roll it back: strategy rollout keeps no copy of the "
-                "earlier config (revert the source, or use strategy snapshot)"
+                f"earlier config (revert the source{instead})"
             )
         log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
         self.events.post(target.ref, WARNING, "RolloutFailed", message)

@@ -3,8 +3,8 @@
 Read straight from the API (no controller needs to run): every workload of the built-in
 kinds in scope, what it consumes, the hash it should run (with the installation key), the
 hash recorded on it, and its pods counted by the config they run: the hash on their own
-template annotation, or the hash of a change strategy `hot` delivered in place once the
-pod's reload agent confirmed it (``kube-nudge.io/loaded-at`` at or after the delivery).
+template annotation, or the hash of a change a strategy delivered in place, as that
+strategy reads it on the pod (its ``PodConfig`` hook).
 With ``include_opted_out``, workloads that never opted in are audited too: pods that
 started before the data they consume last changed run stale config (env and `subPath`
 consumers certainly so: those never refresh in a running pod).
@@ -37,13 +37,13 @@ from kube_nudge.model import (
     assess,
     project_workload,
 )
-from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, parse_hash_at
+from kube_nudge.model.annotations import LOADED_AT
 from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
-from kube_nudge.strategies.registry import delivers
+from kube_nudge.strategies.registry import delivers, pod_config
 
 __all__ = [
     "DRIFT_STATES",
@@ -307,9 +307,6 @@ async def _pods(
 
 
 def _running_hash(annotations: Mapping[str, Any]) -> str:
-    """The config a pod runs: a hot change its agent confirmed, else its template's."""
-    delivered = parse_hash_at(annotations.get(HOT_RELOAD))
-    loaded_at = reported_at(annotations.get(LOADED_AT))
-    if delivered is not None and loaded_at is not None and loaded_at >= delivered[1]:
-        return delivered[0]
-    return str(annotations.get(CONFIG_HASH) or NO_HASH)
+    """The config a pod runs: one a strategy delivered to it in place (``PodConfig``), else
+    its template's."""
+    return pod_config(annotations) or str(annotations.get(CONFIG_HASH) or NO_HASH)

@@ -13,6 +13,7 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS
@@ -64,6 +65,32 @@ class EventRecorder:
         self.max_remembered = max_remembered
         self._recent: OrderedDict[tuple[str, str, str, str], _Recent] = OrderedDict()
 
+    def _event(
+        self, obj: ObjectRef, name: str, event_type: str, reason: str, message: str, now_iso: str
+    ) -> dict[str, Any]:
+        """A new core/v1 Event about ``obj``, counted once."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": obj.namespace},
+            "involvedObject": {
+                "apiVersion": obj.api_version,
+                "kind": obj.kind,
+                "namespace": obj.namespace,
+                "name": obj.name,
+                "uid": obj.uid,
+            },
+            "type": event_type,
+            "reason": reason,
+            "message": message,
+            "count": 1,
+            "firstTimestamp": now_iso,
+            "lastTimestamp": now_iso,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+        }
+
     async def record(self, obj: ObjectRef, event_type: str, reason: str, message: str) -> bool:
         """Post (or count again) one Event; False (logged) if the API refused it."""
         message = message[:1024]
@@ -102,27 +129,7 @@ class EventRecorder:
                 "POST",
                 CORE_EVENTS.path(obj.namespace),
                 limiter=self.client.event_limiter,
-                body={
-                    "apiVersion": "v1",
-                    "kind": "Event",
-                    "metadata": {"name": name, "namespace": obj.namespace},
-                    "involvedObject": {
-                        "apiVersion": obj.api_version,
-                        "kind": obj.kind,
-                        "namespace": obj.namespace,
-                        "name": obj.name,
-                        "uid": obj.uid,
-                    },
-                    "type": event_type,
-                    "reason": reason,
-                    "message": message,
-                    "count": 1,
-                    "firstTimestamp": now_iso,
-                    "lastTimestamp": now_iso,
-                    "source": {"component": self.component},
-                    "reportingComponent": self.component,
-                    "reportingInstance": self.instance,
-                },
+                body=self._event(obj, name, event_type, reason, message, now_iso),
             )
             recent.posted = True
             return True

@@ -175,23 +175,7 @@ def decide(
     if assessment.missing:
         return Hold("missing", "ConfigMissing", "not rolling: " + "; ".join(assessment.missing))
     if view.rolled_back and memory.applied is None and assessment.desired == view.rolled_to:
-        # Someone reverted the template to an earlier snapshot (kubectl rollout undo): a
-        # deliberate choice, surfaced and left alone until the config changes again.
-        if view.failed is not None and view.failed[0] == view.rolled_to:
-            return Hold(
-                "rolled-back",
-                "ConfigRolledBack",
-                f"rolled back to an earlier config snapshot ({view.template_hash}) after the "
-                f"rollout to {view.rolled_to} failed; kube-nudge does not roll that config "
-                "again: the next change of the source rolls",
-            )
-        return Hold(
-            "rolled-back",
-            "ConfigRolledBack",
-            f"the pod template runs an earlier config snapshot ({view.template_hash}), not "
-            f"the latest ({view.rolled_to}): reverted on purpose (kubectl rollout undo?), "
-            "so kube-nudge leaves it until the config changes again",
-        )
+        return _rolled_back(view)
     uncopied = _uncopied(view, assessment)
     if assessment.desired == applied and not uncopied:
         return Noop()
@@ -220,6 +204,26 @@ def decide(
         rolled_at=(*recent[max(len(recent) - keep, 0) :], now),
         had_baseline=bool(view.baseline_hash),
         uncopied=uncopied if assessment.desired == applied else (),
+    )
+
+
+def _rolled_back(view: WorkloadView) -> Hold:
+    """Someone reverted the template to an earlier snapshot (kubectl rollout undo): a
+    deliberate choice, surfaced and left alone until the config changes again."""
+    if view.failed is not None and view.failed[0] == view.rolled_to:
+        return Hold(
+            "rolled-back",
+            "ConfigRolledBack",
+            f"rolled back to an earlier config snapshot ({view.template_hash}) after the "
+            f"rollout to {view.rolled_to} failed; kube-nudge does not roll that config "
+            "again: the next change of the source rolls",
+        )
+    return Hold(
+        "rolled-back",
+        "ConfigRolledBack",
+        f"the pod template runs an earlier config snapshot ({view.template_hash}), not "
+        f"the latest ({view.rolled_to}): reverted on purpose (kubectl rollout undo?), "
+        "so kube-nudge leaves it until the config changes again",
     )
 
 

@@ -2,34 +2,56 @@
 
 The reconciler decides (pure, in ``model.decide``) *whether* and *what*; a strategy,
 chosen per workload by ``kube-nudge.io/strategy``, carries out *how*. A new strategy is a
-new module with a class satisfying ``Strategy`` plus one entry in ``registry.py``. What a
-strategy may grow later (extra watches, an admission mutation for the snapshot webhook)
-becomes optional members here, with defaults, so existing strategies keep working.
+new package with a class satisfying ``Strategy`` plus one entry in ``registry.py``.
+
+What a strategy needs beyond adopting and applying is an optional hook here, which the
+registry or the reconciler looks for, so a strategy has only the hooks it uses:
+
+- ``Maintaining``: objects of its own to keep in order on every pass (snapshot, hot);
+- ``RollingBack``: puts a workload whose rollout failed back on an earlier config;
+- ``OwnsSources``: ConfigMaps/Secrets it makes itself, which the source watches leave out;
+- ``ServesWebhooks``: admission webhooks it serves, from the controller's caches (``Host``);
+- ``PodConfig``: the config a pod runs when the strategy delivered it in place (status).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.workloads import WorkloadKind
-from kube_nudge.model import Adopt, Apply, Assessment, Hold, WorkloadView
+from kube_nudge.model import (
+    Adopt,
+    Apply,
+    Assessment,
+    Hold,
+    SourceRef,
+    SourceView,
+    WorkloadDefaults,
+    WorkloadView,
+)
 from kube_nudge.notifications.model import Notification, NotificationKind
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.http import HttpServer
 from kube_nudge.runtime.metrics import Metrics
 
 __all__ = [
+    "Host",
     "Maintaining",
     "NotYet",
+    "OwnsSources",
+    "PodConfig",
     "Refused",
     "RollingBack",
+    "ServesWebhooks",
     "Strategy",
     "StrategyContext",
     "Target",
+    "Webhook",
     "changes_field",
     "notification",
 ]
@@ -165,7 +187,88 @@ class RollingBack(Protocol):
     """Optional: a strategy that keeps earlier configs (snapshot copies) can put a
     workload whose rollout failed back on the previous one."""
 
+    #: What it goes back to, for the RolloutFailed Event ("rolling back to ...").
+    rolls_back_to: str
+
     async def rollback(self, target: Target, failed_hash: str) -> str | None:
         """Go back to the latest revision not running ``failed_hash``; what was done, or
         None when there is none."""
+        ...
+
+
+@runtime_checkable
+class OwnsSources(Protocol):
+    """Optional, on the strategy class: ConfigMaps and Secrets carrying one of these labels
+    are the strategy's own objects (the snapshot copies), never sources: the source watches
+    leave them out."""
+
+    owned_source_labels: frozenset[str]
+
+
+@runtime_checkable
+class PodConfig(Protocol):
+    """Optional, on the strategy class: a strategy that delivers config to running pods
+    without a rollout tells which config a pod runs by the pod's own annotations."""
+
+    @staticmethod
+    def pod_config(annotations: Mapping[str, Any]) -> str | None:
+        """The hash of the config delivered in place that the pod confirmed, or None: it
+        runs its template's."""
+        ...
+
+
+class HostOptions(Protocol):
+    """What a webhook reads of the controller's options."""
+
+    @property
+    def kinds(self) -> Sequence[WorkloadKind]:
+        """The workload kinds watched."""
+        ...
+
+    @property
+    def defaults(self) -> WorkloadDefaults:
+        """The defaults a workload's annotations override."""
+        ...
+
+
+class Host(Protocol):
+    """What a strategy's webhook may read of the running controller: its caches, whether
+    they are filled, its options and metrics (the narrow interface; never its reconciler)."""
+
+    @property
+    def options(self) -> HostOptions:
+        """The controller's options."""
+        ...
+
+    @property
+    def metrics(self) -> Metrics:
+        """The controller's metrics."""
+        ...
+
+    @property
+    def ready(self) -> bool:
+        """Whether the caches are filled."""
+        ...
+
+    def source(self, ref: SourceRef) -> SourceView | None:
+        """The cached view of one ConfigMap or Secret."""
+        ...
+
+
+class Webhook(Protocol):
+    """An admission webhook: its routes on the webhook server."""
+
+    def register(self, server: HttpServer) -> None:
+        """Serve its routes on ``server``."""
+        ...
+
+
+@runtime_checkable
+class ServesWebhooks(Protocol):
+    """Optional, on the strategy class: the admission webhooks it serves (on every replica,
+    from the caches ``host`` keeps; ``hmac_key`` gives the installation key)."""
+
+    @staticmethod
+    def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
+        """Its webhooks, ready to register."""
         ...

@@ -1,22 +1,46 @@
-"""Every strategy, by the name ``kube-nudge.io/strategy`` selects it with.
+"""Every strategy, by the name ``kube-nudge.io/strategy`` selects it with, and what the
+rest of kube-nudge asks of them all: their names, which deliver, the labels of the objects
+they own, the webhooks they serve, the config a pod runs when one delivered it in place.
 
-Adding a strategy: a new module with a class satisfying ``strategies.base.Strategy``,
-and one entry here. Its name then validates in annotations automatically.
+Adding a strategy: a new package with a class satisfying ``strategies.base.Strategy``
+(plus the optional hooks there it needs), and one entry here (or ``register`` for one
+that lives elsewhere, such as a test's). Its name then validates in annotations
+automatically; the controller and the app never name a strategy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from kube_nudge.model.annotations import DEFAULT_STRATEGY
-from kube_nudge.strategies.base import Strategy, StrategyContext
+from kube_nudge.strategies.base import (
+    Host,
+    OwnsSources,
+    PodConfig,
+    ServesWebhooks,
+    Strategy,
+    StrategyContext,
+    Webhook,
+)
 from kube_nudge.strategies.hot import HotStrategy
 from kube_nudge.strategies.notify import NotifyStrategy
 from kube_nudge.strategies.rollout import RolloutStrategy
 from kube_nudge.strategies.snapshot import SnapshotStrategy
 
-__all__ = ["DEFAULT_STRATEGY", "STRATEGIES", "build_strategies", "delivers", "strategy_names"]
+__all__ = [
+    "DEFAULT_STRATEGY",
+    "STRATEGIES",
+    "StrategyFactory",
+    "build_strategies",
+    "delivers",
+    "owned_source_labels",
+    "pod_config",
+    "register",
+    "strategy_names",
+    "unregister",
+    "webhooks",
+]
 
 
 class StrategyFactory(Protocol):
@@ -37,12 +61,29 @@ class StrategyFactory(Protocol):
         ...
 
 
-STRATEGIES: Mapping[str, StrategyFactory] = {
+_REGISTERED: dict[str, StrategyFactory] = {
     RolloutStrategy.name: RolloutStrategy,
     NotifyStrategy.name: NotifyStrategy,
     SnapshotStrategy.name: SnapshotStrategy,
     HotStrategy.name: HotStrategy,
 }
+#: Every strategy by name (read-only; ``register`` adds one).
+STRATEGIES: Mapping[str, StrategyFactory] = _REGISTERED
+
+
+def register(factory: StrategyFactory) -> None:
+    """Add a strategy under ``factory.name``: from now on the annotation accepts it and
+    every controller built afterwards has one. A name taken already is a ValueError."""
+    if factory.name in _REGISTERED:
+        raise ValueError(f"a strategy named {factory.name!r} is registered already")
+    _REGISTERED[factory.name] = factory
+
+
+def unregister(name: str) -> None:
+    """Remove the strategy ``name`` (a test's, once it is done); never the default."""
+    if name == DEFAULT_STRATEGY:
+        raise ValueError("the default strategy stays registered")
+    _REGISTERED.pop(name, None)
 
 
 def strategy_names() -> tuple[str, ...]:
@@ -59,3 +100,32 @@ def delivers(name: str) -> bool:
 def build_strategies(context: StrategyContext) -> dict[str, Strategy]:
     """One instance of every strategy, sharing ``context``."""
     return {name: factory(context) for name, factory in STRATEGIES.items()}
+
+
+def owned_source_labels() -> frozenset[str]:
+    """Labels of the ConfigMaps/Secrets some strategy makes itself: never sources."""
+    return frozenset(
+        label
+        for factory in STRATEGIES.values()
+        if isinstance(factory, OwnsSources)
+        for label in factory.owned_source_labels
+    )
+
+
+def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> list[Webhook]:
+    """The admission webhooks every strategy serves, over ``host``'s caches."""
+    return [
+        webhook
+        for factory in STRATEGIES.values()
+        if isinstance(factory, ServesWebhooks)
+        for webhook in factory.webhooks(host, hmac_key)
+    ]
+
+
+def pod_config(annotations: Mapping[str, Any]) -> str | None:
+    """The config a pod runs by its own annotations when some strategy delivered it in
+    place (the first that says), else None: its template's."""
+    for factory in STRATEGIES.values():
+        if isinstance(factory, PodConfig) and (found := factory.pod_config(annotations)):
+            return found
+    return None

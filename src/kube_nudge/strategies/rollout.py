@@ -1,239 +1,25 @@
 """The ``rollout`` strategy (the default): write the config hash on the pod template, so
 the workload's own controller performs its normal rolling update (new ReplicaSet,
-controller revision, or the next Job of a CronJob).
-
-Writes are JSON merge patches that touch kube-nudge's annotations only, carry the
-workload's uid as a precondition (a deleted-and-recreated workload answers 409 instead of
-being patched) and name kube-nudge as field manager. They cannot clobber a concurrent
-edit of anything else, and unlike server-side apply a patch never creates an object that
-was deleted meanwhile.
+controller revision, or the next Job of a CronJob). The writes are ``strategies.writes``,
+which the other strategies share where they roll or adopt as this one does.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from kube_nudge.model import Apply, Assessment
+from kube_nudge.strategies.base import Target
+from kube_nudge.strategies.writes import AdoptsBaseline, roll
 
-from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
-from kube_nudge.kube.events import NORMAL
-from kube_nudge.model import (
-    BASELINE_HASH,
-    CONFIG_HASH,
-    ROLLED_AT,
-    Adopt,
-    Apply,
-    Assessment,
-    TemplatePath,
-    annotation_patch,
-    describe_apply,
-    describe_versions,
-)
-from kube_nudge.model.annotations import (
-    CHANGE_CAUSE,
-    FAILED,
-    HOT_RELOAD,
-    KEY_ID,
-    ROLLED_TO,
-    SNAPSHOTS,
-    format_rolled_at,
-)
-from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
-from kube_nudge.model.references import rename_references
-from kube_nudge.model.snapshots import parse_snapshots, pod_spec_patch
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
-
-__all__ = [
-    "CHANGE_CAUSE",
-    "FIELD_MANAGER",
-    "RolloutStrategy",
-    "adopt_patch",
-    "annotate_workload",
-    "patch_workload",
-    "rollout_annotations",
-    "rollout_patch",
-    "workload_preconditions",
-]
-
-log = logging.getLogger(__name__)
-
-FIELD_MANAGER = "kube-nudge"
-#: Reads of a workload before a patch that must not overwrite an edit gives up (409).
-FRESH_READ_ATTEMPTS = 4
+__all__ = ["RolloutStrategy"]
 
 
-def rollout_patch(
-    template_path: TemplatePath,
-    uid: str,
-    config_hash: str,
-    *,
-    rolled_at: Sequence[float],
-    cause: str,
-    key_id: str,
-) -> dict[str, Any]:
-    """The merge patch that rolls the workload to ``config_hash``, records the recent
-    rollouts (``rolled_at``, this one included) for the flap cap, and says why."""
-    annotations = _recorded(rolled_at, key_id, cause)
-    patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
-    patch.setdefault("metadata", {}).update({"uid": uid, "annotations": annotations})
-    return patch
-
-
-def rollout_annotations(plan: Apply, key_id: str, cause: str) -> dict[str, Any]:
-    """What every rollout records on the workload's metadata (a merge patch fragment):
-    recent rollout times for the flap cap, why, the key, and the baseline's removal."""
-    return _recorded(plan.rolled_at, key_id, cause)
-
-
-def _recorded(rolled_at: Sequence[float], key_id: str, cause: str) -> dict[str, Any]:
-    annotations: dict[str, Any] = {
-        ROLLED_AT: format_rolled_at(list(rolled_at)),
-        CHANGE_CAUSE: f"kube-nudge: {cause}"[:1024],
-        KEY_ID: key_id,
-    }
-    # The template now carries the hash: the adoption baseline goes, always. (Only when the
-    # view showed one, it stayed whenever a change came before the adoption's own echo, and
-    # then outranked the template's hash: a restart rolled the workload again.)
-    annotations[BASELINE_HASH] = None
-    annotations[FAILED] = None  # a new rollout: an earlier failure no longer stops a line
-    annotations[HOT_RELOAD] = None  # strategy hot: a rollout supersedes a change in place
-    return annotations
-
-
-def workload_preconditions(workload: Mapping[str, Any]) -> dict[str, Any]:
-    """uid and resourceVersion of a workload read in full, for a patch that replaces lists:
-    it then fails (409) rather than overwrite an edit made since the read."""
-    metadata = workload.get("metadata") or {}
-    return {"uid": metadata.get("uid"), "resourceVersion": metadata.get("resourceVersion")}
-
-
-def adopt_patch(uid: str, config_hash: str, key_id: str) -> dict[str, Any]:
-    """The merge patch that records the running config's hash without rolling."""
-    annotations = {BASELINE_HASH: config_hash, KEY_ID: key_id}
-    return {"metadata": {"uid": uid, "annotations": annotations}}
-
-
-class RolloutStrategy:
-    """Roll the workload through its own controller."""
+class RolloutStrategy(AdoptsBaseline):
+    """Roll the workload through its own controller; adopt by recording a baseline."""
 
     name = "rollout"
     capped = True
     delivers = True
 
-    def __init__(self, context: StrategyContext) -> None:
-        self._context = context
-
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
-        """Record the baseline on the workload's metadata (not the template)."""
-        patch = adopt_patch(target.view.uid, plan.config_hash, assessment.key_id)
-        await self._patch(target, patch)
-        log.info(
-            "adopted %s at %s%s",
-            target,
-            plan.config_hash,
-            " (hashes were made under another key)" if plan.new_key else "",
-            extra=target.log_fields("adopted", config_hash=plan.config_hash, new_key=plan.new_key),
-        )
-        if plan.new_key:
-            message = (
-                "re-baselined without restarting: its config hash was made under another "
-                "installation key (was the kube-nudge-hmac-key Secret replaced?)"
-            )
-        else:
-            message = "recorded the hash of the config the pods run; the next change rolls them"
-        self._context.events.post(target.ref, NORMAL, "Adopted", message)
-
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Write the new hash on the pod template: the workload rolls."""
-        what = describe_apply(plan, assessment.states, target.namespace)
-        if target.view.snapshot_copies:
-
-            async def build(workload: JSON) -> dict[str, Any]:
-                return _leave_snapshots(target, workload, plan, assessment.key_id, what)
-
-            await self._patch_fresh(target, build)
-        else:
-            patch = rollout_patch(
-                target.kind.template_path,
-                target.view.uid,
-                plan.config_hash,
-                rolled_at=plan.rolled_at,
-                cause=what,
-                key_id=assessment.key_id,
-            )
-            await self._patch(target, patch)
-        self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
-        log.info(
-            "rolled %s to %s: %s",
-            target,
-            plan.config_hash,
-            what,
-            extra=target.log_fields(
-                "rolled", config_hash=plan.config_hash, changes=changes_field(plan)
-            ),
-        )
-        versions = describe_versions(plan, assessment, target.namespace)
-        suffix = f" (versions: {versions})" if versions else ""
-        self._context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}{suffix}")
-
-    async def _patch_fresh(
-        self, target: Target, build: Callable[[JSON], Awaitable[dict[str, Any]]]
-    ) -> None:
-        """Read the workload in full, build a patch from it (preconditioned on its
-        resourceVersion) and send it; when the workload changed in between (mostly its
-        status, during a rollout) read it again, a few times, before giving up."""
-        path = target.kind.resource.path(target.namespace, target.name)
-        for attempt in range(FRESH_READ_ATTEMPTS):
-            workload = await self._context.client.get(path)
-            if (workload.get("metadata") or {}).get("uid") != target.view.uid:
-                raise ApiError(409, "Conflict", f"{target} was deleted and created again")
-            try:
-                await self._patch(target, await build(workload))
-                return
-            except ApiError as exc:
-                if not exc.conflict or attempt == FRESH_READ_ATTEMPTS - 1:
-                    raise
-
-    async def _patch(self, target: Target, patch: dict[str, Any]) -> None:
-        await patch_workload(self._context, target, patch)
-
-
-async def patch_workload(context: StrategyContext, target: Target, patch: dict[str, Any]) -> None:
-    """Send a JSON merge patch of ``target`` as field manager kube-nudge, and count it."""
-    await context.client.request(
-        "PATCH",
-        target.kind.resource.path(target.namespace, target.name),
-        params={"fieldManager": FIELD_MANAGER},
-        body=patch,
-        content_type=MERGE_PATCH,
-    )
-    context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
-
-
-async def annotate_workload(
-    context: StrategyContext, target: Target, annotations: Mapping[str, str | None]
-) -> None:
-    """Set (or, with None, remove) annotations on ``target``'s metadata, nothing else; the
-    uid precondition keeps a re-created workload from being annotated."""
-    patch = {"metadata": {"uid": target.view.uid, "annotations": dict(annotations)}}
-    await patch_workload(context, target, patch)
-
-
-def _leave_snapshots(
-    target: Target, workload: JSON, plan: Apply, key_id: str, cause: str
-) -> dict[str, Any]:
-    """The rollout patch of a workload switched away from strategy ``snapshot``: its
-    template names the sources again (copies would keep old data forever); the copies go
-    with the revisions that still use them."""
-    path = target.kind.template_path
-    pod_spec = get_pod_spec(workload, path) or {}
-    mapping = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
-    restored = rename_references(pod_spec, lambda kind, name: mapping.get((kind, name)))
-    patch = pod_spec_patch(
-        path, pod_spec, restored, {CONFIG_HASH: plan.config_hash, SNAPSHOTS: None}
-    )
-    patch["metadata"] = {
-        **workload_preconditions(workload),
-        "annotations": {**rollout_annotations(plan, key_id, cause), ROLLED_TO: None},
-    }
-    return patch
+        await roll(self._context, target, plan, assessment)

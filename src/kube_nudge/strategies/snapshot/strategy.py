@@ -18,12 +18,13 @@ workload's history limit, and all of them with the workload.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kube_nudge.kube.client import JSON, JSON_PATCH, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
+from kube_nudge.kube.workloads import Revisions
 from kube_nudge.model import (
     CONFIG_HASH,
     Apply,
@@ -34,7 +35,7 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_FOR, SNAPSHOTS
+from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_FOR, SNAPSHOT_LABEL, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
@@ -47,10 +48,19 @@ from kube_nudge.model.snapshots import (
     pod_spec_patch,
     referenced_sources,
 )
-from kube_nudge.strategies.base import NotYet, Refused, Target, changes_field
-from kube_nudge.strategies.rollout import (
+from kube_nudge.strategies.base import (
+    Host,
+    NotYet,
+    Refused,
+    Target,
+    Webhook,
+    changes_field,
+)
+from kube_nudge.strategies.snapshot.webhook import SnapshotWebhook
+from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
-    RolloutStrategy,
+    AdoptsBaseline,
+    patch_fresh,
     rollout_annotations,
     workload_preconditions,
 )
@@ -71,13 +81,22 @@ _SOURCE_RESOURCES = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRET
 REVISION = "deployment.kubernetes.io/revision"
 
 
-class SnapshotStrategy(RolloutStrategy):
+class SnapshotStrategy(AdoptsBaseline):
     """Roll the workload onto immutable copies of its config. Adoption is the rollout
     strategy's (a baseline, no restart): copies are made from the first change on."""
 
     name = "snapshot"
     capped = True
     delivers = True
+    #: What a rollback goes back to (``RollingBack``).
+    rolls_back_to = "the previous config snapshots"
+    #: Its copies are its own objects, never sources (``OwnsSources``).
+    owned_source_labels = frozenset({SNAPSHOT_LABEL})
+
+    @staticmethod
+    def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
+        """Its admission webhook: a re-applied manifest keeps its copies (``ServesWebhooks``)."""
+        return (SnapshotWebhook(host, hmac_key),)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Make the copies, point the template at them: the workload rolls."""
@@ -89,7 +108,7 @@ class SnapshotStrategy(RolloutStrategy):
             patch, mapping = await self._snapshot_patch(target, workload, plan, assessment, what)
             return patch
 
-        await self._patch_fresh(target, build)
+        await patch_fresh(self._context, target, build)
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
         log.info(
             "rolled %s onto snapshots %s: %s",
@@ -248,18 +267,11 @@ class SnapshotStrategy(RolloutStrategy):
         # A CronJob makes its Jobs from the template of the moment: nothing to wait for.
         observed = not revisions.follows_template or _generation_observed(workload)
         uid = str((workload.get("metadata") or {}).get("uid"))
-        params: dict[str, str] = {}
-        if revisions.by_pod_selector and target.view.pod_selector:
-            params["labelSelector"] = target.view.pod_selector
-        listed = await client.get(revisions.resource.path(target.namespace), **params)
         users: dict[tuple[SourceKind, str], list[dict[str, Any]]] = {}
         mine = {uid}
         current_revision = False
-        for revision in listed.get("items") or ():
-            metadata = revision.get("metadata") or {}
-            if not any(o.get("uid") == uid for o in metadata.get("ownerReferences") or ()):
-                continue
-            mine.add(str(metadata.get("uid")))
+        for revision in await self._revisions(target, revisions, uid):
+            mine.add(str((revision.get("metadata") or {}).get("uid")))
             if template_annotation(revision, revisions.template_path, CONFIG_HASH) == current_hash:
                 current_revision = True
             text = template_annotation(revision, revisions.template_path, SNAPSHOTS)
@@ -296,6 +308,21 @@ class SnapshotStrategy(RolloutStrategy):
             return REVISION_WAIT  # its controller makes the revision any moment now
         return None
 
+    async def _revisions(self, target: Target, revisions: Revisions, uid: object) -> list[JSON]:
+        """The revisions (ReplicaSets, ControllerRevisions, Jobs) the workload ``uid`` owns."""
+        params: dict[str, str] = {}
+        if revisions.by_pod_selector and target.view.pod_selector:
+            params["labelSelector"] = target.view.pod_selector
+        listed = await self._context.client.get(revisions.resource.path(target.namespace), **params)
+        return [
+            revision
+            for revision in listed.get("items") or ()
+            if any(
+                o.get("uid") == uid
+                for o in (revision.get("metadata") or {}).get("ownerReferences") or ()
+            )
+        ]
+
     async def rollback(self, target: Target, failed_hash: str) -> str | None:
         """Put ``target`` back on the template (and so the copies) of its latest revision
         that doesn't run ``failed_hash``, as ``kubectl rollout undo`` does; a description
@@ -307,15 +334,8 @@ class SnapshotStrategy(RolloutStrategy):
         client = self._context.client
         workload = await client.get(target.kind.resource.path(target.namespace, target.name))
         metadata = workload.get("metadata") or {}
-        params: dict[str, str] = {}
-        if revisions.by_pod_selector and target.view.pod_selector:
-            params["labelSelector"] = target.view.pod_selector
-        listed = await client.get(revisions.resource.path(target.namespace), **params)
         candidates = []
-        for revision in listed.get("items") or ():
-            owners = (revision.get("metadata") or {}).get("ownerReferences") or ()
-            if not any(o.get("uid") == metadata.get("uid") for o in owners):
-                continue
+        for revision in await self._revisions(target, revisions, metadata.get("uid")):
             template = get_template(revision, revisions.template_path)
             if (
                 template is None
@@ -385,25 +405,32 @@ class SnapshotStrategy(RolloutStrategy):
                     target.ref, WARNING, refusal.hold.event_reason, refusal.hold.message
                 )
                 return True
-            log.warning("%s: snapshot %s/%s was deleted; made it again", target, kind.value, name)
-            self._context.events.post(
-                target.ref,
-                WARNING,
-                "SnapshotDeleted",
-                f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this "
-                "template uses) was deleted; made it again from the unchanged source",
+            self._deleted(
+                target, ref, name, "; made it again", "; made it again from the unchanged source"
             )
             return True
-        log.warning("%s: snapshot %s/%s was deleted and its data is gone", target, kind.value, name)
+        self._deleted(
+            target,
+            ref,
+            name,
+            " and its data is gone",
+            " and the source has changed since: new pods of this template cannot start; the "
+            "next change of the source rolls onto a new copy",
+        )
+        return True
+
+    def _deleted(self, target: Target, ref: SourceRef, name: str, logged: str, said: str) -> None:
+        """Log and post (SnapshotDeleted) that the copy ``name`` of ``ref`` that the current
+        template uses was deleted, and what follows."""
+        kind = ref.kind.value
+        log.warning("%s: snapshot %s/%s was deleted%s", target, kind, name, logged)
         self._context.events.post(
             target.ref,
             WARNING,
             "SnapshotDeleted",
-            f"{kind.value}/{name} (the copy of {ref.display(target.namespace)} this template "
-            "uses) was deleted and the source has changed since: new pods of this template "
-            "cannot start; the next change of the source rolls onto a new copy",
+            f"{kind}/{name} (the copy of {ref.display(target.namespace)} this template uses) "
+            f"was deleted{said}",
         )
-        return True
 
     async def _copies(
         self, namespace: str, workload_uid: str

@@ -5,7 +5,7 @@ Served over TLS on every replica (not only the leader: the API server calls whic
 replica the Service picks) from the caches every replica keeps. It only ever allows, so
 register it with ``failurePolicy: Ignore`` and a short timeout: when kube-nudge is down an
 apply still succeeds, and the controller points the template back at the copies itself.
-The decision is ``model.admission.restore_snapshot_template``.
+The decision is ``admission.restore_snapshot_template`` (pure, beside it).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kube_nudge.controller.controller import Controller
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import SourceRef, SourceState
-from kube_nudge.model.admission import restore_snapshot_template
 from kube_nudge.runtime.http import HttpServer
+from kube_nudge.strategies.base import Host
+from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
 
 __all__ = ["WEBHOOK_PATH", "SnapshotWebhook"]
 
@@ -37,7 +37,7 @@ class SnapshotWebhook:
     """Answers AdmissionReviews for the workload kinds the controller watches, from its
     caches; ``hmac_key`` gives the installation key the snapshot copies are named with."""
 
-    def __init__(self, controller: Controller, hmac_key: Callable[[], bytes]) -> None:
+    def __init__(self, controller: Host, hmac_key: Callable[[], bytes]) -> None:
         self._controller = controller
         self._hmac_key = hmac_key
 

@@ -30,7 +30,6 @@ from kube_nudge.kube.resources import CONFIGMAPS, PODS, SECRETS, Resource
 from kube_nudge.model import (
     BASELINE_HASH,
     ROLLED_AT,
-    Adopt,
     Apply,
     Assessment,
     describe_apply,
@@ -45,6 +44,7 @@ from kube_nudge.model.annotations import (
     RELOAD_FAILED_AT,
     format_hash_at,
     format_rolled_at,
+    parse_hash_at,
 )
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
@@ -65,12 +65,13 @@ from kube_nudge.model.hot import (
     started_after,
 )
 from kube_nudge.model.references import SourceKind, SourceRef
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
-from kube_nudge.strategies.rollout import (
+from kube_nudge.strategies.base import Target, changes_field
+from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
-    RolloutStrategy,
+    AdoptsBaseline,
     annotate_workload,
     patch_workload,
+    roll,
     rollout_patch,
 )
 
@@ -82,20 +83,23 @@ AFTER_FALLBACK = 1.0
 """Seconds after a fallback rollout before the workload is looked at again."""
 
 
-class HotStrategy:
-    """Reload in place where the pods can see the change, roll where they can't."""
+class HotStrategy(AdoptsBaseline):
+    """Reload in place where the pods can see the change, roll where they can't. Adoption
+    is strategy rollout's: record the baseline, restart nothing."""
 
     name = "hot"
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
 
-    def __init__(self, context: StrategyContext) -> None:
-        self._context = context
-        self._rollout = RolloutStrategy(context)
-
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
-        """As strategy rollout: record the baseline, restart nothing."""
-        await self._rollout.adopt(target, plan, assessment)
+    @staticmethod
+    def pod_config(annotations: Mapping[str, Any]) -> str | None:
+        """A change delivered in place (``kube-nudge.io/hot-reload`` on the pod) once the
+        pod's agent reloaded at or after it (``kube-nudge.io/loaded-at``), for status."""
+        delivered = parse_hash_at(annotations.get(HOT_RELOAD))
+        loaded_at = reported_at(annotations.get(LOADED_AT))
+        if delivered is not None and loaded_at is not None and loaded_at >= delivered[1]:
+            return delivered[0]
+        return None
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll."""
@@ -110,7 +114,7 @@ class HotStrategy:
             message = f"cannot reload in place: {'; '.join(reasons)}; rolling instead"
             log.info("%s: %s", target, message, extra=target.log_fields("not-hot"))
             self._context.events.post(target.ref, NORMAL, "HotReloadImpossible", message)
-            await self._rollout.apply(target, plan, assessment)
+            await roll(self._context, target, plan, assessment)
             return
         now = plan.rolled_at[-1]
         record = format_hash_at(plan.config_hash, now)

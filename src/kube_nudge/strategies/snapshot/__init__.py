@@ -1,0 +1,7 @@
+"""Strategy ``snapshot``: roll onto immutable copies of the config (``strategy.py``), with
+its admission webhook (``webhook.py``, deciding in the pure ``admission.py``)."""
+
+from kube_nudge.strategies.snapshot.strategy import SnapshotStrategy
+from kube_nudge.strategies.snapshot.webhook import WEBHOOK_PATH, SnapshotWebhook
+
+__all__ = ["WEBHOOK_PATH", "SnapshotStrategy", "SnapshotWebhook"]

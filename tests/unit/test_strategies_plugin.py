@@ -1,0 +1,164 @@
+"""A strategy is a plugin: a package of its own plus a registry entry is all it takes.
+
+The toy strategy (tests/unit/toy_strategy, registered with ``registry.register``) is
+accepted by the annotation, decided for and acted on by an unchanged controller, and its
+hooks are wired: its own ConfigMaps are left out of the source cache, its webhook is
+served. Nothing outside its package names it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+
+import httpx2 as httpx
+import pytest
+
+from kube_nudge.controller import status
+from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
+from kube_nudge.controller.reconciler import WorkloadKey
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.events import EventRecorder
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import SourceKind, WorkloadView, parse_workload
+from kube_nudge.model.tracking import Phase, Tracking
+from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.base import Target
+from kube_nudge.strategies.registry import (
+    owned_source_labels,
+    register,
+    strategy_names,
+    unregister,
+    webhooks,
+)
+from tests.unit.fakes import (
+    KEY,
+    NS,
+    FakeClock,
+    PostedEvents,
+    configmap,
+    desired,
+    sources,
+    workload,
+)
+from tests.unit.toy_strategy import OWN_LABEL, RUNS, ToyStrategy, ToyWebhook
+
+DEPLOYMENT = BUILTIN_KINDS[0]
+APP_KEY: WorkloadKey = (DEPLOYMENT, NS, "app")
+
+
+@pytest.fixture
+def toy() -> Iterator[type[ToyStrategy]]:
+    ToyStrategy.calls.clear()
+    register(ToyStrategy)
+    yield ToyStrategy
+    unregister(ToyStrategy.name)
+
+
+@pytest.fixture
+async def controller(toy: type[ToyStrategy]) -> AsyncIterator[Controller]:
+    http = httpx.AsyncClient(
+        base_url="https://api.invalid"
+    )  # never reached: the toy writes nothing
+    client = KubeClient(http)
+    made = Controller(
+        client,
+        ControllerOptions(namespaces=(NS,)),
+        hmac_key=KEY,
+        metrics=Metrics(),
+        recorder=EventRecorder(client),
+        clock=FakeClock(),
+    )
+    made.synced.set()
+    yield made
+    await http.aclose()
+
+
+def toy_workload(**recorded: str) -> WorkloadView:
+    """The fakes' Deployment, choosing the toy strategy, with what it records as given."""
+    return workload(strategy="toy", defaults=product_defaults(), **recorded)  # type: ignore[arg-type]
+
+
+def seen(controller: Controller, view: WorkloadView, level: str) -> None:
+    """The caches as the informers would fill them: the workload and ConfigMap app."""
+    controller._workloads[DEPLOYMENT][0].store[(NS, "app")] = view
+    controller._sources[SourceKind.CONFIGMAP][0].store[(NS, "app")] = configmap(LEVEL=level)
+
+
+def test_a_registered_strategy_is_one_the_annotation_accepts(toy: type[ToyStrategy]) -> None:
+    assert "toy" in strategy_names()
+    settings, errors = parse_workload({"kube-nudge.io/strategy": "toy"}, NS, product_defaults())
+    assert (settings.strategy, errors) == ("toy", [])
+
+
+def test_unregistered_it_is_gone_again() -> None:
+    assert "toy" not in strategy_names()
+    assert OWN_LABEL not in owned_source_labels()
+
+    class Rollout(ToyStrategy):
+        name = "rollout"
+
+    with pytest.raises(ValueError, match="registered already"):
+        register(Rollout)
+
+
+async def test_the_controller_decides_for_it_and_it_acts(controller: Controller) -> None:
+    view = toy_workload()
+    assert (view.settings.strategy, view.errors) == ("toy", ())
+    seen(controller, view, "info")
+    assert (await controller.reconciler.reconcile(APP_KEY)).action == "adopted"
+    first = desired(view, sources(LEVEL="info"))
+    # Maintaining: after adopting (or finding nothing to do) it looks after its objects.
+    assert ToyStrategy.calls == [f"adopt app {first}", "maintain app"]
+    # Its baseline is back through the watch; then the config changes.
+    seen(controller, toy_workload(baseline=first), "debug")
+    assert (await controller.reconciler.reconcile(APP_KEY)).action == "rolled"
+    second = desired(view, sources(LEVEL="debug"))
+    assert second != first
+    assert ToyStrategy.calls[-1] == f"apply app {second}"
+    # The pods run it: nothing to do but look after its own objects.
+    seen(controller, toy_workload(template_hash=second), "debug")
+    assert (await controller.reconciler.reconcile(APP_KEY)).action == "none"
+    assert ToyStrategy.calls[3:] == ["maintain app"]
+
+
+async def test_its_own_objects_are_no_sources_and_its_webhook_is_served(
+    controller: Controller,
+) -> None:
+    project = controller._sources[SourceKind.CONFIGMAP][0].project
+    mine = {"metadata": {"name": "c", "namespace": NS, "labels": {OWN_LABEL: "1"}}, "data": {}}
+    assert project(mine) is None
+    assert project({"metadata": {"name": "c", "namespace": NS}}) is not None  # any other is
+    served = [hook for hook in webhooks(controller, lambda: KEY) if isinstance(hook, ToyWebhook)]
+    assert len(served) == 1 and served[0].host is controller and served[0].hmac_key() == KEY
+
+
+def test_kube_nudge_status_counts_a_pod_by_the_config_it_delivered(
+    toy: type[ToyStrategy],
+) -> None:
+    assert status._running_hash({RUNS: "v1-toy", "kube-nudge.io/config-hash": "v1-old"}) == "v1-toy"
+    assert status._running_hash({"kube-nudge.io/config-hash": "v1-old"}) == "v1-old"
+
+
+async def test_a_failed_rollout_names_the_strategies_that_can_roll_back(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconciler names no strategy: the RolloutFailed advice lists those among its own
+    that roll back (``RollingBack``), and each says what it goes back to."""
+    reconciler = controller.reconciler
+    posted = PostedEvents()
+    monkeypatch.setattr(reconciler, "events", posted)
+
+    async def annotate(target: Target, annotations: Mapping[str, str | None]) -> None:
+        pass
+
+    monkeypatch.setattr(reconciler, "annotate", annotate)
+    target = Target(DEPLOYMENT, NS, "app", toy_workload())
+    failed = Tracking(Phase.FAILED, config_hash="v1-new", detail="0 of 1 updated")
+    await reconciler._record_failure(target, failed, reconciler.strategies["toy"])
+    assert posted.events[-1][3].endswith(
+        "; kube-nudge cannot roll it back: strategy rollout keeps no copy of the earlier "
+        "config (revert the source, or use strategy snapshot)"
+    )
+    await reconciler._record_failure(target, failed, reconciler.strategies["snapshot"])
+    assert posted.events[-1][3].endswith(
+        "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl rollout undo)"
+    )

@@ -1,0 +1,64 @@
+"""A toy strategy that exists only in the tests: a package of its own and nothing else,
+registered through the registry's public API (``strategies.registry.register``).
+
+It writes nothing to the API: it records what it was asked to do, so a test can see it
+chosen, decided for and acted on through the hooks alone. Its hooks: ``Maintaining``, its
+own ConfigMaps (``OwnsSources``), one webhook (``ServesWebhooks``) and what a pod runs
+(``PodConfig``: the hash in its annotation ``toy.example/runs``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kube_nudge.model import Adopt, Apply, Assessment
+from kube_nudge.runtime.http import HttpServer
+from kube_nudge.strategies.base import Host, StrategyContext, Target, Webhook
+
+__all__ = ["OWN_LABEL", "RUNS", "ToyStrategy", "ToyWebhook"]
+
+OWN_LABEL = "toy.example/own"
+RUNS = "toy.example/runs"
+
+
+class ToyWebhook:
+    """A webhook that only remembers the server it was registered on."""
+
+    def __init__(self, host: Host, hmac_key: Callable[[], bytes]) -> None:
+        self.host = host
+        self.hmac_key = hmac_key
+        self.servers: list[HttpServer] = []
+
+    def register(self, server: HttpServer) -> None:
+        self.servers.append(server)
+
+
+class ToyStrategy:
+    """Records every call; one list shared by every instance (the test reads it)."""
+
+    name = "toy"
+    capped = True
+    delivers = True
+    owned_source_labels = frozenset({OWN_LABEL})
+    calls: list[str] = []  # shared on purpose: the controller makes the instance
+
+    def __init__(self, context: StrategyContext) -> None:
+        self._context = context
+
+    @staticmethod
+    def pod_config(annotations: Mapping[str, Any]) -> str | None:
+        return annotations.get(RUNS)
+
+    @staticmethod
+    def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
+        return (ToyWebhook(host, hmac_key),)
+
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+        self.calls.append(f"adopt {target.name} {plan.config_hash}")
+
+    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+        self.calls.append(f"apply {target.name} {plan.config_hash}")
+
+    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
+        self.calls.append(f"maintain {target.name}")
+        return None
