@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import logging
 import signal
 import ssl
@@ -14,16 +13,13 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from kube_nudge.runtime import http as http_module
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes, parse_address
 from kube_nudge.runtime.metrics import Metrics
+from tests.tls_support import certificate_pair
 
 
 @dataclass
@@ -427,30 +423,7 @@ async def test_a_port_in_use_is_an_error_not_a_hang(running: Running) -> None:
 
 
 def self_signed(directory: Path) -> TlsFiles:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    files = TlsFiles(directory / "tls.crt", directory / "tls.key")
-    files.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return files
+    return TlsFiles(*certificate_pair(directory))
 
 
 async def test_tls_serves_a_webhook_post(tmp_path: Path) -> None:
