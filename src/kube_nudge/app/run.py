@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kube_nudge import __version__
 from kube_nudge.controller.audit import Audit
@@ -23,13 +24,15 @@ from kube_nudge.controller.webhook import SnapshotWebhook
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
-from kube_nudge.notifications.delivery import Notifier, NotifierHooks
 from kube_nudge.notifications.model import Notification, Receiver
 from kube_nudge.runtime.heap import HeapTrimmer
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
+
+if TYPE_CHECKING:
+    from kube_nudge.notifications.delivery import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +164,9 @@ def _notifier(config: RunConfig, metrics: Metrics) -> Notifier | None:
     """The sender to the configured receivers, or None when there are none."""
     if not config.receivers:
         return None
+    # Imported only with receivers to send to: most installations have none.
+    from kube_nudge.notifications.delivery import Notifier, NotifierHooks
+
     hooks = NotifierHooks.from_counters(
         metrics.notifications_sent, metrics.notifications_failed, metrics.notifications_dropped
     )

@@ -28,14 +28,14 @@ import random
 import ssl
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 
 from kube_nudge import __version__
-from kube_nudge.notifications.model import Notification, Receiver, parse_receivers
+from kube_nudge.notifications.config import RECEIVERS_ENV, load_receivers
+from kube_nudge.notifications.model import Notification, Receiver
 from kube_nudge.runtime.backoff import Backoff
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 
@@ -50,7 +50,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RECEIVERS_ENV = "KUBE_NUDGE_NOTIFY_RECEIVERS"
 FAIL_REASONS = ("timeout", "network", "rate-limited", "server-error", "rejected", "error")
 """``failed`` reasons: of the last attempt of a notification given up on (``rejected``: a
 3xx or 4xx answer other than 408 and 429, not retried)."""
@@ -93,28 +92,6 @@ class NotifierHooks:
             failed=lambda receiver, why: failed.labels(receiver=receiver, reason=why).inc(),
             dropped=lambda receiver, why: dropped.labels(receiver=receiver, reason=why).inc(),
         )
-
-
-def load_receivers(file: Path | None, env: Mapping[str, str]) -> tuple[Receiver, ...]:
-    """The receivers configured in ``file`` (a mounted Secret key), then those in the
-    environment variable ``KUBE_NUDGE_NOTIFY_RECEIVERS``; either may be absent or empty.
-    Raises ValueError (one line, never a URL) if either is unreadable or invalid."""
-    receivers: list[Receiver] = []
-    if file is not None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-            raise ValueError(
-                f"cannot read notification receivers from file {file}: {why}"
-            ) from None
-        if text.strip():
-            receivers += parse_receivers(text, f"file {file}")
-    text = env.get(RECEIVERS_ENV, "")
-    if text.strip():
-        receivers += parse_receivers(text, f"env {RECEIVERS_ENV}")
-    # Labels must tell every receiver apart: number them across both sources.
-    return tuple(replace(receiver, index=i) for i, receiver in enumerate(receivers))
 
 
 def _tls(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext | bool:
