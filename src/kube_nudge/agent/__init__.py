@@ -13,7 +13,6 @@ LEAN_EXCLUDED = (
     "httpx2",
     "aiohttp",
     "orjson",
-    "aiolimiter",
     "prometheus_client",
     "uvicorn",
     "starlette",

@@ -20,12 +20,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from aiolimiter import AsyncLimiter
 
 from kube_nudge import __version__
 from kube_nudge.kube.aiotransport import AiohttpTransport
 from kube_nudge.kube.credentials import CredentialsError, credentials_for
 from kube_nudge.kube.kubeconfig import KubeconfigError, load_kubeconfig, reason, tls_context
+from kube_nudge.kube.ratelimit import RateLimiter
 from kube_nudge.kube.transport import StreamTimeout, Transport, TransportError
 
 __all__ = [
@@ -121,13 +121,9 @@ class KubeClient:
         self.options = options or ClientOptions()
         self.event_http = self.http.sibling(self.options.event_connections)
         """Where Events go: a pool of their own (see ``ClientOptions.event_connections``)."""
-        self._write_limiter = AsyncLimiter(
-            self.options.write_burst, self.options.write_burst / self.options.write_qps
-        )
+        self._write_limiter = RateLimiter(self.options.write_qps, self.options.write_burst)
         # Events get their own, smaller budget so that they never delay a rollout.
-        self.event_limiter = AsyncLimiter(
-            self.options.event_burst, self.options.event_burst / self.options.event_qps
-        )
+        self.event_limiter = RateLimiter(self.options.event_qps, self.options.event_burst)
         self.default_namespace = "default"
         # A 429's Retry-After holds every later request of this client, not only the retry:
         # API priority and fairness throttles per client, and a re-queued reconcile or
@@ -203,7 +199,7 @@ class KubeClient:
         params: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        limiter: AsyncLimiter | None = None,
+        limiter: RateLimiter | None = None,
         accept: str = "application/json",
         retry_throttled: bool = True,
     ) -> JSON:
@@ -236,7 +232,7 @@ class KubeClient:
         params: Mapping[str, str | int] | None,
         body: Any,
         content_type: str,
-        limiter: AsyncLimiter | None,
+        limiter: RateLimiter | None,
         accept: str,
         retry_throttled: bool,
     ) -> JSON:
