@@ -30,6 +30,7 @@ from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.tlsbuffers import use_small_tls_buffers
 
 if TYPE_CHECKING:
     from kube_nudge.notifications.delivery import Notifier
@@ -94,6 +95,7 @@ async def resolve_workloads(
 
 async def serve(config: RunConfig) -> None:
     """Run the controller until cancelled."""
+    use_small_tls_buffers()  # before the first connection (runtime/tlsbuffers.py)
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     # The identity in the user agent makes every write attributable to one replica in the
     # API server's audit log.
