@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import ssl
@@ -13,11 +14,16 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
 from kube_nudge.runtime import http as http_module
-from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes, parse_address
+from kube_nudge.runtime.http import (
+    HttpServer,
+    Request,
+    Response,
+    TlsFiles,
+    add_probes,
+    parse_address,
+)
 from kube_nudge.runtime.metrics import Metrics
 from tests.tls_support import certificate_pair
 
@@ -49,8 +55,8 @@ async def serving(server: HttpServer) -> AsyncIterator[asyncio.Task[None]]:
 
 
 async def echo(request: Request) -> Response:
-    review = await request.json()
-    return JSONResponse({"uid": review["request"]["uid"], "allowed": True})
+    review = json.loads(request.body)
+    return Response.json({"uid": review["request"]["uid"], "allowed": True})
 
 
 async def broken(_: Request) -> Response:
@@ -59,7 +65,7 @@ async def broken(_: Request) -> Response:
 
 async def slow(_: Request) -> Response:
     await asyncio.sleep(0.6)  # the scenario: a handler slower than the patched deadline
-    return Response("done\n")
+    return Response.text("done\n")
 
 
 def probes_only() -> HttpServer:
@@ -365,7 +371,7 @@ async def test_a_request_in_flight_at_cancellation_is_answered_within_the_grace(
     async def finishing(_: Request) -> Response:
         entered.set()
         await release.wait()
-        return Response("finished\n")
+        return Response.text("finished\n")
 
     server = HttpServer("127.0.0.1", 0)
     server.add_route("/work", finishing)
@@ -503,3 +509,29 @@ async def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path)
                 await asyncio.sleep(0.01)
         assert await served_certificate() != first
         assert old_key != tls.keyfile.read_bytes()
+
+
+async def test_a_body_over_the_limit_gets_413_and_the_handler_never_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_module, "MAX_BODY_BYTES", 1000)
+    seen: list[int] = []
+
+    async def count(request: Request) -> Response:
+        seen.append(len(request.body))
+        return Response.text("ok\n")
+
+    server = HttpServer("127.0.0.1", 0)
+    server.add_route("/in", count, methods=("POST",))
+    async with serving(server), httpx.AsyncClient(timeout=5) as http:
+        url = f"http://127.0.0.1:{server.port}/in"
+        assert (await http.post(url, content=b"x" * 1000)).status_code == 200
+        refused = await http.post(url, content=b"x" * 1001)
+    assert (refused.status_code, refused.headers["connection"]) == (413, "close")
+    assert seen == [1000]
+
+
+async def test_head_answers_a_get_route_without_its_body(running: Running) -> None:
+    response = await running.http.head("/healthz")
+    assert (response.status_code, response.content) == (200, b"")
+    assert response.headers["content-length"] == "3"

@@ -1,36 +1,36 @@
 """The HTTP serving layer: probes and metrics now, TLS admission webhooks next.
 
-uvicorn (h11) serves a starlette router inside the controller's own event loop, as a
-runnable on every replica. Chosen over aiohttp on measurement: on top of the imported
-controller, uvicorn + starlette add about 4 MiB RSS, aiohttp about 11 MiB (README, Design).
-Routes are added before ``run``; handlers take a starlette ``Request`` and return a
-``Response``. A handler that raises answers 500 with a fixed body (the exception is logged,
-never sent: it could carry data). A request head larger than 8 KiB answers 431, and one not
-complete within 10 s answers 408 (uvicorn alone enforces neither, see ``_H11Protocol``).
+uvicorn (h11) serves a small router of ours inside the controller's own event loop, as a
+runnable on every replica (README, Design, has the measurements that chose it). Routes are
+added before ``run``; handlers take this module's ``Request`` (the body already read, at most
+``MAX_BODY_BYTES``, else 413) and return its ``Response``: no server framework's types reach
+the handlers, so the server can change without them. A handler that raises answers 500 with
+a fixed body (the exception is logged, never sent: it could carry data). A request head larger
+than 8 KiB answers 431, and one not complete within 10 s answers 408 (uvicorn alone enforces
+neither, see ``_H11Protocol``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
     "Handler",
     "HttpServer",
+    "Request",
+    "Response",
     "TlsFiles",
     "add_probes",
     "parse_address",
@@ -38,9 +38,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Awaitable[Response]]
 TEXT = "text/plain; charset=utf-8"
 MAX_HEAD_BYTES = 8192  # a request head larger than this is refused (431, or 400 by h11)
+MAX_BODY_BYTES = 4 * 1024 * 1024  # an AdmissionReview carries an object and its old version
 HEAD_TIMEOUT_SECONDS = 10.0  # a request head must be complete this long after it may start
 KEEP_ALIVE_SECONDS = 5
 SHUTDOWN_GRACE_SECONDS = 5
@@ -58,6 +58,46 @@ def parse_address(text: str) -> tuple[str, int]:
         raise ValueError(f"bad address {text!r}: write IPv6 hosts in brackets, [::1]:8080")
     # Binding all interfaces is the point of ":port": the kubelet and Prometheus reach the pod IP.
     return host or "0.0.0.0", int(port_text)  # noqa: S104  # nosec B104 # as intended, see above
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What a handler is given: the request with its whole body."""
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    """Lower-case names; a repeated header keeps its last value."""
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What a handler returns."""
+
+    body: bytes = b""
+    status: int = 200
+    content_type: str = TEXT
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def text(cls, text: str, status: int = 200) -> Response:
+        """A UTF-8 text answer."""
+        return cls(text.encode(), status)
+
+    @classmethod
+    def json(cls, document: Any, status: int = 200) -> Response:
+        """A compact JSON answer."""
+        body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+        return cls(body, status, "application/json")
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,23 +162,69 @@ class _H11Protocol(H11Protocol):
             self.transport.close()
 
 
-def _limit_head(app: ASGIApp) -> ASGIApp:
-    # h11's max_incomplete_event_size bounds only a head that is still *incomplete* after a
-    # read: a larger head arriving whole in one read (up to 256 KiB on asyncio) is accepted.
-    # This makes MAX_HEAD_BYTES a real limit, as the hand-written server had it.
-    async def limited(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and _head_size(scope) > MAX_HEAD_BYTES:
-            too_large = PlainTextResponse(
-                "request head too large\n",
-                status_code=431,
-                media_type=TEXT,
-                headers={"connection": "close"},
-            )
-            await too_large(scope, receive, send)
-            return
-        await app(scope, receive, send)
+def _router(routes: Mapping[str, Mapping[str, Handler]]) -> App:
+    """The ASGI application: the head limit, routing (404, 405 with Allow; HEAD wherever GET
+    is), the body read whole and bounded, and the handler's ``Response`` sent."""
 
-    return limited
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        method, path = scope["method"], scope["path"]
+        methods = routes.get(path)
+        if _head_size(scope) > MAX_HEAD_BYTES:
+            # h11's max_incomplete_event_size bounds only a head still *incomplete* after a
+            # read: a larger head arriving whole in one read (up to 256 KiB on asyncio) is
+            # accepted. This makes MAX_HEAD_BYTES a real limit.
+            response = _closing(Response.text("request head too large\n", 431))
+        elif methods is None:
+            response = Response.text("not found\n", 404)
+        elif (handler := methods.get("GET" if method == "HEAD" else method)) is None:
+            allow = sorted({*methods, *(("HEAD",) if "GET" in methods else ())})
+            response = Response(
+                b"method not allowed\n", 405, headers=(("allow", ", ".join(allow)),)
+            )
+        else:
+            body = await _read_body(receive)
+            if body is None:
+                response = _closing(Response.text("request body too large\n", 413))
+            else:
+                headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+                query = scope["query_string"].decode("latin-1")
+                response = await handler(Request(method, path, query, headers, body))
+        await _send(send, response)  # h11 leaves out the body of an answer to HEAD
+
+    return app
+
+
+def _closing(response: Response) -> Response:
+    return Response(response.body, response.status, response.content_type,
+                    (*response.headers, ("connection", "close")))  # fmt: skip
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body, or None once it passes ``MAX_BODY_BYTES``."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _send(send: Send, response: Response) -> None:
+    headers = [
+        (b"content-type", response.content_type.encode("latin-1")),
+        (b"content-length", str(len(response.body)).encode()),
+        *((k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers),
+    ]
+    await send({"type": "http.response.start", "status": response.status, "headers": headers})
+    await send({"type": "http.response.body", "body": response.body})
 
 
 def _head_size(scope: Scope) -> int:
@@ -169,14 +255,15 @@ class HttpServer:
         self._host = host
         self._port = port
         self._tls = tls
-        self._routes: list[Route] = []
+        self._routes: dict[str, dict[str, Handler]] = {}
         self._server: _EmbeddedServer | None = None
         self._bound_port = 0
         self.started = asyncio.Event()
 
     def add_route(self, path: str, handler: Handler, methods: Iterable[str] = ("GET",)) -> None:
         """Serve ``handler`` at ``path`` for ``methods`` (others get 405 with Allow)."""
-        self._routes.append(Route(path, _guarded(path, handler), methods=list(methods)))
+        for method in methods:
+            self._routes.setdefault(path, {})[method.upper()] = _guarded(path, handler)
 
     @property
     def port(self) -> int:
@@ -189,7 +276,7 @@ class HttpServer:
         # uvicorn still logs every request (each kubelet probe) once any handler is attached to
         # that logger (pytest's caplog does it, so could a logging config). Disabled is certain.
         logging.getLogger("uvicorn.access").disabled = True
-        app = _limit_head(Starlette(routes=list(self._routes)))
+        app = _router({path: dict(methods) for path, methods in self._routes.items()})
         config = uvicorn.Config(
             app,
             host=self._host,
@@ -223,7 +310,7 @@ class HttpServer:
             self.started.set()
             log.info(
                 "serving %s on %s:%d",
-                ", ".join(sorted(str(route.path) for route in self._routes)),
+                ", ".join(sorted(self._routes)),
                 self._host,
                 self.port,
             )
@@ -301,7 +388,7 @@ def _guarded(path: str, handler: Handler) -> Handler:
             return await handler(request)
         except Exception:
             log.exception("handler for %s failed", path)
-            return PlainTextResponse("internal error\n", status_code=500, media_type=TEXT)
+            return Response.text("internal error\n", 500)
 
     return guarded
 
@@ -317,17 +404,13 @@ def add_probes(
 
     async def metrics(_: Request) -> Response:
         body, content_type = render_metrics()
-        return Response(body, media_type=content_type)
+        return Response(body, content_type=content_type)
 
     async def healthz(_: Request) -> Response:
-        if healthy():
-            return PlainTextResponse("ok\n", media_type=TEXT)
-        return PlainTextResponse("unhealthy\n", status_code=500, media_type=TEXT)
+        return Response.text("ok\n") if healthy() else Response.text("unhealthy\n", 500)
 
     async def readyz(_: Request) -> Response:
-        if ready():
-            return PlainTextResponse("ok\n", media_type=TEXT)
-        return PlainTextResponse("not ready\n", status_code=503, media_type=TEXT)
+        return Response.text("ok\n") if ready() else Response.text("not ready\n", 503)
 
     server.add_route("/metrics", metrics)
     server.add_route("/healthz", healthz)
