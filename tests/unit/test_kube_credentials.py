@@ -21,7 +21,7 @@ from aiohttp import web
 from kube_nudge.kube.client import KubeClient, KubeconfigError
 from kube_nudge.kube.credentials import CredentialsError, credentials_for
 from kube_nudge.kube.kubeconfig import Cluster, ExecPlugin, Kubeconfig, User, load_kubeconfig
-from tests.tls_support import certificate_pair
+from tests.tls_support import certificate_pair, tls_server
 
 SERVER = "https://127.0.0.1:6443"
 SECRET = "s3cr3t-token-value"
@@ -202,16 +202,8 @@ async def mutual_tls_server(tmp_path: Path) -> AsyncIterator[tuple[str, Path, Pa
     async def answer(request: web.Request) -> web.Response:
         return web.json_response({"kind": "PodList", "items": []})
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
-    await site.start()
-    try:
-        yield f"https://localhost:{runner.addresses[0][1]}", server_cert, tmp_path / "client"
-    finally:
-        await runner.cleanup()
+    async with tls_server(answer, tls) as port:
+        yield f"https://localhost:{port}", server_cert, tmp_path / "client"
 
 
 def b64(path: Path) -> str:

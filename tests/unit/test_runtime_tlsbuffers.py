@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from kube_nudge.runtime.tlsbuffers import TLS_READ_BUFFER, use_small_tls_buffers
-from tests.tls_support import certificate_pair
+from tests.tls_support import certificate_pair, tls_server
 
 BODY = b"x" * (3 * 1024 * 1024 + 7)
 
@@ -30,15 +30,8 @@ async def test_tls_connections_get_the_small_buffer_and_carry_big_bodies(
     async def big(_: web.Request) -> web.Response:
         return web.Response(body=BODY)
 
-    app = web.Application()
-    app.router.add_get("/big", big)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=served)
-    await site.start()
-    port = runner.addresses[0][1]
     trust = ssl.create_default_context(cafile=str(cert))
-    try:
+    async with tls_server(big, served) as port:
         _, writer = await asyncio.open_connection("localhost", port, ssl=trust)
         buffer = writer.transport._ssl_protocol._ssl_buffer  # type: ignore[attr-defined]
         assert len(buffer) == TLS_READ_BUFFER < 256 * 1024
@@ -49,5 +42,3 @@ async def test_tls_connections_get_the_small_buffer_and_carry_big_bodies(
             session.get(f"https://localhost:{port}/big") as response,
         ):
             assert await response.read() == BODY
-    finally:
-        await runner.cleanup()
