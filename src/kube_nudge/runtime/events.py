@@ -6,8 +6,9 @@ waits for those still queued (tests, shutdown).
 Events wait in one queue as small tuples, taken by at most ``concurrency`` workers (the
 Events' connections). A task per Event, as before, held its coroutine stack and, once past
 the budget, an HTTP request waiting for a connection: adopting the memory scenario's 1,000
-Deployments queues two Events each behind a budget of 50 a second, and the 700 tasks still
-waiting when steady RSS was read held several MiB (README, "Memory").
+Deployments queues two Events each behind a budget of 50 a second: 20 s after start 700
+such tasks (5,351 coroutines, 426 aiohttp connection keys) were alive, and steady RSS in that
+scenario went from 86.0 to 80.6 MiB with the queue (one run each, same sitting).
 """
 
 from __future__ import annotations
