@@ -26,12 +26,6 @@ FROM ${PYTHON_IMAGE}
 # The venv's interpreter is the base image's, at the same path as in the build stage.
 COPY --from=build /opt/kube-nudge /opt/kube-nudge
 ENV PATH=/opt/kube-nudge/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-# No CA bundle file: OpenSSL then finds the system CAs one at a time in the hashed directory
-# /etc/ssl/certs (ca-certificates), the same CAs, when a certificate is verified against them.
-# aiohttp builds a default context at import, which otherwise parses all ~150 CAs of the bundle
-# at every start: 2.0 MiB RSS and about 40 ms of CPU (busy machine). kube-nudge's API client
-# uses the kubeconfig's or service account's CA, never these; the notifier's receivers do.
-ENV SSL_CERT_FILE=/nonexistent
 # 65532: the conventional "nonroot" uid; the chart runs the pod as it (runAsUser).
 USER 65532:65532
 EXPOSE 8080
