@@ -162,7 +162,7 @@ async def test_requests_are_not_logged_one_by_one(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     await running.http.get("/healthz")
-    assert not [r for r in caplog.records if r.name.startswith("uvicorn.access")]
+    assert not [r for r in caplog.records if "/healthz" in r.getMessage()]
 
 
 async def test_a_raising_handler_answers_500_without_its_error(
@@ -416,7 +416,7 @@ async def test_a_request_stuck_past_the_grace_does_not_hold_up_the_stop(
     # slack for a loaded machine; how close to the grace it ends is not measured here).
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.wait_for(task, 60)
-    # uvicorn cancels the handler and answers 500 itself (its body, not ours), logging why.
+    # The stop cancels the handler and answers 500 for it, logging why.
     assert (await read_to_eof(reader)).startswith(b"HTTP/1.1 500 ")
     writer.close()
     assert "timeout graceful shutdown exceeded" in caplog.text

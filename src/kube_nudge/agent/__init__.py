@@ -15,6 +15,7 @@ LEAN_EXCLUDED = (
     "orjson",
     "prometheus_client",
     "uvicorn",
+    "h11",
     "starlette",
     "kube_nudge.model",
     "kube_nudge.kube",
