@@ -170,8 +170,7 @@ class HttpServer:
         app = _router({path: dict(methods) for path, methods in self._routes.items()})
 
         async def answer(exchange: Exchange) -> Reply:
-            task = asyncio.current_task()
-            assert task is not None
+            task = _current_task()
             self._busy.add(task)
             try:
                 response = await app(exchange)
@@ -184,8 +183,7 @@ class HttpServer:
             return response.status, response.content_type, response.headers, response.body
 
         async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
+            task = _current_task()
             self._connections.add(task)
             # The module's limits as they are now (tests shorten them while a server runs).
             limits = Limits(
@@ -255,6 +253,14 @@ class HttpServer:
             seen = stamp
             self.tls_reloads += 1
             log.info("%s: loaded the renewed TLS certificate", self.name)
+
+
+def _current_task() -> asyncio.Task[Any]:
+    """The task running this coroutine (every connection and handler runs in one)."""
+    task = asyncio.current_task()
+    if task is None:  # pragma: no cover - asyncio runs coroutines in tasks
+        raise RuntimeError("not in a task")
+    return task
 
 
 def _stamp(files: Iterable[Path]) -> tuple[tuple[int, int], ...]:
