@@ -187,6 +187,10 @@ def test_the_in_cluster_config_comes_from_the_service_account(tmp_path: Path) ->
     assert config.user.token_file == str(tmp_path / "token")
     assert config.cluster.certificate_authority == str(tmp_path / "ca.crt")
     assert SECRET not in repr(config)
+    named = load_kubeconfig(None, "default", service_account=tmp_path, environ=env)
+    assert named == config
+    with pytest.raises(KubeconfigError, match=r"no context 'prod' \(contexts: default\)"):
+        load_kubeconfig(None, "prod", service_account=tmp_path, environ=env)
 
 
 @contextlib.asynccontextmanager

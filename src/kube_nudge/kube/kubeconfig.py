@@ -119,8 +119,10 @@ def load_kubeconfig(
     else:
         in_cluster = _in_cluster(service_account, environ)
         if in_cluster is not None:
-            if context is not None:
-                raise KubeconfigError(f"the in-cluster config: no context {context!r}")
+            if context not in (None, "default"):  # its one context, named as lightkube did
+                raise KubeconfigError(
+                    f"the in-cluster config: no context {context!r} (contexts: default)"
+                )
             return in_cluster
         env = environ.get("KUBECONFIG", "")
         if os.pathsep in env:
