@@ -28,8 +28,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2 as httpx
 from lightkube.config import client_adapter
+from lightkube.config.kubeconfig import KubeConfig
 
-from kube_nudge.kube.client import load_kubeconfig
 from kube_nudge_dev.cluster import LocalCluster
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
@@ -38,7 +38,8 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"
 @contextlib.asynccontextmanager
 async def proxy_for(cluster: LocalCluster) -> AsyncIterator[ApiProxy]:
     """A running proxy in front of ``cluster``'s API server."""
-    single = load_kubeconfig(cluster.kubeconfig, None)
+    single = KubeConfig.from_file(cluster.kubeconfig).get()
+    assert single is not None
     upstream = client_adapter.AsyncClient(single, client_adapter.ConnectionParams())
     upstream.headers["User-Agent"] = "kube-nudge/proxy"
     proxy = ApiProxy(upstream)

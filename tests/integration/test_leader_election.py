@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from aiolimiter import AsyncLimiter
 
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
+from kube_nudge.kube.ratelimit import RateLimiter
 from kube_nudge.kube.resources import LEASES
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 
@@ -184,7 +184,7 @@ class Partitionable(KubeClient):
         params: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        limiter: AsyncLimiter | None = None,
+        limiter: RateLimiter | None = None,
         accept: str = "application/json",
         retry_throttled: bool = True,
     ) -> JSON:

@@ -45,7 +45,10 @@ class RecordedEvents:
     def __init__(self) -> None:
         self.posted: list[tuple[str, str]] = []
 
-    async def record(self, obj: ObjectRef, event_type: str, reason: str, message: str) -> bool:
+    async def record(
+        self, obj: ObjectRef, event_type: str, reason: str, message: str,
+        *, at: float | None = None,
+    ) -> bool:  # fmt: skip
         self.posted.append((reason, message))
         return True
 

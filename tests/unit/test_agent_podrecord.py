@@ -4,8 +4,6 @@ real API server makes of the patch is for an integration test against the local 
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 from collections.abc import Iterator
@@ -13,10 +11,6 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from kube_nudge.agent.config import ApiSpec
 from kube_nudge.agent.metrics import AgentMetrics
@@ -32,40 +26,14 @@ from kube_nudge.agent.podrecord import (
     pod_from_env,
 )
 from tests.agent_support import Recorder, serve, stop
+from tests.tls_support import certificate_pair
 
 POD = PodRef("team-a", "web-7f9c-abcde")
 HASH = "ab" * 32
 
 
 def _ca(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test api server")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    certfile, keyfile = directory / "ca.crt", directory / "tls.key"
-    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return certfile, keyfile
+    return certificate_pair(directory, certfile="ca.crt", keyfile="tls.key")
 
 
 class Api:

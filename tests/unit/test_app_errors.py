@@ -18,6 +18,7 @@ from kube_nudge.app import cli
 from kube_nudge.app.cli import COMMANDS, main
 from kube_nudge.app.errors import describe_api_error
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
+from kube_nudge.kube.httpxtransport import HttpxTransport
 
 # Each command with the arguments it needs to get as far as the cluster.
 CLUSTER_COMMANDS = {
@@ -161,7 +162,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Answer]]:
     def from_config(cls: type[KubeClient], *args: Any, **kwargs: Any) -> KubeClient:
         transport = httpx.MockTransport(lambda request: answers[0](request))
         http = httpx.AsyncClient(base_url="https://api.example:6443", transport=transport)
-        return cls(http, ClientOptions(max_retries=0))
+        return cls(HttpxTransport(http), ClientOptions(max_retries=0))
 
     monkeypatch.setattr(KubeClient, "from_config", classmethod(from_config))
     yield answers
@@ -300,5 +301,5 @@ def test_forbidden_requests_are_described(method: str, path: str, says: str) -> 
     error = ApiError(403, "Forbidden", "")
     error.method, error.path = method, path
     http = httpx.AsyncClient(base_url="https://k8s:6443")
-    text = describe_api_error(error, KubeClient(http))
+    text = describe_api_error(error, KubeClient(HttpxTransport(http)))
     assert text.startswith("forbidden: may not ") and says in text and "https://k8s:6443" in text

@@ -15,6 +15,7 @@ from kube_nudge.controller.controller import Controller, ControllerOptions, prod
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
+from kube_nudge.kube.httpxtransport import HttpxTransport
 from kube_nudge.kube.resources import CONFIGMAPS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceView, WorkloadView
@@ -31,7 +32,7 @@ DEBOUNCE = 5.0
 async def controller() -> AsyncIterator[tuple[Controller, FakeClock]]:
     clock = FakeClock(0.0)
     http = httpx.AsyncClient(base_url="https://api.invalid")
-    client = KubeClient(http)
+    client = KubeClient(HttpxTransport(http))
     options = dataclasses.replace(
         ControllerOptions(namespaces=(NS,)), defaults=product_defaults(debounce=DEBOUNCE)
     )

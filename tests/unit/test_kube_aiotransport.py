@@ -15,11 +15,11 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from lightkube.config.client_adapter import BearerTokenFileAuth
 
 from kube_nudge.kube.aiotransport import AiohttpTransport
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
-from kube_nudge.kube.credentials import Credentials
+from kube_nudge.kube.credentials import Credentials, credentials_for
+from kube_nudge.kube.kubeconfig import Cluster, Kubeconfig, User
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -42,7 +42,7 @@ async def serve(handler: Handler) -> AsyncIterator[str]:
 
 def client(server: str, auth: Credentials | None = None, **options: Any) -> KubeClient:
     transport = AiohttpTransport(
-        server, ssl.create_default_context(), auth or Credentials(None, server),
+        server, ssl.create_default_context(), auth or Credentials(None),
         user_agent="kube-nudge/test", timeout=5.0,
     )  # fmt: skip
     return KubeClient(transport, ClientOptions(**options))
@@ -110,7 +110,9 @@ async def test_a_rotated_token_file_is_read_again_on_401(tmp_path: Path) -> None
         return web.json_response({"kind": "PodList", "items": []})
 
     async with serve(answer) as server:
-        kube = client(server, Credentials(BearerTokenFileAuth(str(token)), server))
+        kube = client(
+            server, credentials_for(Kubeconfig(Cluster(server), User(token_file=str(token))))
+        )
         try:
             with pytest.raises(ApiError) as refused:
                 await kube.get("/api/v1/pods")

@@ -9,6 +9,7 @@ import httpx2 as httpx
 import pytest
 
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
+from kube_nudge.kube.httpxtransport import HttpxTransport
 
 
 async def test_an_unreachable_api_server_is_named() -> None:
@@ -16,7 +17,7 @@ async def test_an_unreachable_api_server_is_named() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     http = httpx.AsyncClient(base_url=f"https://127.0.0.1:{port}")
-    client = KubeClient(http, ClientOptions(max_retries=0))
+    client = KubeClient(HttpxTransport(http), ClientOptions(max_retries=0))
     try:
         with pytest.raises(ApiError, match=f"ConnectError talking to https://127.0.0.1:{port}"):
             await client.get("/api/v1/namespaces")
@@ -51,7 +52,7 @@ async def test_a_refused_eviction_is_answered_at_once_and_holds_nothing(
         return httpx.Response(200, json={"kind": "PodList", "items": []})  # fmt: skip
 
     http = httpx.AsyncClient(base_url="https://api.invalid", transport=httpx.MockTransport(answer))
-    client = KubeClient(http, ClientOptions(max_retries=5))
+    client = KubeClient(HttpxTransport(http), ClientOptions(max_retries=5))
     try:
         with pytest.raises(ApiError) as refused:
             await client.request(

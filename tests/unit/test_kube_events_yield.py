@@ -12,6 +12,7 @@ import httpx2 as httpx
 
 from kube_nudge.kube.client import ClientOptions, KubeClient
 from kube_nudge.kube.events import NORMAL, EventRecorder, ObjectRef
+from kube_nudge.kube.httpxtransport import HttpxTransport
 
 DEPLOYMENT = "/apis/apps/v1/namespaces/a/deployments/web"
 EVENTS = "/api/v1/namespaces/a/events"
@@ -47,7 +48,7 @@ async def api(event_yield: float) -> AsyncIterator[Api]:
         return httpx.Response(200, json={})
 
     http = httpx.AsyncClient(base_url="https://api.invalid", transport=httpx.MockTransport(answer))
-    client = KubeClient(http, ClientOptions(event_yield=event_yield))
+    client = KubeClient(HttpxTransport(http), ClientOptions(event_yield=event_yield))
     try:
         yield Api(client, EventRecorder(client), release, calls)
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
+import json
 import logging
 import signal
 import ssl
@@ -14,16 +14,18 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
 from kube_nudge.runtime import http as http_module
-from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes, parse_address
+from kube_nudge.runtime.http import (
+    HttpServer,
+    Request,
+    Response,
+    TlsFiles,
+    add_probes,
+    parse_address,
+)
 from kube_nudge.runtime.metrics import Metrics
+from tests.tls_support import certificate_pair
 
 
 @dataclass
@@ -53,8 +55,8 @@ async def serving(server: HttpServer) -> AsyncIterator[asyncio.Task[None]]:
 
 
 async def echo(request: Request) -> Response:
-    review = await request.json()
-    return JSONResponse({"uid": review["request"]["uid"], "allowed": True})
+    review = json.loads(request.body)
+    return Response.json({"uid": review["request"]["uid"], "allowed": True})
 
 
 async def broken(_: Request) -> Response:
@@ -63,7 +65,7 @@ async def broken(_: Request) -> Response:
 
 async def slow(_: Request) -> Response:
     await asyncio.sleep(0.6)  # the scenario: a handler slower than the patched deadline
-    return Response("done\n")
+    return Response.text("done\n")
 
 
 def probes_only() -> HttpServer:
@@ -160,7 +162,8 @@ async def test_requests_are_not_logged_one_by_one(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     await running.http.get("/healthz")
-    assert not [r for r in caplog.records if r.name.startswith("uvicorn.access")]
+    served = [r for r in caplog.records if r.name.startswith("kube_nudge")]
+    assert not [r for r in served if "/healthz" in r.getMessage()]
 
 
 async def test_a_raising_handler_answers_500_without_its_error(
@@ -369,7 +372,7 @@ async def test_a_request_in_flight_at_cancellation_is_answered_within_the_grace(
     async def finishing(_: Request) -> Response:
         entered.set()
         await release.wait()
-        return Response("finished\n")
+        return Response.text("finished\n")
 
     server = HttpServer("127.0.0.1", 0)
     server.add_route("/work", finishing)
@@ -414,7 +417,7 @@ async def test_a_request_stuck_past_the_grace_does_not_hold_up_the_stop(
     # slack for a loaded machine; how close to the grace it ends is not measured here).
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.wait_for(task, 60)
-    # uvicorn cancels the handler and answers 500 itself (its body, not ours), logging why.
+    # The stop cancels the handler and answers 500 for it, logging why.
     assert (await read_to_eof(reader)).startswith(b"HTTP/1.1 500 ")
     writer.close()
     assert "timeout graceful shutdown exceeded" in caplog.text
@@ -427,30 +430,7 @@ async def test_a_port_in_use_is_an_error_not_a_hang(running: Running) -> None:
 
 
 def self_signed(directory: Path) -> TlsFiles:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    files = TlsFiles(directory / "tls.crt", directory / "tls.key")
-    files.certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return files
+    return TlsFiles(*certificate_pair(directory))
 
 
 async def test_tls_serves_a_webhook_post(tmp_path: Path) -> None:
@@ -530,3 +510,29 @@ async def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path)
                 await asyncio.sleep(0.01)
         assert await served_certificate() != first
         assert old_key != tls.keyfile.read_bytes()
+
+
+async def test_a_body_over_the_limit_gets_413_and_the_handler_never_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(http_module, "MAX_BODY_BYTES", 1000)
+    seen: list[int] = []
+
+    async def count(request: Request) -> Response:
+        seen.append(len(request.body))
+        return Response.text("ok\n")
+
+    server = HttpServer("127.0.0.1", 0)
+    server.add_route("/in", count, methods=("POST",))
+    async with serving(server), httpx.AsyncClient(timeout=5) as http:
+        url = f"http://127.0.0.1:{server.port}/in"
+        assert (await http.post(url, content=b"x" * 1000)).status_code == 200
+        refused = await http.post(url, content=b"x" * 1001)
+    assert (refused.status_code, refused.headers["connection"]) == (413, "close")
+    assert seen == [1000]
+
+
+async def test_head_answers_a_get_route_without_its_body(running: Running) -> None:
+    response = await running.http.head("/healthz")
+    assert (response.status_code, response.content) == (200, b"")
+    assert response.headers["content-length"] == "3"

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kube_nudge import __version__
 from kube_nudge.controller.audit import Audit
@@ -22,14 +23,17 @@ from kube_nudge.controller.hmackey import load_or_create_key, read_key_file
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
-from kube_nudge.notifications.delivery import Notifier, NotifierHooks
 from kube_nudge.notifications.model import Notification, Receiver
 from kube_nudge.runtime.heap import HeapTrimmer
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
 from kube_nudge.runtime.manager import Elector, ElectorFactory, Manager, Runnable
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.tlsbuffers import use_small_tls_buffers
 from kube_nudge.strategies.registry import webhooks
+
+if TYPE_CHECKING:
+    from kube_nudge.notifications.delivery import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +95,7 @@ async def resolve_workloads(
 
 async def serve(config: RunConfig) -> None:
     """Run the controller until cancelled."""
+    use_small_tls_buffers()  # before the first connection (runtime/tlsbuffers.py)
     identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     # The identity in the user agent makes every write attributable to one replica in the
     # API server's audit log.
@@ -171,6 +176,9 @@ def _notifier(config: RunConfig, metrics: Metrics) -> Notifier | None:
     """The sender to the configured receivers, or None when there are none."""
     if not config.receivers:
         return None
+    # Imported only with receivers to send to: most installations have none.
+    from kube_nudge.notifications.delivery import Notifier, NotifierHooks
+
     hooks = NotifierHooks.from_counters(
         metrics.notifications_sent, metrics.notifications_failed, metrics.notifications_dropped
     )

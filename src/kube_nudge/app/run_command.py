@@ -35,7 +35,7 @@ from kube_nudge.model.annotations import (
     MIN_ROLLOUT_WINDOW,
 )
 from kube_nudge.model.selectors import check_label_selector
-from kube_nudge.notifications.delivery import load_receivers
+from kube_nudge.notifications.config import load_receivers
 from kube_nudge.notifications.model import Receiver
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig

@@ -6,8 +6,8 @@ the local control plane (``make bench-http``; bench/httpcost.py has the figures)
 costs about a third of httpx2's CPU per PATCH (its HTTP parser is C) and comes close to the
 minimal client's hand-written HTTP/1.1; README ("The HTTP client") weighs the candidates.
 
-lightkube still reads the kubeconfig: the TLS context (CA, client certificate) and the
-credentials (``kube.credentials``). Proxies from the environment are honoured as httpx2
+``kube.kubeconfig`` gives the TLS context (CA, client certificate), ``kube.credentials`` the
+credentials. Proxies from the environment are honoured as httpx2
 did (``HTTPS_PROXY``, ``NO_PROXY``), looked up once, not on every request.
 """
 

@@ -1,7 +1,8 @@
 """Raw-JSON asyncio client for the Kubernetes API.
 
-lightkube loads the kubeconfig or in-cluster config (certificates, tokens, exec plugins);
-the HTTP is aiohttp's (``kube.aiotransport``; why: README, "The HTTP client"). We talk JSON
+``kube.kubeconfig`` reads the kubeconfig or in-cluster config, ``kube.credentials`` turns
+its user into a header (tokens, token files, exec plugins); the HTTP is aiohttp's
+(``kube.aiotransport``; why: README, "The HTTP client"). We talk JSON
 directly, parsed with orjson into plain dicts, because typed models cost memory and CPU on
 every watch event and we keep only projections.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -19,18 +19,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx2 as httpx
 import orjson
-import yaml
-from aiolimiter import AsyncLimiter
-from lightkube.config import client_adapter
-from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, KubeConfig, SingleConfig
-from lightkube.core.exceptions import ConfigError
 
 from kube_nudge import __version__
 from kube_nudge.kube.aiotransport import AiohttpTransport
-from kube_nudge.kube.credentials import Credentials
-from kube_nudge.kube.transport import HttpxTransport, StreamTimeout, Transport, TransportError
+from kube_nudge.kube.credentials import CredentialsError, credentials_for
+from kube_nudge.kube.kubeconfig import KubeconfigError, load_kubeconfig, reason, tls_context
+from kube_nudge.kube.ratelimit import RateLimiter
+from kube_nudge.kube.transport import StreamTimeout, Transport, TransportError
+
+__all__ = [
+    "ApiError",
+    "ClientOptions",
+    "KubeClient",
+    "KubeconfigError",
+    "load_kubeconfig",
+]
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +44,6 @@ JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is valid YAML
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 _RETRYABLE = {429, 500, 502, 503, 504}
-
-
-class KubeconfigError(Exception):
-    """No usable kubeconfig: missing, unreadable, not a kubeconfig, without the context asked
-    for, or with credentials that fail (an exec plugin). One line naming what is wrong.
-    Not a ValueError: it must never pass for a bad value of something else."""
 
 
 class ApiError(Exception):
@@ -115,23 +113,17 @@ class ClientOptions:
 class KubeClient:
     """A small async client: JSON in, JSON out, with a client-side write rate and retries.
 
-    ``http`` is a ``Transport`` (``from_config`` builds aiohttp's) or any
-    ``httpx2.AsyncClient`` (tests, proxies), used through ``HttpxTransport``."""
+    ``http`` is a ``Transport``: ``from_config`` builds aiohttp's; tests and proxies may
+    wrap an ``httpx2.AsyncClient`` in ``kube.httpxtransport.HttpxTransport``."""
 
-    def __init__(
-        self, http: Transport | httpx.AsyncClient, options: ClientOptions | None = None
-    ) -> None:
-        self.http: Transport = HttpxTransport(http) if isinstance(http, httpx.AsyncClient) else http
+    def __init__(self, http: Transport, options: ClientOptions | None = None) -> None:
+        self.http = http
         self.options = options or ClientOptions()
         self.event_http = self.http.sibling(self.options.event_connections)
         """Where Events go: a pool of their own (see ``ClientOptions.event_connections``)."""
-        self._write_limiter = AsyncLimiter(
-            self.options.write_burst, self.options.write_burst / self.options.write_qps
-        )
+        self._write_limiter = RateLimiter(self.options.write_qps, self.options.write_burst)
         # Events get their own, smaller budget so that they never delay a rollout.
-        self.event_limiter = AsyncLimiter(
-            self.options.event_burst, self.options.event_burst / self.options.event_qps
-        )
+        self.event_limiter = RateLimiter(self.options.event_qps, self.options.event_burst)
         self.default_namespace = "default"
         # A 429's Retry-After holds every later request of this client, not only the retry:
         # API priority and fairness throttles per client, and a re-queued reconcile or
@@ -165,29 +157,27 @@ class KubeClient:
         """Build from a kubeconfig file, ``$KUBECONFIG``/``~/.kube/config``, or in-cluster.
         ``KubeconfigError`` (one line naming the file) when none of them is usable."""
         options = options or ClientOptions()
-        single = load_kubeconfig(kubeconfig, context)
+        config = load_kubeconfig(kubeconfig, context)
         try:
-            if single.user is None:
-                raise ConfigError("Missing user")  # lightkube's own check and words
-            tls = client_adapter.verify_cluster(single.cluster, single.user, single.abs_file)
-            credentials = Credentials(client_adapter.user_auth(single.user), single.cluster.server)
-            _check_server(single.cluster.server)
+            _check_server(config.cluster.server)
+            tls = tls_context(config)
+            credentials = credentials_for(config)
             http = AiohttpTransport(
-                single.cluster.server, tls, credentials, user_agent=user_agent,
+                config.cluster.server, tls, credentials, user_agent=user_agent,
                 timeout=options.timeout,
             )  # fmt: skip
         except OSError as exc:
             named = exc.filename or "a certificate or key"
-            reason = exc.strerror or _reason(exc)
-            where = _where(single.fname)
+            why = exc.strerror or reason(exc)
             raise KubeconfigError(
-                f"{where}: cannot read a file it names ({named}): {reason}"
+                f"{config.where}: cannot read a file it names ({named}): {why}"
             ) from None
-        except (ConfigError, AssertionError, ValueError, TypeError) as exc:
-            # No user, certificates that do not load, a server that is not a URL.
-            raise KubeconfigError(f"{_where(single.fname)}: {_reason(exc)}") from None
+        except (ValueError, TypeError) as exc:
+            # Certificates that do not load (ssl.SSLError is an OSError with no file),
+            # a server that is not a URL, a kind of credentials not supported.
+            raise KubeconfigError(f"{config.where}: {reason(exc)}") from None
         client = cls(http, options)
-        client.default_namespace = single.namespace
+        client.default_namespace = config.namespace
         return client
 
     @property
@@ -209,7 +199,7 @@ class KubeClient:
         params: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        limiter: AsyncLimiter | None = None,
+        limiter: RateLimiter | None = None,
         accept: str = "application/json",
         retry_throttled: bool = True,
     ) -> JSON:
@@ -242,7 +232,7 @@ class KubeClient:
         params: Mapping[str, str | int] | None,
         body: Any,
         content_type: str,
-        limiter: AsyncLimiter | None,
+        limiter: RateLimiter | None,
         accept: str,
         retry_throttled: bool,
     ) -> JSON:
@@ -273,10 +263,10 @@ class KubeClient:
                 attempt += 1
                 await asyncio.sleep(min(0.1 * 2**attempt, 5.0))
                 continue
-            except (ConfigError, OSError) as exc:
-                # The kubeconfig's credentials: an exec plugin that is missing or fails, a
-                # token file that is gone (lightkube's auth flow, run at first use and on 401).
-                raise KubeconfigError(f"the kubeconfig's credentials: {_reason(exc)}") from None
+            except CredentialsError as exc:
+                # An exec plugin that is missing or fails, a token file that is gone (read
+                # at first use, on a 401 and, for a plugin's token, when it expires).
+                raise KubeconfigError(f"the kubeconfig's credentials: {exc}") from None
             if response.status < 300:
                 return orjson.loads(response.content) if response.content else {}
             error = _api_error(response.status, response.content, response.headers)
@@ -380,87 +370,8 @@ class KubeClient:
                 ) from None
 
 
-def load_kubeconfig(kubeconfig: str | Path | None, context: str | None) -> SingleConfig:
-    """The context ``context`` (default: the current one) of ``kubeconfig``, else of
-    ``$KUBECONFIG`` or ``~/.kube/config``, else the pod's service account when none is
-    given. ``KubeconfigError`` names the file and what is wrong with it."""
-    if kubeconfig:
-        path, where = Path(kubeconfig).expanduser(), str(kubeconfig)
-    else:
-        with contextlib.suppress(ConfigError):
-            in_cluster = KubeConfig.from_service_account()
-            return _context(in_cluster, context, "the in-cluster config")
-        env = os.environ.get("KUBECONFIG", "")
-        if os.pathsep in env:
-            raise KubeconfigError(
-                f"$KUBECONFIG lists several files ({env}); kube-nudge reads one: "
-                "give --kubeconfig FILE"
-            )
-        path, where = Path(env or DEFAULT_KUBECONFIG).expanduser(), env or DEFAULT_KUBECONFIG
-        if not env and not path.exists():
-            raise KubeconfigError(
-                f"no kubeconfig: {DEFAULT_KUBECONFIG} does not exist, $KUBECONFIG is not set "
-                "and this is not a pod; give --kubeconfig FILE"
-            )
-        where = f"{where} (from $KUBECONFIG)" if env else where
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise KubeconfigError(f"kubeconfig {where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KubeconfigError(f"kubeconfig {where}: cannot read it: {_reason(exc)}") from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" (line {mark.line + 1})" if mark is not None else ""
-        raise KubeconfigError(f"kubeconfig {where}: not valid YAML{line}") from None
-    if not isinstance(document, dict):
-        raise KubeconfigError(
-            f"kubeconfig {where}: not a kubeconfig (the file holds "
-            f"{'nothing' if document is None else 'a ' + type(document).__name__}, not a "
-            "mapping with clusters, contexts and users)"
-        )
-    try:
-        config = KubeConfig.from_dict(document, fname=path)
-    except KeyError as exc:
-        raise KubeconfigError(f"kubeconfig {where}: not a kubeconfig (no {exc})") from None
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise KubeconfigError(f"kubeconfig {where}: not a kubeconfig ({_reason(exc)})") from None
-    return _context(config, context, f"kubeconfig {where}")
-
-
-def _context(config: KubeConfig, context: str | None, where: str) -> SingleConfig:
-    if context is None and config.current_context is None:
-        raise KubeconfigError(f"{where}: no current-context; give --context")
-    if context is not None and context not in config.contexts:
-        known = ", ".join(sorted(config.contexts)) or "none"
-        raise KubeconfigError(f"{where}: no context {context!r} (contexts: {known})")
-    try:
-        single = config.get(context)
-    except KeyError as exc:
-        raise KubeconfigError(
-            f"{where}: its context names an unknown cluster or user {exc}"
-        ) from None
-    except ConfigError as exc:
-        raise KubeconfigError(f"{where}: {_reason(exc)}") from None
-    if single is None:  # pragma: no cover - get() raises rather than return None
-        raise KubeconfigError(f"{where}: no context {context or '(current)'}")
-    return single
-
-
 def _check_server(server: str) -> None:
     """``ValueError`` unless ``server`` is an http(s) URL with a host."""
     parts = urlsplit(server)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"the server {server!r} is not an http(s) URL")
-
-
-def _where(fname: Path | None) -> str:
-    return f"kubeconfig {fname}" if fname is not None else "the in-cluster config"
-
-
-def _reason(exc: BaseException) -> str:
-    """An exception as a short one-line reason."""
-    text = " ".join(str(exc).split())[:300]
-    return text or type(exc).__name__

@@ -91,11 +91,16 @@ class EventRecorder:
             "reportingInstance": self.instance,
         }
 
-    async def record(self, obj: ObjectRef, event_type: str, reason: str, message: str) -> bool:
-        """Post (or count again) one Event; False (logged) if the API refused it."""
+    async def record(
+        self, obj: ObjectRef, event_type: str, reason: str, message: str,
+        *, at: float | None = None,
+    ) -> bool:  # fmt: skip
+        """Post (or count again) one Event that happened ``at`` (``time.time()``, default
+        now); False (logged) if the API refused it."""
         message = message[:1024]
         key = (obj.uid, event_type, reason, message)
-        now_iso = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = datetime.datetime.fromtimestamp(time.time() if at is None else at, datetime.UTC)
+        now_iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
         recent = self._recent.get(key)
         try:
             if recent is not None and time.monotonic() - recent.at < self.dedupe_window:

@@ -1,21 +1,18 @@
-"""What the API client needs from HTTP, and the adapter for an httpx2 client.
+"""What the API client needs from HTTP.
 
 ``KubeClient`` speaks to the API server through a ``Transport``: one request with its whole
 body, or a streamed response read line by line (watches). The product's transport is
-``kube.aiotransport.AiohttpTransport`` (why: README, "The HTTP client"); ``HttpxTransport``
-wraps any ``httpx2.AsyncClient``, so a caller with its own (a test's mock transport, a
-proxy) can still hand one to ``KubeClient``.
+``kube.aiotransport.AiohttpTransport`` (why: README, "The HTTP client");
+``kube.httpxtransport.HttpxTransport`` wraps an ``httpx2.AsyncClient`` (a test's mock
+transport, a proxy), imported only by whoever uses it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
-
-import httpx2 as httpx
 
 Params = Mapping[str, str | int] | None
 
@@ -83,60 +80,3 @@ class Transport(Protocol):
     async def aclose(self) -> None:
         """Close the connections (idempotent)."""
         ...
-
-
-async def _httpx_lines(response: httpx.Response) -> AsyncIterator[bytes]:
-    try:
-        async for line in response.aiter_lines():
-            yield line.encode()
-    except httpx.ReadTimeout:
-        raise StreamTimeout("ReadTimeout") from None
-    except httpx.HTTPError as exc:
-        raise TransportError(type(exc).__name__, str(exc)) from None
-
-
-class HttpxTransport:
-    """A ``Transport`` over an ``httpx2.AsyncClient`` (its base URL, auth and headers)."""
-
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self.http = http
-
-    @property
-    def server(self) -> str:
-        """The client's base URL without its path."""
-        url = self.http.base_url
-        return f"{url.scheme}://{url.netloc.decode()}"
-
-    async def request(
-        self, method: str, path: str, params: Params, content: bytes | None,
-        headers: Mapping[str, str],
-    ) -> Reply:  # fmt: skip
-        """One request through the httpx2 client."""
-        try:
-            response = await self.http.request(
-                method, path, params=params, content=content, headers=headers
-            )
-        except httpx.TransportError as exc:
-            raise TransportError(type(exc).__name__, str(exc)) from None
-        return Reply(response.status_code, response.headers, response.content)
-
-    @contextlib.asynccontextmanager
-    async def stream(
-        self, method: str, path: str, params: Params, read_timeout: float
-    ) -> AsyncIterator[Stream]:
-        """A streamed request through the httpx2 client."""
-        timeout = httpx.Timeout(self.http.timeout.connect, read=read_timeout)
-        try:
-            async with self.http.stream(method, path, params=params, timeout=timeout) as response:
-                lines = functools.partial(_httpx_lines, response)
-                yield Stream(response.status_code, response.headers, response.aread, lines)
-        except httpx.TransportError as exc:
-            raise TransportError(type(exc).__name__, str(exc)) from None
-
-    def sibling(self, connections: int) -> Transport:
-        """Itself: the wrapped client has one pool."""
-        return self
-
-    async def aclose(self) -> None:
-        """Close the httpx2 client."""
-        await self.http.aclose()

@@ -14,29 +14,28 @@ process (by ``Notification.id``, also sent as header ``Idempotency-Key`` so a re
 drop the duplicates of a restart).
 
 Receiver URLs are secrets: logs name receivers by ``Receiver.label`` only, errors by their
-exception class (an httpx exception's text often holds the URL), and httpx2's own request
-log line gets the label in place of the URL.
+exception class (an HTTP client's exception text often holds the URL). The HTTP is aiohttp's,
+the API client's own (no second HTTP library loaded), which logs no request line.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import json
 import logging
 import random
 import ssl
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx2 as httpx
+import aiohttp
 
 from kube_nudge import __version__
-from kube_nudge.notifications.model import Notification, Receiver, parse_receivers
+from kube_nudge.notifications.config import RECEIVERS_ENV, load_receivers
+from kube_nudge.notifications.model import Notification, Receiver
 from kube_nudge.runtime.backoff import Backoff
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 
@@ -51,7 +50,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RECEIVERS_ENV = "KUBE_NUDGE_NOTIFY_RECEIVERS"
 FAIL_REASONS = ("timeout", "network", "rate-limited", "server-error", "rejected", "error")
 """``failed`` reasons: of the last attempt of a notification given up on (``rejected``: a
 3xx or 4xx answer other than 408 and 429, not retried)."""
@@ -96,55 +94,11 @@ class NotifierHooks:
         )
 
 
-def load_receivers(file: Path | None, env: Mapping[str, str]) -> tuple[Receiver, ...]:
-    """The receivers configured in ``file`` (a mounted Secret key), then those in the
-    environment variable ``KUBE_NUDGE_NOTIFY_RECEIVERS``; either may be absent or empty.
-    Raises ValueError (one line, never a URL) if either is unreadable or invalid."""
-    receivers: list[Receiver] = []
-    if file is not None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-            raise ValueError(
-                f"cannot read notification receivers from file {file}: {why}"
-            ) from None
-        if text.strip():
-            receivers += parse_receivers(text, f"file {file}")
-    text = env.get(RECEIVERS_ENV, "")
-    if text.strip():
-        receivers += parse_receivers(text, f"env {RECEIVERS_ENV}")
-    # Labels must tell every receiver apart: number them across both sources.
-    return tuple(replace(receiver, index=i) for i, receiver in enumerate(receivers))
-
-
-class _UrlRedactor(logging.Filter):
-    """Puts receiver labels in place of receiver URLs in httpx2's request log lines
-    (``HTTP Request: POST <url> "HTTP/1.1 200 OK"``, INFO, shown at --log-level debug)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._labels: dict[str, str] = {}
-
-    def add(self, receivers: Iterable[Receiver]) -> None:
-        for receiver in receivers:
-            with contextlib.suppress(Exception):
-                self._labels[str(httpx.URL(receiver.url))] = receiver.label
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and self._labels:
-            record.args = tuple(self._redact(arg) for arg in record.args)
-        return True
-
-    def _redact(self, arg: object) -> object:
-        if isinstance(arg, httpx.URL):
-            label = self._labels.get(str(arg))
-            if label is not None:
-                return f"<notification receiver {label}>"
-        return arg
-
-
-_REDACTOR = _UrlRedactor()
+def _tls(verify: ssl.SSLContext | str | bool) -> ssl.SSLContext | bool:
+    """aiohttp's ``ssl`` for ``verify``: a context, a CA bundle's path, or True/False."""
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return verify if isinstance(verify, ssl.SSLContext) or not verify else True
 
 
 class _Lane:
@@ -207,10 +161,6 @@ class Notifier:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._said: set[tuple[str, str]] = set()  # (receiver, what) warned about once
-        _REDACTOR.add(receivers)
-        httpx_log = logging.getLogger("httpx2")
-        if _REDACTOR not in httpx_log.filters:
-            httpx_log.addFilter(_REDACTOR)
 
     @property
     def receivers(self) -> tuple[Receiver, ...]:
@@ -342,10 +292,11 @@ class Notifier:
                 )
 
     async def _work(self, lane: _Lane) -> None:
-        timeout = httpx.Timeout(self._request_timeout)
+        timeout = aiohttp.ClientTimeout(total=self._request_timeout)
         headers = {"User-Agent": f"kube-nudge/{__version__}"}
-        async with httpx.AsyncClient(
-            timeout=timeout, verify=self._verify, follow_redirects=False, headers=headers
+        connector = aiohttp.TCPConnector(ssl=_tls(self._verify), limit=1)
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, headers=headers
         ) as http:
             backoff = Backoff[str](*self._backoff)
             while True:
@@ -374,7 +325,7 @@ class Notifier:
                     backoff.succeeded(n.id)
 
     async def _deliver(
-        self, lane: _Lane, http: httpx.AsyncClient, backoff: Backoff[str], n: Notification
+        self, lane: _Lane, http: aiohttp.ClientSession, backoff: Backoff[str], n: Notification
     ) -> None:
         body = json.dumps(lane.receiver.payload(n), ensure_ascii=False).encode()
         headers = {"Content-Type": "application/json", "Idempotency-Key": n.id}
@@ -427,7 +378,7 @@ class Notifier:
     async def _post(
         self,
         lane: _Lane,
-        http: httpx.AsyncClient,
+        http: aiohttp.ClientSession,
         body: bytes,
         headers: Mapping[str, str],
         budget: float,
@@ -436,20 +387,21 @@ class Notifier:
         if budget <= 0:
             return "timeout", None, None
         try:
-            # httpx's timeouts are per phase; this one bounds the whole request.
-            async with asyncio.timeout(budget):
-                response = await http.post(
-                    lane.receiver.url,
-                    content=body,
-                    headers=headers,
-                    timeout=httpx.Timeout(budget),
-                )
-        except (TimeoutError, httpx.TimeoutException):
+            # One bound for the whole request: connect, send, answer and its body.
+            async with (
+                asyncio.timeout(budget),
+                http.post(
+                    lane.receiver.url, data=body, headers=headers, allow_redirects=False,
+                    timeout=aiohttp.ClientTimeout(total=budget),
+                ) as response,
+            ):  # fmt: skip
+                await response.read()
+        except TimeoutError:
             return "timeout", None, None
-        except httpx.TransportError as exc:
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
             log.debug("notification to %s: %s", lane.label, type(exc).__name__)
             return "network", None, None
-        status = response.status_code
+        status = response.status
         if 200 <= status < 300:
             return None, status, None
         if status == 429:

@@ -1,36 +1,34 @@
 """The HTTP serving layer: probes and metrics now, TLS admission webhooks next.
 
-uvicorn (h11) serves a starlette router inside the controller's own event loop, as a
-runnable on every replica. Chosen over aiohttp on measurement: on top of the imported
-controller, uvicorn + starlette add about 4 MiB RSS, aiohttp about 11 MiB (README, Design).
-Routes are added before ``run``; handlers take a starlette ``Request`` and return a
-``Response``. A handler that raises answers 500 with a fixed body (the exception is logged,
-never sent: it could carry data). A request head larger than 8 KiB answers 431, and one not
-complete within 10 s answers 408 (uvicorn alone enforces neither, see ``_H11Protocol``).
+An asyncio server of ours, its HTTP/1.1 parsed by h11 (``runtime/httpconn.py``), serves a
+small router inside the controller's own event loop, as a runnable on every replica
+(README, Design, has the measurements that chose it over uvicorn and aiohttp). Routes are
+added before ``run``; handlers take this module's ``Request`` (the body already read, at most
+``MAX_BODY_BYTES``, else 413) and return its ``Response``: no server framework's types reach
+the handlers, so the server can change without them. A handler that raises answers 500 with
+a fixed body (the exception is logged, never sent: it could carry data). A request head larger
+than 8 KiB answers 431, and one not complete within 10 s answers 408.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import logging
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from kube_nudge.runtime.httpconn import Exchange, Limits, Reply, serve_connection
 
 __all__ = [
     "Handler",
     "HttpServer",
+    "Request",
+    "Response",
     "TlsFiles",
     "add_probes",
     "parse_address",
@@ -38,9 +36,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Awaitable[Response]]
 TEXT = "text/plain; charset=utf-8"
 MAX_HEAD_BYTES = 8192  # a request head larger than this is refused (431, or 400 by h11)
+MAX_BODY_BYTES = 4 * 1024 * 1024  # an AdmissionReview carries an object and its old version
 HEAD_TIMEOUT_SECONDS = 10.0  # a request head must be complete this long after it may start
 KEEP_ALIVE_SECONDS = 5
 SHUTDOWN_GRACE_SECONDS = 5
@@ -61,6 +59,42 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class Request:
+    """What a handler is given: the request with its whole body."""
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    """Lower-case names; a repeated header keeps its last value."""
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What a handler returns."""
+
+    body: bytes = b""
+    status: int = 200
+    content_type: str = TEXT
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def text(cls, text: str, status: int = 200) -> Response:
+        """A UTF-8 text answer."""
+        return cls(text.encode(), status)
+
+    @classmethod
+    def json(cls, document: Any, status: int = 200) -> Response:
+        """A compact JSON answer."""
+        body = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+        return cls(body, status, "application/json")
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
 class TlsFiles:
     """A PEM certificate chain and its key, for HTTPS (admission webhooks)."""
 
@@ -68,83 +102,24 @@ class TlsFiles:
     keyfile: Path
 
 
-class _EmbeddedServer(uvicorn.Server):
-    # uvicorn.Server.serve() installs process-wide SIGINT/SIGTERM handlers by default; the
-    # controller owns those (they cancel its main task, which stops this server too).
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
+def _router(
+    routes: Mapping[str, Mapping[str, Handler]],
+) -> Callable[[Exchange], Awaitable[Response]]:
+    """Routing: 404, 405 with Allow, HEAD wherever GET is; the handler's ``Response``."""
 
+    async def route(exchange: Exchange) -> Response:
+        path, _, query = exchange.target.partition("?")
+        methods = routes.get(path)
+        if methods is None:
+            return Response.text("not found\n", 404)
+        method = exchange.method
+        handler = methods.get("GET" if method == "HEAD" else method)
+        if handler is None:
+            allow = ", ".join(sorted({*methods, *(("HEAD",) if "GET" in methods else ())}))
+            return Response(b"method not allowed\n", 405, headers=(("allow", allow),))
+        return await handler(Request(method, path, query, exchange.headers, exchange.body))
 
-class _H11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request head (408, then close).
-
-    uvicorn arms its keep-alive timer only after a response, and any byte received cancels it:
-    a client that connects and sends nothing, or half a head, would hold its connection for
-    ever. The deadline starts when the connection opens and after each response; it only
-    closes a connection that has not started a new request since (``self.cycle`` unchanged)
-    and is not answering one. A slow request *body* is the handler's to bound.
-    """
-
-    _head_timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm_head_timer()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._arm_head_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-        super().connection_lost(exc)
-
-    def _arm_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-        self._head_timer = None
-        if not self.transport.is_closing():
-            self._head_timer = self.loop.call_later(
-                HEAD_TIMEOUT_SECONDS, self._head_timed_out, self.cycle
-            )
-
-    def _head_timed_out(self, cycle_when_armed: object) -> None:
-        self._head_timer = None
-        answering = self.cycle is not None and not self.cycle.response_complete
-        if self.cycle is cycle_when_armed and not answering and not self.transport.is_closing():
-            # Outside h11 (which only answers a request it has parsed); the connection ends here.
-            self.transport.write(
-                b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            )
-            self.transport.close()
-
-
-def _limit_head(app: ASGIApp) -> ASGIApp:
-    # h11's max_incomplete_event_size bounds only a head that is still *incomplete* after a
-    # read: a larger head arriving whole in one read (up to 256 KiB on asyncio) is accepted.
-    # This makes MAX_HEAD_BYTES a real limit, as the hand-written server had it.
-    async def limited(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and _head_size(scope) > MAX_HEAD_BYTES:
-            too_large = PlainTextResponse(
-                "request head too large\n",
-                status_code=431,
-                media_type=TEXT,
-                headers={"connection": "close"},
-            )
-            await too_large(scope, receive, send)
-            return
-        await app(scope, receive, send)
-
-    return limited
-
-
-def _head_size(scope: Scope) -> int:
-    # The request line and header lines as sent, give or take optional whitespace.
-    request_line = len(scope["method"]) + len(scope["raw_path"]) + len(scope["query_string"]) + 12
-    return request_line + sum(len(name) + len(value) + 4 for name, value in scope["headers"])
+    return route
 
 
 class HttpServer:
@@ -169,14 +144,17 @@ class HttpServer:
         self._host = host
         self._port = port
         self._tls = tls
-        self._routes: list[Route] = []
-        self._server: _EmbeddedServer | None = None
+        self._routes: dict[str, dict[str, Handler]] = {}
         self._bound_port = 0
+        self._closing = False
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._busy: set[asyncio.Task[Any]] = set()  # connections inside a handler
         self.started = asyncio.Event()
 
     def add_route(self, path: str, handler: Handler, methods: Iterable[str] = ("GET",)) -> None:
         """Serve ``handler`` at ``path`` for ``methods`` (others get 405 with Allow)."""
-        self._routes.append(Route(path, _guarded(path, handler), methods=list(methods)))
+        for method in methods:
+            self._routes.setdefault(path, {})[method.upper()] = _guarded(path, handler)
 
     @property
     def port(self) -> int:
@@ -185,74 +163,77 @@ class HttpServer:
 
     async def run(self) -> None:
         """Serve until cancelled, then close connections within a short grace period."""
-        # No access log: access_log=False only empties "uvicorn.access" and stops propagation;
-        # uvicorn still logs every request (each kubelet probe) once any handler is attached to
-        # that logger (pytest's caplog does it, so could a logging config). Disabled is certain.
-        logging.getLogger("uvicorn.access").disabled = True
-        app = _limit_head(Starlette(routes=list(self._routes)))
-        config = uvicorn.Config(
-            app,
-            host=self._host,
-            port=self._port,
-            http=_H11Protocol,  # uvicorn's "h11", plus a deadline for request heads
-            ws="none",
-            lifespan="off",
-            interface="asgi3",
-            log_config=None,  # our logging set-up applies; uvicorn installs no handlers
-            access_log=False,
-            server_header=False,
-            timeout_keep_alive=KEEP_ALIVE_SECONDS,
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
-            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-            # Renewed files are loaded into the same context (see _watch_tls).
-            ssl_certfile=str(self._tls.certfile) if self._tls else None,
-            ssl_keyfile=str(self._tls.keyfile) if self._tls else None,
-        )
-        # We bind the socket ourselves: a port in use is then an ordinary OSError here
-        # (uvicorn would call sys.exit), and the bound port is known at once.
-        listener = _bind(self._host, self._port)
-        server = self._server = _EmbeddedServer(config)
-        self._bound_port = int(listener.getsockname()[1])
-        serving = asyncio.create_task(server.serve(sockets=[listener]), name="uvicorn")
-        try:
-            while not server.started:
-                if serving.done():
-                    serving.result()
-                    raise RuntimeError(f"HTTP server on {self._host}:{self.port} stopped")
-                await asyncio.sleep(0.01)
-            self.started.set()
-            log.info(
-                "serving %s on %s:%d",
-                ", ".join(sorted(str(route.path) for route in self._routes)),
-                self._host,
-                self.port,
-            )
-            watching = asyncio.create_task(self._watch_tls(config), name="tls-reload")
+        tls = None
+        if self._tls is not None:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls.load_cert_chain(self._tls.certfile, self._tls.keyfile)
+        app = _router({path: dict(methods) for path, methods in self._routes.items()})
+
+        async def answer(exchange: Exchange) -> Reply:
+            task = _current_task()
+            self._busy.add(task)
             try:
-                await asyncio.shield(serving)
+                response = await app(exchange)
+            except asyncio.CancelledError:
+                if not self._closing:
+                    raise
+                response = Response.text("internal error\n", 500)  # cut off by the stop
             finally:
-                watching.cancel()
-            raise RuntimeError("the HTTP server stopped")
+                self._busy.discard(task)
+            return response.status, response.content_type, response.headers, response.body
+
+        async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = _current_task()
+            self._connections.add(task)
+            # The module's limits as they are now (tests shorten them while a server runs).
+            limits = Limits(
+                HEAD_TIMEOUT_SECONDS, KEEP_ALIVE_SECONDS, MAX_HEAD_BYTES, MAX_BODY_BYTES
+            )
+            try:
+                await serve_connection(reader, writer, answer, limits, lambda: self._closing)
+            finally:
+                self._connections.discard(task)
+
+        # We bind the socket ourselves: a port in use is an ordinary OSError here, and the
+        # bound port is known at once.
+        listener = _bind(self._host, self._port)
+        self._bound_port = int(listener.getsockname()[1])
+        self._closing = False
+        server = await asyncio.start_server(client, sock=listener, ssl=tls)
+        try:
+            self.started.set()
+            log.info("serving %s on %s:%d", ", ".join(sorted(self._routes)), self._host, self.port)
+            await self._watch_tls(tls)
         finally:
-            # uvicorn notices within 0.1 s, closes idle connections at once, gives requests in
-            # flight SHUTDOWN_GRACE_SECONDS, then cancels them (they answer 500 if they can).
-            server.should_exit = True
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(serving), SHUTDOWN_GRACE_SECONDS + 1)
-            if not serving.done():  # only if that bound did not hold
-                serving.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait({serving}, timeout=1)
+            self._closing = True
+            server.close()
+            await self._stop_connections()
             listener.close()
             self.started.clear()
-            self._server = None
 
-    async def _watch_tls(self, config: uvicorn.Config) -> None:
+    async def _stop_connections(self) -> None:
+        """Close idle connections at once; give those answering ``SHUTDOWN_GRACE_SECONDS``,
+        then cancel their handlers (they answer 500)."""
+        for task in self._connections - self._busy:
+            task.cancel()
+        busy = set(self._busy)
+        if busy:
+            _, late = await asyncio.wait(busy, timeout=SHUTDOWN_GRACE_SECONDS)
+            if late:
+                log.warning("%s: timeout graceful shutdown exceeded: cancelling %d request(s)",
+                            self.name, len(late))  # fmt: skip
+                for task in late:
+                    task.cancel()
+        if self._connections:
+            await asyncio.wait(set(self._connections), timeout=1)
+
+    async def _watch_tls(self, tls: ssl.SSLContext | None) -> None:
         """Load renewed certificate files into the live TLS context, so new connections get
         the new certificate without a restart (cert-manager renews before expiry; a mounted
         Secret is swapped atomically). A pair that doesn't load (half written, key and
         certificate not matching) is skipped and the old one stays in use."""
-        if self._tls is None or config.ssl is None:
+        if self._tls is None or tls is None:
+            await asyncio.Event().wait()  # nothing to watch: serve until cancelled
             return
         files = (self._tls.certfile, self._tls.keyfile)
         seen = _stamp(files)
@@ -264,7 +245,7 @@ class HttpServer:
                 continue
             try:
                 ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(*files)  # check first
-                config.ssl.load_cert_chain(*files)
+                tls.load_cert_chain(*files)
             except (OSError, ssl.SSLError) as exc:
                 log.warning("%s: renewed TLS files not loaded (keeping the old ones): %s",
                             self.name, exc)  # fmt: skip
@@ -272,6 +253,14 @@ class HttpServer:
             seen = stamp
             self.tls_reloads += 1
             log.info("%s: loaded the renewed TLS certificate", self.name)
+
+
+def _current_task() -> asyncio.Task[Any]:
+    """The task running this coroutine (every connection and handler runs in one)."""
+    task = asyncio.current_task()
+    if task is None:  # pragma: no cover - asyncio runs coroutines in tasks
+        raise RuntimeError("not in a task")
+    return task
 
 
 def _stamp(files: Iterable[Path]) -> tuple[tuple[int, int], ...]:
@@ -301,7 +290,7 @@ def _guarded(path: str, handler: Handler) -> Handler:
             return await handler(request)
         except Exception:
             log.exception("handler for %s failed", path)
-            return PlainTextResponse("internal error\n", status_code=500, media_type=TEXT)
+            return Response.text("internal error\n", 500)
 
     return guarded
 
@@ -317,17 +306,13 @@ def add_probes(
 
     async def metrics(_: Request) -> Response:
         body, content_type = render_metrics()
-        return Response(body, media_type=content_type)
+        return Response(body, content_type=content_type)
 
     async def healthz(_: Request) -> Response:
-        if healthy():
-            return PlainTextResponse("ok\n", media_type=TEXT)
-        return PlainTextResponse("unhealthy\n", status_code=500, media_type=TEXT)
+        return Response.text("ok\n") if healthy() else Response.text("unhealthy\n", 500)
 
     async def readyz(_: Request) -> Response:
-        if ready():
-            return PlainTextResponse("ok\n", media_type=TEXT)
-        return PlainTextResponse("not ready\n", status_code=503, media_type=TEXT)
+        return Response.text("ok\n") if ready() else Response.text("not ready\n", 503)
 
     server.add_route("/metrics", metrics)
     server.add_route("/healthz", healthz)

@@ -16,12 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import SourceRef, SourceState
-from kube_nudge.runtime.http import HttpServer
+from kube_nudge.runtime.http import HttpServer, Request, Response
 from kube_nudge.strategies.base import Host
 from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
 
@@ -48,11 +45,11 @@ class SnapshotWebhook:
     async def handle(self, request: Request) -> Response:
         """One AdmissionReview in, one out; always allowed, maybe with a JSON patch."""
         try:
-            review = json.loads(await request.body())
+            review = json.loads(request.body)
             admission = review["request"]
             uid = str(admission["uid"])
         except (ValueError, KeyError, TypeError):
-            return Response("not an AdmissionReview\n", status_code=400)
+            return Response.text("not an AdmissionReview\n", 400)
         answer: dict[str, Any] = {"uid": uid, "allowed": True}
         try:
             patch = self._patch(admission)
@@ -68,7 +65,7 @@ class SnapshotWebhook:
             "kind": "AdmissionReview",
             "response": answer,
         }
-        return JSONResponse(document)
+        return Response.json(document)
 
     def _patch(self, admission: dict[str, Any]) -> list[dict[str, Any]] | None:
         controller = self._controller
