@@ -17,6 +17,7 @@ from kube_nudge.controller.controller import Controller, ControllerOptions, prod
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
+from kube_nudge.kube.httpxtransport import HttpxTransport
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind, WorkloadView, parse_workload
 from kube_nudge.model.tracking import Phase, Tracking
@@ -58,7 +59,7 @@ async def controller(toy: type[ToyStrategy]) -> AsyncIterator[Controller]:
     http = httpx.AsyncClient(
         base_url="https://api.invalid"
     )  # never reached: the toy writes nothing
-    client = KubeClient(http)
+    client = KubeClient(HttpxTransport(http))
     made = Controller(
         client,
         ControllerOptions(namespaces=(NS,)),
