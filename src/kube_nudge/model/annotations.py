@@ -26,6 +26,7 @@ from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
 from kube_nudge.model.compat import MATCH as RELOADER_MATCH
 from kube_nudge.model.compat import SOURCE_SWITCHES, WORKLOAD_SWITCHES, translate_workload
 from kube_nudge.model.declarations import Annotation, By, On, ParseContext, Parser
+from kube_nudge.model.extensions import NO_EXTRAS, Extras, StrategyModel
 from kube_nudge.model.parsing import (
     FALSE_SPELLINGS,
     TRUE_SPELLINGS,
@@ -72,6 +73,7 @@ __all__ = [
     "format_failed",
     "format_hash_at",
     "format_rolled_at",
+    "go_duration",
     "is_dns_label",
     "is_dns_subdomain",
     "mistyped_opt_in",
@@ -99,9 +101,6 @@ MAX_ROLLOUT_WINDOW: Final = 86400.0
 MIN_PROGRESS_DEADLINE: Final = 1.0
 MAX_PROGRESS_DEADLINE: Final = 86400.0
 MAX_ROLLOUT_ORDER: Final = 1_000_000
-DEFAULT_HOT_DEADLINE: Final = 120.0
-MIN_HOT_DEADLINE: Final = 5.0
-MAX_HOT_DEADLINE: Final = 3600.0
 STRATEGY_ROLLOUT: Final = "rollout"
 STRATEGY_SNAPSHOT: Final = "snapshot"
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
@@ -117,8 +116,6 @@ ADOPT_NEVER_ROLL: Final = "never-roll"
 APPROVAL_REQUIRED: Final = "required"
 ON_FAILURE_HOLD: Final = "hold"
 ON_FAILURE_ROLLBACK: Final = "rollback"
-HOT_FALLBACK_ROLLOUT: Final = "rollout"
-HOT_FALLBACK_WARN: Final = "warn"
 SHARE_ALL: Final = "*"
 COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
 COMPAT_RELOADER: Final = compat.AUTO
@@ -237,12 +234,15 @@ def _parse_share_with(name: str, value: str) -> frozenset[str]:
     return frozenset(items)
 
 
-def _go(seconds: float) -> str:
+def go_duration(seconds: float) -> str:
     """`seconds` as the shortest Go duration of whole hours, minutes or seconds."""
     for unit, size in (("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"
     return f"{seconds:g}s"
+
+
+_go = go_duration
 
 
 # -- The contract: every annotation, declared once (README's table has this order; a
@@ -354,22 +354,6 @@ ON_FAILURE: Final = _declare(Annotation(
     values=f"{ON_FAILURE_HOLD} or {ON_FAILURE_ROLLBACK}", shown_default=ON_FAILURE_HOLD,
     field="rollback_on_failure",
     parse=one_of({ON_FAILURE_HOLD: False, ON_FAILURE_ROLLBACK: True}), default=False,
-))
-HOT_FALLBACK: Final = _declare(Annotation(
-    PREFIX + "hot-fallback", On.WORKLOAD, By.USER,
-    "strategy hot: when a pod reports a failed reload or stays silent past the deadline, "
-    "roll the workload or only warn",
-    values=f"{HOT_FALLBACK_ROLLOUT} or {HOT_FALLBACK_WARN}", shown_default=HOT_FALLBACK_ROLLOUT,
-    field="hot_fallback_rollout",
-    parse=one_of({HOT_FALLBACK_ROLLOUT: True, HOT_FALLBACK_WARN: False}), default=True,
-))
-HOT_DEADLINE: Final = _declare(Annotation(
-    PREFIX + "hot-deadline", On.WORKLOAD, By.USER,
-    "strategy hot: how long the pods' agents have to report the reload",
-    values=f"a duration from {_go(MIN_HOT_DEADLINE)} to {_go(MAX_HOT_DEADLINE)}",
-    shown_default=_go(DEFAULT_HOT_DEADLINE), field="hot_deadline",
-    parse=duration_between(MIN_HOT_DEADLINE, MAX_HOT_DEADLINE, "5s and 1h", "2m"),
-    default=DEFAULT_HOT_DEADLINE,
 ))
 APPROVED_AT: Final = _declare(Annotation(
     PREFIX + "approved-at", On.WORKLOAD_METADATA, By.USER,
@@ -549,10 +533,9 @@ class WorkloadSettings:
     rollback_on_failure: bool = False
     window: RolloutWindow | None = None
     """`kube-nudge.io/rollout-window`: changes roll only while it is open."""
-    hot_fallback_rollout: bool = True
-    """Strategy `hot`: roll when a hot change isn't reloaded in time (else only warn)."""
-    hot_deadline: float = DEFAULT_HOT_DEADLINE
-    """Strategy `hot`: seconds the pods have to report reloading a hot change."""
+    extras: Extras = NO_EXTRAS
+    """What the registered strategies parsed of their own annotations, by strategy name
+    (each reads its own with an accessor of its package, through `Extras.of`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,6 +550,8 @@ class WorkloadDefaults:
     strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGY_NAMES)
     compat: bool = False
     """Also opt in workloads annotated for Wave or Reloader."""
+    extensions: tuple[StrategyModel, ...] = ()
+    """What the registered strategies add to the model (`model.extensions`), default first."""
 
 
 _PRODUCT_DEFAULTS = WorkloadDefaults()
@@ -617,9 +602,25 @@ def parse_workload(
         only_kinds=workload.kinds if workload is not None else None,
         only_named=frozenset(peers.named) if workload is not None and workload.named_only else None,
         only_matched=workload is not None and workload.matched_only,
+        extras=_strategy_settings(ann, context, errors),
         **values,
     )
     return shared(settings, _WORKLOAD_SETTINGS), errors
+
+
+def _strategy_settings(
+    ann: Mapping[str, object], context: ParseContext, errors: list[str]
+) -> Extras:
+    """What each registered strategy asks of the workload by its own annotations (parsed
+    by the same loop, their messages after the model's), by strategy name."""
+    items = []
+    for extension in context.defaults.extensions:
+        declared = [a for a in extension.annotations if a.on is On.WORKLOAD and a.field]
+        if extension.settings is None or not declared:
+            continue
+        values = _parse_declared(ann, declared, context, errors, {})
+        items.append((extension.name, shared(extension.settings(**values), _EXTRAS)))
+    return shared(Extras(tuple(items)), _EXTRAS) if items else NO_EXTRAS
 
 
 def _parse_declared(
@@ -682,6 +683,7 @@ def _peer_sources(
 
 _SOURCE_SETTINGS: dict[SourceSettings, SourceSettings] = {}
 _WORKLOAD_SETTINGS: dict[WorkloadSettings, WorkloadSettings] = {}
+_EXTRAS: dict[Any, Any] = {}
 
 
 def parse_source(

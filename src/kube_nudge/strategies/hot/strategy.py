@@ -37,7 +37,6 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import (
     FAILED,
-    HOT_FALLBACK,
     HOT_RELOAD,
     KEY_ID,
     LOADED_AT,
@@ -47,6 +46,7 @@ from kube_nudge.model.annotations import (
     parse_hash_at,
 )
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
+from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.hot import (
     AGENT_KEY_SECRET,
@@ -66,6 +66,12 @@ from kube_nudge.model.hot import (
 )
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import Target, changes_field
+from kube_nudge.strategies.hot.settings import (
+    HOT_ANNOTATIONS,
+    HOT_FALLBACK,
+    HotSettings,
+    hot_settings,
+)
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
@@ -90,6 +96,12 @@ class HotStrategy(AdoptsBaseline):
     name = "hot"
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
+    model = StrategyModel(
+        name,
+        doc="hot reloads in place what refreshed volumes carry and rolls for the rest",
+        annotations=HOT_ANNOTATIONS,
+        settings=HotSettings,
+    )
 
     @staticmethod
     def pod_config(annotations: Mapping[str, Any]) -> str | None:
@@ -140,7 +152,7 @@ class HotStrategy(AdoptsBaseline):
                 "hot-reload", config_hash=plan.config_hash, changes=changes_field(plan)
             ),
         )
-        deadline = view.settings.hot_deadline
+        deadline = hot_settings(view.settings).deadline
         self._context.events.post(
             target.ref,
             NORMAL,
@@ -165,7 +177,7 @@ class HotStrategy(AdoptsBaseline):
             reports,
             since=since,
             delivered_at=delivered_at,
-            deadline=view.settings.hot_deadline,
+            deadline=hot_settings(view.settings).deadline,
             now=self._context.clock.now(),
         )
         if verdict.kind is VerdictKind.WAITING:
@@ -196,11 +208,11 @@ class HotStrategy(AdoptsBaseline):
         else:
             why = (
                 f"pods did not confirm reloading config {config_hash} within "
-                f"{view.settings.hot_deadline:g} s: {names} (is the kube-nudge agent running "
-                "beside the app, watching every mounted config volume, with the namespace's "
-                f"agent key?){_reasons(verdict)}"
+                f"{hot_settings(view.settings).deadline:g} s: {names} (is the kube-nudge agent "
+                "running beside the app, watching every mounted config volume, with the "
+                f"namespace's agent key?){_reasons(verdict)}"
             )
-        if view.settings.hot_fallback_rollout:
+        if hot_settings(view.settings).fallback_rollout:
             now = round(self._context.clock.now(), 3)
             recent = view.rolled_at[-(MAX_RECORDED_ROLLOUTS - 1) :]
             patch = rollout_patch(
@@ -222,7 +234,7 @@ class HotStrategy(AdoptsBaseline):
             )
         log.warning("%s: %s", target, message, extra=target.log_fields("hot-reload-failed"))
         self._context.events.post(target.ref, WARNING, "HotReloadFailed", message)
-        return AFTER_FALLBACK if view.settings.hot_fallback_rollout else None
+        return AFTER_FALLBACK if hot_settings(view.settings).fallback_rollout else None
 
     async def _check_claims(
         self,
