@@ -23,6 +23,7 @@ from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.registry import (
+    contract,
     owned_source_labels,
     register,
     strategy_names,
@@ -39,7 +40,7 @@ from tests.unit.fakes import (
     sources,
     workload,
 )
-from tests.unit.toy_strategy import OWN_LABEL, RUNS, ToyStrategy, ToyWebhook
+from tests.unit.toy_strategy import GREETING, OWN_LABEL, RUNS, ToyStrategy, ToyWebhook, toy_settings
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 APP_KEY: WorkloadKey = (DEPLOYMENT, NS, "app")
@@ -89,9 +90,23 @@ def test_a_registered_strategy_is_one_the_annotation_accepts(toy: type[ToyStrate
     assert (settings.strategy, errors) == ("toy", [])
 
 
+def test_its_own_annotation_is_declared_and_parsed_into_its_own_settings(
+    toy: type[ToyStrategy],
+) -> None:
+    [declared] = [a for a in contract() if a.name == GREETING]
+    assert contract()[-1] is declared  # after the model's and the built-in strategies'
+    annotations = {"kube-nudge.io/strategy": "toy", GREETING: "howdy"}
+    settings, errors = parse_workload(annotations, NS, product_defaults())
+    assert (toy_settings(settings).greeting, errors) == ("howdy", [])
+    settings, errors = parse_workload({**annotations, GREETING: "hi"}, NS, product_defaults())
+    assert toy_settings(settings).greeting == "hello"
+    assert errors == [f'{GREETING} must be "hello" or "howdy", got "hi"']
+
+
 def test_unregistered_it_is_gone_again() -> None:
     assert "toy" not in strategy_names()
     assert OWN_LABEL not in owned_source_labels()
+    assert GREETING not in {a.name for a in contract()}
 
     class Rollout(ToyStrategy):
         name = "rollout"
