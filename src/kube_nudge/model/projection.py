@@ -19,7 +19,6 @@ from kube_nudge.model.annotations import (
     BASELINE_HASH,
     CONFIG_HASH,
     FAILED,
-    HOT_RELOAD,
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
@@ -30,11 +29,11 @@ from kube_nudge.model.annotations import (
     WorkloadDefaults,
     WorkloadSettings,
     parse_failed,
-    parse_hash_at,
     parse_rolled_at,
     parse_source,
     parse_workload,
 )
+from kube_nudge.model.extensions import NO_EXTRAS, Extras
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
 from kube_nudge.model.progress import Progress, progress_of
@@ -172,9 +171,9 @@ class WorkloadView:
     """`kube-nudge.io/failed`: (config hash, when) of the last rollout that failed."""
     approved_at: float = 0.0
     """`kube-nudge.io/approved-at`: changes of the data before it are approved."""
-    hot_reload: tuple[str, float] | None = None
-    """Strategy `hot`: (config hash, when delivered) of a change delivered without a
-    rollout that the pods have not all confirmed yet (`kube-nudge.io/hot-reload`)."""
+    extras: Extras = NO_EXTRAS
+    """What the registered strategies keep of its metadata annotations, by strategy name
+    (`StrategyModel.view`; each reads its own with an accessor of its package)."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -261,8 +260,19 @@ def project_workload(
         progress=progress_of(kind, obj),
         failed=parse_failed(annotations.get(FAILED)),
         approved_at=max(parse_rolled_at(annotations.get(APPROVED_AT)), default=0.0),
-        hot_reload=parse_hash_at(annotations.get(HOT_RELOAD)),
+        extras=_view_extras(annotations, settings, defaults),
     )
+
+
+def _view_extras(
+    annotations: Mapping[str, Any], settings: WorkloadSettings, defaults: WorkloadDefaults
+) -> Extras:
+    """What each registered strategy keeps of a workload's metadata annotations."""
+    items = []
+    for extension in defaults.extensions:
+        if extension.view is not None and (kept := extension.view(annotations, settings)):
+            items.append((extension.name, kept))
+    return Extras(tuple(items)) if items else NO_EXTRAS
 
 
 def pod_selector(obj: Mapping[str, Any]) -> str | None:

@@ -1,22 +1,35 @@
-"""What strategy ``hot`` adds to the annotation contract and to a workload's settings:
-``kube-nudge.io/hot-fallback`` and ``kube-nudge.io/hot-deadline``, declared once here and
-parsed by the model's loop (handed down through ``StrategyModel``)."""
+"""What strategy ``hot`` adds to the model (handed down through ``StrategyModel``): its
+annotations ``kube-nudge.io/hot-fallback`` and ``kube-nudge.io/hot-deadline``, declared once
+here and parsed by the model's loop into ``HotSettings``; the change it is delivering in
+place, kept of a workload's ``kube-nudge.io/hot-reload`` (``hot_reload``); and the state
+``kube-nudge status`` gives a workload while its pods confirm it (``reloading``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from kube_nudge.model.annotations import PREFIX, WorkloadSettings, go_duration
+from kube_nudge.model.annotations import (
+    HOT_RELOAD,
+    PREFIX,
+    WorkloadSettings,
+    go_duration,
+    parse_hash_at,
+)
 from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.parsing import duration_between, one_of
+from kube_nudge.model.projection import WorkloadView
 
 __all__ = [
     "DEFAULT_HOT_DEADLINE",
     "HOT_ANNOTATIONS",
     "HOT_DEADLINE",
     "HOT_FALLBACK",
+    "HOT_MODEL",
     "HotSettings",
+    "hot_reload",
     "hot_settings",
 ]
 
@@ -68,3 +81,34 @@ HOT_ANNOTATIONS: Final = (_FALLBACK, _DEADLINE)
 def hot_settings(settings: WorkloadSettings) -> HotSettings:
     """What ``settings`` ask of strategy ``hot`` (the defaults if it was not parsed)."""
     return settings.extras.of(NAME, HotSettings, _DEFAULT)
+
+
+def hot_reload(view: WorkloadView) -> tuple[str, float] | None:
+    """(config hash, when delivered) of a change delivered without a rollout that the pods
+    have not all confirmed yet (``kube-nudge.io/hot-reload``), or None."""
+    return view.extras.of(NAME, tuple, None)
+
+
+def _view(annotations: Mapping[str, Any], settings: WorkloadSettings) -> tuple[str, float] | None:
+    return parse_hash_at(annotations.get(HOT_RELOAD))
+
+
+def _status(view: WorkloadView, running_other: int) -> tuple[str, str] | None:
+    """``reloading`` while the pods confirm the change delivered in place."""
+    delivered = hot_reload(view)
+    if delivered is None or delivered[0] != view.applied_hash:
+        return None
+    return "reloading", (
+        f"reloading {view.applied_hash} in place (strategy hot); {running_other} pod(s) "
+        "have not confirmed it yet"
+    )
+
+
+HOT_MODEL: Final = StrategyModel(
+    NAME,
+    doc="hot reloads in place what refreshed volumes carry and rolls for the rest",
+    annotations=HOT_ANNOTATIONS,
+    settings=HotSettings,
+    view=_view,
+    status=_status,
+)

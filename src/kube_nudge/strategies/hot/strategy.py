@@ -46,7 +46,6 @@ from kube_nudge.model.annotations import (
     parse_hash_at,
 )
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
-from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.hot import (
     AGENT_KEY_SECRET,
@@ -66,12 +65,7 @@ from kube_nudge.model.hot import (
 )
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import Target, changes_field
-from kube_nudge.strategies.hot.settings import (
-    HOT_ANNOTATIONS,
-    HOT_FALLBACK,
-    HotSettings,
-    hot_settings,
-)
+from kube_nudge.strategies.hot.settings import HOT_FALLBACK, HOT_MODEL, hot_reload, hot_settings
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
@@ -96,12 +90,7 @@ class HotStrategy(AdoptsBaseline):
     name = "hot"
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
-    model = StrategyModel(
-        name,
-        doc="hot reloads in place what refreshed volumes carry and rolls for the rest",
-        annotations=HOT_ANNOTATIONS,
-        settings=HotSettings,
-    )
+    model = HOT_MODEL
 
     @staticmethod
     def pod_config(annotations: Mapping[str, Any]) -> str | None:
@@ -165,9 +154,10 @@ class HotStrategy(AdoptsBaseline):
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
         """Follow a hot change until every pod confirmed it, or fall back."""
         view = target.view
-        if view.hot_reload is None or view.hot_reload[0] != view.applied_hash:
+        delivered = hot_reload(view)
+        if delivered is None or delivered[0] != view.applied_hash:
             return None
-        config_hash, delivered_at = view.hot_reload
+        config_hash, delivered_at = delivered
         changed_at = assessment.changed_at
         since = delivered_at if changed_at is None else min(delivered_at, changed_at)
         pods = await self._pods(target)
