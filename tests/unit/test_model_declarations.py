@@ -13,6 +13,7 @@ from kube_nudge.agent import podrecord
 from kube_nudge.model import annotations as a
 from kube_nudge.model.declarations import Annotation, By, On
 from kube_nudge.strategies import registry
+from kube_nudge.strategies.snapshot import copies
 
 #: The whole contract: the model's declarations and every strategy's.
 CONTRACT = registry.contract()
@@ -50,7 +51,7 @@ def test_each_name_is_declared_once_and_is_a_module_constant() -> None:
         v for m in modules for k, v in vars(m).items() if k.isupper() and isinstance(v, str)
     }
     assert set(names) <= constants
-    assert a.SNAPSHOT_FOR == "kube-nudge.io/snapshot-for"
+    assert copies.SNAPSHOT_FOR == "kube-nudge.io/snapshot-for"
     assert a.LOADED_HASH == "kube-nudge.io/loaded-hash"
 
 

@@ -24,25 +24,21 @@ from kube_nudge.model import (
     project_workload,
     source_state,
 )
-from kube_nudge.model.annotations import (
-    ROLLED_TO,
+from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOTS, WorkloadDefaults
+from kube_nudge.model.references import SourceRef, rename_references
+from kube_nudge.model.standins import format_stand_ins as format_snapshots
+from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
+from kube_nudge.model.standins import restore_sources
+from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
+from kube_nudge.strategies.snapshot.copies import (
+    MAX_NAME,
     SNAPSHOT_FOR,
     SNAPSHOT_LABEL,
     SNAPSHOT_OF,
-    SNAPSHOTS,
-    WorkloadDefaults,
-)
-from kube_nudge.model.references import SourceRef, rename_references
-from kube_nudge.model.snapshots import (
-    MAX_NAME,
     copy_manifest,
     copy_name,
-    format_snapshots,
     is_copy_of,
-    parse_snapshots,
-    restore_sources,
 )
-from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
 
 KEY = b"k" * 32
 NS = "shop"

@@ -397,7 +397,7 @@ CONFIG_HASH: Final = _declare(Annotation(
 ))
 #: Strategy `snapshot`: which immutable copy stands for which source in this template,
 #: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
-#: brings back the copies of its time (see `model.snapshots`).
+#: brings back the copies of its time (see `model.standins`).
 SNAPSHOTS: Final = _declare(Annotation(
     PREFIX + "snapshots", On.POD_TEMPLATE, By.CONTROLLER,
     "strategy snapshot: which copy stands for which source",
@@ -474,22 +474,6 @@ RELOAD_FAILED_AT: Final = _declare(Annotation(
     values="Unix seconds",
 ))
 
-# On the copies the `snapshot` strategy makes.
-SNAPSHOT_LABEL: Final = _declare(Annotation(
-    PREFIX + "snapshot", On.COPY, By.CONTROLLER,
-    "marks a copy: informers leave copies out; kubectl get cm -l kube-nudge.io/snapshot",
-    values="true", label=True,
-))
-SNAPSHOT_OF: Final = _declare(Annotation(
-    PREFIX + "snapshot-of", On.COPY, By.CONTROLLER, "the source a copy copies",
-    values="e.g. configmap/app",
-))
-SNAPSHOT_FOR: Final = _declare(Annotation(
-    PREFIX + "snapshot-for", On.COPY, By.CONTROLLER,
-    "the workload a copy was made for (each has its own copies, so a thousand workloads "
-    "reading one ConfigMap never contend for one object)",
-    values="the workload's uid", label=True,
-))
 # fmt: on
 
 #: Every annotation and label of the contract, in the order of README's table.

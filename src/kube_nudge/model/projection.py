@@ -46,7 +46,7 @@ from kube_nudge.model.references import (
     merge,
 )
 from kube_nudge.model.sharing import shared
-from kube_nudge.model.snapshots import parse_snapshots, restore_sources
+from kube_nudge.model.standins import parse_stand_ins, restore_sources
 from kube_nudge.model.visibility import counted
 
 __all__ = [
@@ -230,7 +230,7 @@ def project_workload(
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
     # A snapshot template names copies: what it consumes are the sources they stand for.
-    copies = parse_snapshots(template_annotation(obj, template_path, SNAPSHOTS))
+    copies = parse_stand_ins(template_annotation(obj, template_path, SNAPSHOTS))
     direct: frozenset[SourceRef] = _NONE
     if settings.strategy == STRATEGY_SNAPSHOT:
         direct = frozenset(ref for ref in consumed if (ref.kind, ref.name) not in copies)
