@@ -60,7 +60,6 @@ __all__ = [
     "PREFIX",
     "SHARE_ALL",
     "SOURCE_ANNOTATIONS",
-    "STRATEGY_SNAPSHOT",
     "TRUE_SPELLINGS",
     "WORKLOAD_ANNOTATIONS",
     "Annotation",
@@ -102,15 +101,11 @@ MIN_PROGRESS_DEADLINE: Final = 1.0
 MAX_PROGRESS_DEADLINE: Final = 86400.0
 MAX_ROLLOUT_ORDER: Final = 1_000_000
 STRATEGY_ROLLOUT: Final = "rollout"
-STRATEGY_SNAPSHOT: Final = "snapshot"
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
 #: Strategy names the model accepts when no registry is given (the app passes the
 #: registry's names, `strategies.registry.strategy_names()`, through
 #: `WorkloadDefaults.strategies`).
 DEFAULT_STRATEGY_NAMES: Final = (STRATEGY_ROLLOUT,)
-#: The strategies the `strategy` annotation's documentation names (a unit test keeps it
-#: equal to the registry's, which the model cannot import).
-DOCUMENTED_STRATEGIES: Final = ("rollout", "hot", "notify", "snapshot")
 ADOPT_ROLL_STALE: Final = "roll-stale"
 ADOPT_NEVER_ROLL: Final = "never-roll"
 APPROVAL_REQUIRED: Final = "required"
@@ -306,10 +301,9 @@ MAX_ROLLOUTS: Final = _declare(Annotation(
 ))
 STRATEGY: Final = _declare(Annotation(
     PREFIX + "strategy", On.WORKLOAD, By.USER,
-    "how to apply a change: rollout writes the hash on the pod template; hot reloads in "
-    "place what refreshed volumes carry and rolls for the rest; notify only posts an Event "
-    "ConfigChanged; snapshot rolls onto immutable copies of the config",
-    values=", ".join(DOCUMENTED_STRATEGIES[:-1]) + f" or {DOCUMENTED_STRATEGIES[-1]}",
+    # The registry's contract adds each registered strategy's name and words to these.
+    "how to apply a change: rollout writes the hash on the pod template",
+    values=STRATEGY_ROLLOUT,
     shown_default=f"{DEFAULT_STRATEGY} (--strategy)", field="strategy",
     parse_in=_parse_strategy, default_from=lambda defaults: defaults.strategy,
 ))
@@ -349,8 +343,8 @@ ROLLOUT_WINDOW: Final = _declare(Annotation(
 ))
 ON_FAILURE: Final = _declare(Annotation(
     PREFIX + "on-failure", On.WORKLOAD, By.USER,
-    "when a rollout fails: hold (stop the line) or rollback (strategy snapshot only: back "
-    "to the previous revision's copies)",
+    "when a rollout fails: hold (stop the line) or rollback (strategies that keep earlier "
+    "configs only: back to the previous revision's copies)",
     values=f"{ON_FAILURE_HOLD} or {ON_FAILURE_ROLLBACK}", shown_default=ON_FAILURE_HOLD,
     field="rollback_on_failure",
     parse=one_of({ON_FAILURE_HOLD: False, ON_FAILURE_ROLLBACK: True}), default=False,
@@ -395,12 +389,12 @@ CONFIG_HASH: Final = _declare(Annotation(
     PREFIX + "config-hash", On.POD_TEMPLATE, By.CONTROLLER,
     "the hash of the consumed config the pods run; writing it rolls the workload",
 ))
-#: Strategy `snapshot`: which immutable copy stands for which source in this template,
+#: Which stand-in (an immutable copy) stands for which source in this template,
 #: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
 #: brings back the copies of its time (see `model.standins`).
 SNAPSHOTS: Final = _declare(Annotation(
     PREFIX + "snapshots", On.POD_TEMPLATE, By.CONTROLLER,
-    "strategy snapshot: which copy stands for which source",
+    "which copy stands for which source, on a template that names copies",
     values='JSON, e.g. {"configmap/app-1a2b3c4d5e6f":"app"}',
 ))
 #: Adoption never touches the pod template, so opting in (or migrating hundreds of workloads
@@ -429,8 +423,8 @@ KEY_ID: Final = _declare(Annotation(
 #: reverted on purpose (`kubectl rollout undo`): left alone until the config changes again.
 ROLLED_TO: Final = _declare(Annotation(
     PREFIX + "rolled-to", On.WORKLOAD_METADATA, By.CONTROLLER,
-    "strategy snapshot: the hash it last rolled to; a template that differs was reverted "
-    "on purpose",
+    "with strategies that name copies: the hash it last rolled to; a template that differs "
+    "was reverted on purpose",
 ))
 #: Kept on the workload so that a restart or a new leader still stops the line (and
 #: notifies once).
@@ -573,11 +567,12 @@ def parse_workload(
     if values["enabled"] is None:
         values["enabled"] = peers.workload is not None and peers.workload.enabled
     extra = {*values.pop("configmaps"), *values.pop("secrets"), *peers.named}
-    if values["rollback_on_failure"] and values["strategy"] != STRATEGY_SNAPSHOT:
+    rolling_back = [e.name for e in defaults.extensions if e.rolls_back]
+    if values["rollback_on_failure"] and values["strategy"] not in rolling_back:
         errors.append(
-            f'{ON_FAILURE} "{ON_FAILURE_ROLLBACK}" needs {STRATEGY}: {STRATEGY_SNAPSHOT} (with '
-            f"{values['strategy']!r} the earlier config is gone once the source is edited); "
-            "holding on failure instead"
+            f'{ON_FAILURE} "{ON_FAILURE_ROLLBACK}" needs {STRATEGY}: {" or ".join(rolling_back)} '
+            f"(with {values['strategy']!r} the earlier config is gone once the source is "
+            "edited); holding on failure instead"
         )
         values["rollback_on_failure"] = False
     workload = peers.workload

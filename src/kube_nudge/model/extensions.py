@@ -11,8 +11,8 @@ strategy:
   ``WorkloadSettings.extras`` under its name (read with ``Extras.of``);
 - ``view``: what it needs of a workload's metadata annotations, kept in
   ``WorkloadView.extras`` under its name;
-- ``stand_ins``: objects a pod template names in place of sources (every strategy must see
-  them, whichever the workload uses now);
+- ``uses_stand_ins``: its templates name stand-ins in place of sources
+  (``model.standins``), so the projection records what only such a workload has;
 - ``hold``: a decision it vetoes (``model.decide`` asks the workload's strategy);
 - ``status``: a state ``kube-nudge status`` gives a workload it is delivering to.
 """
@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kube_nudge.model.declarations import Annotation
-from kube_nudge.model.podtemplate import TemplatePath
-from kube_nudge.model.references import SourceKind
 
 if TYPE_CHECKING:
     from kube_nudge.model.annotations import WorkloadSettings
@@ -33,12 +31,9 @@ if TYPE_CHECKING:
     from kube_nudge.model.memory import WorkloadMemory
     from kube_nudge.model.projection import WorkloadView
 
-__all__ = ["NO_EXTRAS", "Extras", "StandIns", "StrategyModel"]
+__all__ = ["NO_EXTRAS", "Extras", "StrategyModel"]
 
 T = TypeVar("T")
-
-StandIns = Mapping[tuple[SourceKind, str], str]
-"""(kind, stand-in name) -> the name of the source it stands for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +72,6 @@ class StrategyModel:
     """Called with the parsed values of its workload annotations, by field."""
     view: Callable[[Mapping[str, Any], WorkloadSettings], Hashable | None] | None = None
     """From a workload's metadata annotations and settings: its view extras, or None."""
-    stand_ins: Callable[[Mapping[str, Any], TemplatePath], StandIns] | None = None
-    """From a workload object and where its pod template is: the objects the template names
-    in place of sources."""
     hold: Callable[[WorkloadView, Assessment, WorkloadMemory], Hold | None] | None = None
     """Called for workloads using it once the config is complete: a hold, or None."""
     status: Callable[[WorkloadView, int], tuple[str, str] | None] | None = None
@@ -87,6 +79,7 @@ class StrategyModel:
     config: its state and detail, or None."""
     rolls_back: bool = False
     """It keeps earlier configs, so ``kube-nudge.io/on-failure: rollback`` is valid with it."""
-    records_rolled_to: bool = False
-    """It records the hash it rolled to (``kube-nudge.io/rolled-to``) because its template
-    may name an earlier config on purpose (an undo)."""
+    uses_stand_ins: bool = False
+    """Its templates name stand-ins in place of sources: it records the hash it rolled to
+    (``kube-nudge.io/rolled-to``), as an undo brings back earlier stand-ins on purpose, and
+    sources its template names directly are to be pointed back at their stand-ins."""

@@ -72,7 +72,7 @@ def classify(
         )
     if view.rolled_back:
         return "rolled-back", (
-            "its template was reverted to an earlier config snapshot (kubectl rollout undo?); "
+            "its template was reverted to an earlier config (kubectl rollout undo?); "
             "kube-nudge leaves it until the config changes again"
         )
     if without is not None and (unsure := _unverified(pods, without)) is not None:

@@ -12,9 +12,10 @@ automatically; the controller and the app never name a strategy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
-from kube_nudge.model.annotations import ANNOTATIONS, DEFAULT_STRATEGY
+from kube_nudge.model.annotations import ANNOTATIONS, DEFAULT_STRATEGY, STRATEGY
 from kube_nudge.model.declarations import Annotation
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.strategies.base import (
@@ -148,9 +149,19 @@ def model_extensions() -> tuple[StrategyModel, ...]:
 
 
 def contract() -> tuple[Annotation, ...]:
-    """The whole annotation contract in the order of README's table: the model's own, then
-    each strategy's (in ``strategy_names`` order)."""
+    """The whole annotation contract in the order of README's table: the model's own (the
+    strategy annotation naming every registered strategy), then each strategy's (in
+    ``strategy_names`` order)."""
     return (
-        *ANNOTATIONS,
+        *(_naming_strategies(a) if a.name == STRATEGY else a for a in ANNOTATIONS),
         *(annotation for model in model_extensions() for annotation in model.annotations),
     )
+
+
+def _naming_strategies(declared: Annotation) -> Annotation:
+    """The strategy annotation's declaration with every registered strategy's name among
+    its values and its words in its documentation."""
+    names = strategy_names()
+    values = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+    docs = (model.doc for model in model_extensions() if model.doc)
+    return replace(declared, doc="; ".join((declared.doc, *docs)), values=values)

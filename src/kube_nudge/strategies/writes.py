@@ -158,7 +158,7 @@ async def roll(
 ) -> None:
     """Write the new hash on the pod template: the workload rolls."""
     what = describe_apply(plan, assessment.states, target.namespace)
-    if target.view.snapshot_copies:
+    if target.view.stand_ins:
 
         async def build(workload: JSON) -> dict[str, Any]:
             return leave_snapshots(target, workload, plan, assessment.key_id, what)

@@ -108,7 +108,7 @@ class HotStrategy(AdoptsBaseline):
         reasons = restart_reasons(plan, assessment.visible, assessment.states, target.namespace)
         if not view.pod_selector:
             reasons.append("its pods can't be found (no spec.selector)")
-        if view.snapshot_copies:
+        if view.stand_ins:
             reasons.append("its template still names snapshot copies")
         if reasons:
             self._context.metrics.hot_reloads.labels(outcome="rolled").inc()

@@ -37,7 +37,6 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
-from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
 from kube_nudge.model.standins import (
@@ -55,13 +54,13 @@ from kube_nudge.strategies.base import (
     changes_field,
 )
 from kube_nudge.strategies.snapshot.copies import (
-    COPY_ANNOTATIONS,
     SNAPSHOT_FOR,
     SNAPSHOT_LABEL,
     copy_manifest,
     copy_name,
     is_copy_of,
 )
+from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
 from kube_nudge.strategies.snapshot.webhook import SnapshotWebhook
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
@@ -98,11 +97,7 @@ class SnapshotStrategy(AdoptsBaseline):
     rolls_back_to = "the previous config snapshots"
     #: Its copies are its own objects, never sources (``OwnsSources``).
     owned_source_labels = frozenset({SNAPSHOT_LABEL})
-    model = StrategyModel(
-        name,
-        doc="snapshot rolls onto immutable copies of the config",
-        annotations=COPY_ANNOTATIONS,
-    )
+    model = SNAPSHOT_MODEL
 
     @staticmethod
     def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
@@ -267,7 +262,7 @@ class SnapshotStrategy(AdoptsBaseline):
         once the workload's controller has seen its latest template: until then it may
         still make a revision of an intermediate one."""
         revisions = target.kind.revisions
-        if revisions is None or (not target.view.snapshot_copies and target.view.rolled_to is None):
+        if revisions is None or (not target.view.stand_ins and target.view.rolled_to is None):
             return None  # never rolled onto copies: none to look after (adoption stays cheap)
         client = self._context.client
         workload = await client.get(target.kind.resource.path(target.namespace, target.name))
