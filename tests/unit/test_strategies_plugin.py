@@ -8,6 +8,7 @@ served. Nothing outside its package names it."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import replace
 
 import httpx2 as httpx
 import pytest
@@ -133,6 +134,21 @@ async def test_the_controller_decides_for_it_and_it_acts(controller: Controller)
     seen(controller, toy_workload(template_hash=second), "debug")
     assert (await controller.reconciler.reconcile(APP_KEY)).action == "none"
     assert ToyStrategy.calls[3:] == ["maintain app"]
+
+
+async def test_the_controller_asks_its_own_hold(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`decide` asks the workload's strategy for a hold of its own (``StrategyModel.hold``),
+    here the toy's on its own setting: no change is applied."""
+    monkeypatch.setattr(controller.reconciler, "events", PostedEvents())
+    first = desired(toy_workload(), sources(LEVEL="info"))
+    annotations = {"kube-nudge.io/strategy": "toy", GREETING: "howdy"}
+    howdy, _ = parse_workload(annotations, NS, product_defaults())
+    seen(controller, replace(toy_workload(baseline=first), settings=howdy), "debug")
+    outcome = await controller.reconciler.reconcile(APP_KEY)
+    assert (outcome.action, outcome.state) == ("held", "held-invalid")
+    assert not any(call.startswith("apply") for call in ToyStrategy.calls)
 
 
 async def test_its_own_objects_are_no_sources_and_its_webhook_is_served(

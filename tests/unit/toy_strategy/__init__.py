@@ -6,7 +6,8 @@ chosen, decided for and acted on through the hooks alone. Its hooks: ``Maintaini
 own ConfigMaps (``OwnsSources``), one webhook (``ServesWebhooks``), what a pod runs
 (``PodConfig``: the hash in its annotation ``toy.example/runs``) and what it adds to the
 model (``ExtendsModel``): one annotation of its own, ``toy.example/greeting``, parsed into
-its own settings (``ToySettings``, read with ``toy_settings``)."""
+its own settings (``ToySettings``, read with ``toy_settings``), and a hold: it holds the
+changes of a workload that greets ``howdy``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kube_nudge.model import Adopt, Apply, Assessment, WorkloadSettings
+from kube_nudge.model import (
+    Adopt,
+    Apply,
+    Assessment,
+    Hold,
+    WorkloadMemory,
+    WorkloadSettings,
+    WorkloadView,
+)
 from kube_nudge.model.declarations import Annotation, By, On
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.parsing import one_of
@@ -55,6 +64,12 @@ def toy_settings(settings: WorkloadSettings) -> ToySettings:
     return settings.extras.of("toy", ToySettings, ToySettings())
 
 
+def _hold(view: WorkloadView, assessment: Assessment, memory: WorkloadMemory) -> Hold | None:
+    if toy_settings(view.settings).greeting != "howdy":
+        return None
+    return Hold("invalid", "ToyHowdy", "the toy holds whoever greets howdy")
+
+
 class ToyWebhook:
     """A webhook that only remembers the server it was registered on."""
 
@@ -75,7 +90,7 @@ class ToyStrategy:
     delivers = True
     owned_source_labels = frozenset({OWN_LABEL})
     model = StrategyModel(
-        "toy", doc="toy only records", annotations=(_GREETING,), settings=ToySettings
+        "toy", doc="toy only records", annotations=(_GREETING,), settings=ToySettings, hold=_hold
     )
     calls: list[str] = []  # shared on purpose: the controller makes the instance
 
