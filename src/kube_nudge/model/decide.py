@@ -177,10 +177,8 @@ def decide(
         return Adopt(assessment.desired, new_key=True)
     if assessment.missing:
         return Hold("missing", "ConfigMissing", "not rolling: " + "; ".join(assessment.missing))
-    if strategy is not None and strategy.hold is not None:
-        held = strategy.hold(view, assessment, memory)
-        if held is not None:
-            return held
+    if (held := _own_hold(strategy, view, assessment, memory)) is not None:
+        return held
     uncopied = _uncopied(view, assessment)
     if assessment.desired == applied and not uncopied:
         return Noop()
@@ -210,6 +208,18 @@ def decide(
         had_baseline=bool(view.baseline_hash),
         uncopied=uncopied if assessment.desired == applied else (),
     )
+
+
+def _own_hold(
+    strategy: StrategyModel | None,
+    view: WorkloadView,
+    assessment: Assessment,
+    memory: WorkloadMemory,
+) -> Hold | None:
+    """The hold the workload's strategy asks for, if it has a say."""
+    if strategy is None or strategy.hold is None:
+        return None
+    return strategy.hold(view, assessment, memory)
 
 
 def _uncopied(view: WorkloadView, assessment: Assessment) -> tuple[SourceRef, ...]:
