@@ -31,8 +31,9 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import template_annotation
-from kube_nudge.model.annotations import HOT_RELOAD, POD_SELECTOR, SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.annotations import HOT_RELOAD, POD_SELECTOR, SNAPSHOTS
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
 from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects

@@ -1,5 +1,5 @@
 """`kube-nudge annotations` and README's annotation table, both read from the declarations
-of the annotation contract (`model.annotations.ANNOTATIONS`)."""
+of the annotation contract (the model's and each strategy's, `registry.contract`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import pytest
 from kube_nudge.app.annotations_command import markdown_table, text_listing
 from kube_nudge.app.cli import build_parser, main
 from kube_nudge.app.completion_command import bash_script, describe
-from kube_nudge.model.annotations import ANNOTATIONS, HOT_DEADLINE
+from kube_nudge.strategies.hot.settings import HOT_DEADLINE
+from kube_nudge.strategies.registry import contract
+
+ANNOTATIONS = contract()
 
 REPO = Path(__file__).resolve().parents[2]
 

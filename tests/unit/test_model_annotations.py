@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import annotations as a
 from kube_nudge.model import compat
 from kube_nudge.model.annotations import (
@@ -19,6 +20,7 @@ from kube_nudge.model.annotations import (
     parse_workload,
 )
 from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.strategies.hot.settings import DEFAULT_HOT_DEADLINE, HotSettings, hot_settings
 
 NS = "team"
 DEFAULTS = WorkloadSettings(
@@ -526,14 +528,18 @@ def test_parse_duration_message_truncates() -> None:
 
 
 def test_hot_settings_parse_and_bad_values_name_themselves() -> None:
+    def parse(annotations: dict[str, Any]) -> tuple[HotSettings, list[str]]:
+        settings, errors = parse_workload(annotations, NS, product_defaults())
+        return hot_settings(settings), errors
+
     settings, errors = parse({"kube-nudge.io/hot-fallback": "warn",
                               "kube-nudge.io/hot-deadline": "45s"})  # fmt: skip
     assert errors == []
-    assert (settings.hot_fallback_rollout, settings.hot_deadline) == (False, 45.0)
+    assert (settings.fallback_rollout, settings.deadline) == (False, 45.0)
     settings, errors = parse({"kube-nudge.io/hot-fallback": "restart",
                               "kube-nudge.io/hot-deadline": "2s"})  # fmt: skip
     assert errors == [
         'kube-nudge.io/hot-fallback must be "rollout" or "warn", got "restart"',
         'kube-nudge.io/hot-deadline must be a duration between 5s and 1h such as "2m", got "2s"',
     ]
-    assert (settings.hot_fallback_rollout, settings.hot_deadline) == (True, a.DEFAULT_HOT_DEADLINE)
+    assert (settings.fallback_rollout, settings.deadline) == (True, DEFAULT_HOT_DEADLINE)

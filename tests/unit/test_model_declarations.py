@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 from kube_nudge.agent import podrecord
 from kube_nudge.model import annotations as a
 from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.strategies import registry
+from kube_nudge.strategies.snapshot import copies
+
+#: The whole contract: the model's declarations and every strategy's.
+CONTRACT = registry.contract()
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "kube_nudge"
 #: `kube-nudge.io/...` strings in the code that are not annotations or labels.
@@ -30,16 +37,21 @@ def test_every_name_the_code_uses_is_declared() -> None:
     used = set()
     for path in SRC.rglob("*.py"):
         used |= set(re.findall(r"kube-nudge\.io/[a-z0-9-]*[a-z0-9]", path.read_text()))
-    declared = {annotation.name for annotation in a.ANNOTATIONS}
+    declared = {annotation.name for annotation in CONTRACT}
     assert used - NOT_ANNOTATIONS - declared == set()
 
 
 def test_each_name_is_declared_once_and_is_a_module_constant() -> None:
-    names = [annotation.name for annotation in a.ANNOTATIONS]
+    names = [annotation.name for annotation in CONTRACT]
     assert len(names) == len(set(names))
-    constants = {v for k, v in vars(a).items() if k.isupper() and isinstance(v, str)}
+    modules = [a] + [
+        module for name, module in sys.modules.items() if name.startswith("kube_nudge.strategies.")
+    ]
+    constants = {
+        v for m in modules for k, v in vars(m).items() if k.isupper() and isinstance(v, str)
+    }
     assert set(names) <= constants
-    assert a.SNAPSHOT_FOR == "kube-nudge.io/snapshot-for"
+    assert copies.SNAPSHOT_FOR == "kube-nudge.io/snapshot-for"
     assert a.LOADED_HASH == "kube-nudge.io/loaded-hash"
 
 
@@ -53,8 +65,21 @@ def test_parsed_declarations_fill_the_settings_fields() -> None:
         assert annotation.by is By.USER and annotation.values and annotation.shown_default
 
 
+def test_a_strategys_declarations_fill_its_own_settings_fields() -> None:
+    for model in registry.model_extensions():
+        parsed = [d for d in model.annotations if d.field]
+        if not parsed:
+            continue
+        settings: Any = model.settings
+        assert dataclasses.is_dataclass(settings)
+        own = {f.name for f in dataclasses.fields(settings)}
+        assert {f for d in parsed for f in _fields(d)} <= own
+        for annotation in parsed:
+            assert annotation.on is On.WORKLOAD and annotation.by is By.USER
+
+
 def test_only_what_users_set_is_parsed() -> None:
-    for annotation in a.ANNOTATIONS:
+    for annotation in CONTRACT:
         assert annotation.doc and annotation.doc == annotation.doc.strip()
         if annotation.by is not By.USER:
             assert not annotation.field and annotation.parse is None
@@ -63,7 +88,7 @@ def test_only_what_users_set_is_parsed() -> None:
 
 
 def test_the_agents_copies_are_declared_as_the_agents() -> None:
-    agents = {annotation.name for annotation in a.ANNOTATIONS if annotation.by is By.AGENT}
+    agents = {annotation.name for annotation in CONTRACT if annotation.by is By.AGENT}
     assert agents == {podrecord.LOADED_AT, podrecord.LOADED_HASH, podrecord.RELOAD_FAILED_AT}
 
 

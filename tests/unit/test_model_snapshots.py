@@ -4,6 +4,7 @@ form, copies mapped back to their sources, and an undo left alone."""
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 from hypothesis import given
@@ -24,27 +25,26 @@ from kube_nudge.model import (
     project_workload,
     source_state,
 )
-from kube_nudge.model.annotations import (
-    ROLLED_TO,
+from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOTS, WorkloadDefaults
+from kube_nudge.model.references import SourceRef, rename_references
+from kube_nudge.model.standins import format_stand_ins as format_snapshots
+from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
+from kube_nudge.model.standins import restore_sources
+from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
+from kube_nudge.strategies.snapshot.copies import (
+    MAX_NAME,
     SNAPSHOT_FOR,
     SNAPSHOT_LABEL,
     SNAPSHOT_OF,
-    SNAPSHOTS,
-    WorkloadDefaults,
-)
-from kube_nudge.model.references import SourceRef, rename_references
-from kube_nudge.model.snapshots import (
-    MAX_NAME,
     copy_manifest,
     copy_name,
-    format_snapshots,
     is_copy_of,
-    parse_snapshots,
-    restore_sources,
 )
-from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
+from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
 
 KEY = b"k" * 32
+#: The workloads here use strategy snapshot: decided with what it adds to the model.
+decide = partial(decide, strategy=SNAPSHOT_MODEL)
 NS = "shop"
 APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")
 DB = SourceRef(SourceKind.SECRET, NS, "db")
@@ -131,7 +131,7 @@ def workload(spec: dict[str, Any], *, template: dict[str, str], rolled_to: str |
         "metadata": {"namespace": NS, "uid": "u1", "annotations": annotations},
         "spec": {"template": {"metadata": {"annotations": template}, "spec": spec}},
     }
-    defaults = WorkloadDefaults(strategies=("rollout", "snapshot"))
+    defaults = WorkloadDefaults(strategies=("rollout", "snapshot"), extensions=(SNAPSHOT_MODEL,))
     view = project_workload(obj, ("spec", "template"), defaults)
     assert view is not None
     return view
@@ -151,8 +151,17 @@ def test_a_snapshot_template_hashes_like_its_sources_and_an_undo_is_left_alone()
         template={CONFIG_HASH: desired, SNAPSHOTS: format_snapshots(mapping)},
     )  # fmt: skip
     assert current.consumed == plain.consumed
-    assert current.snapshot_copies == frozenset(mapping)
-    assert decide(current, assess(current, sources.get, KEY), WorkloadMemory(), 1e9) == Noop()
+    assert current.stand_ins == frozenset(mapping)
+    assert (
+        decide(
+            current,
+            assess(current, sources.get, KEY),
+            WorkloadMemory(),
+            1e9,
+            strategy=SNAPSHOT_MODEL,
+        )
+        == Noop()
+    )
 
     # kubectl rollout undo: the template of an earlier snapshot comes back.
     old = {(SourceKind.CONFIGMAP, "app-old"): "app", (SourceKind.SECRET, "db-old"): "db"}
@@ -161,12 +170,16 @@ def test_a_snapshot_template_hashes_like_its_sources_and_an_undo_is_left_alone()
         template={CONFIG_HASH: "v1-older", SNAPSHOTS: format_snapshots(old)},
     )  # fmt: skip
     assert undone.rolled_back
-    decision = decide(undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9)
+    decision = decide(
+        undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9, strategy=SNAPSHOT_MODEL
+    )
     assert isinstance(decision, Hold)
     assert (decision.reason, decision.event_reason) == ("rolled-back", "ConfigRolledBack")
     # The next real change rolls forward again.
     sources[APP] = project_source(configmap(LEVEL="debug"))
-    changed = decide(undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9)
+    changed = decide(
+        undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9, strategy=SNAPSHOT_MODEL
+    )
     assert not isinstance(changed, Hold | Noop)
 
 
@@ -205,7 +218,13 @@ def test_a_template_naming_its_sources_again_goes_back_onto_copies() -> None:
         pod_spec("app", "db"), rolled_to=desired,
         template={CONFIG_HASH: desired, SNAPSHOTS: format_snapshots(mapping)},
     )  # fmt: skip
-    decision = decide(reapplied, assess(reapplied, sources.get, KEY), WorkloadMemory(), 1e9)
+    decision = decide(
+        reapplied,
+        assess(reapplied, sources.get, KEY),
+        WorkloadMemory(),
+        1e9,
+        strategy=SNAPSHOT_MODEL,
+    )
     assert isinstance(decision, Apply) and decision.config_hash == desired
     assert decision.uncopied == (APP, DB)
     assert describe_apply(decision, {}, NS) == (
@@ -213,7 +232,16 @@ def test_a_template_naming_its_sources_again_goes_back_onto_copies() -> None:
     )
     # Before its first snapshot (only adopted), naming sources is normal: nothing to do.
     adopted = workload(pod_spec("app", "db"), rolled_to=None, template={CONFIG_HASH: desired})
-    assert decide(adopted, assess(adopted, sources.get, KEY), WorkloadMemory(), 1e9) == Noop()
+    assert (
+        decide(
+            adopted,
+            assess(adopted, sources.get, KEY),
+            WorkloadMemory(),
+            1e9,
+            strategy=SNAPSHOT_MODEL,
+        )
+        == Noop()
+    )
 
 
 def deployment(spec: dict[str, Any], template_annotations: dict[str, str]) -> dict[str, Any]:
@@ -232,7 +260,7 @@ def test_the_webhook_puts_a_reapplied_manifest_back_onto_current_copies_only() -
     mapping = {(ref.kind, name): ref.name for ref, name in copies.items()}
     kept = {CONFIG_HASH: "v1-abc", SNAPSHOTS: format_snapshots(mapping)}
     stored = deployment(pod_spec(copies[APP], copies[DB]), kept)
-    defaults = WorkloadDefaults(strategies=("rollout", "snapshot"))
+    defaults = WorkloadDefaults(strategies=("rollout", "snapshot"), extensions=(SNAPSHOT_MODEL,))
     path = ("spec", "template")
 
     def restore(new: dict[str, Any], old: dict[str, Any] | None) -> Any:

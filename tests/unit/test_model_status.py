@@ -8,8 +8,16 @@ from dataclasses import replace
 from typing import Any
 
 from kube_nudge.model import CONFIG_HASH, WorkloadDefaults, WorkloadView, project_workload
-from kube_nudge.model.annotations import FAILED, ROLLOUT_WINDOW, format_failed
+from kube_nudge.model.annotations import (
+    BASELINE_HASH,
+    FAILED,
+    HOT_RELOAD,
+    ROLLOUT_WINDOW,
+    format_failed,
+    format_hash_at,
+)
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
+from kube_nudge.strategies.registry import model_extensions
 
 THURSDAY = 0.0  # 1970-01-01 00:00 UTC
 MONDAY_MORNING = 4 * 86400 + 9.5 * 3600  # 1970-01-05 09:30 UTC
@@ -154,3 +162,32 @@ def test_an_opted_out_workload_with_stale_pods_names_the_sources_that_never_refr
     )
     fresh = classify(opted_out, None, (), PodFacts({"-": 2}), now=THURSDAY)
     assert fresh == ("current", "pods started after their config last changed")
+
+
+def test_a_change_delivered_in_place_is_reloading_by_the_strategys_own_state() -> None:
+    """The state comes from the registered strategy (hot's `StrategyModel.status`), kept
+    of the workload's annotations by its view hook; the model names no strategy."""
+    extensions = model_extensions()
+    defaults = WorkloadDefaults(extensions=extensions)
+    obj: dict[str, Any] = {
+        "metadata": {
+            "namespace": "shop",
+            "uid": "u",
+            "annotations": {
+                "kube-nudge.io/enabled": "true",
+                BASELINE_HASH: "v1-b",
+                HOT_RELOAD: format_hash_at("v1-b", 1.0),
+            },
+        },
+        "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}},
+    }
+    delivering = project_workload(obj, ("spec", "template"), defaults)
+    assert delivering is not None
+    facts = PodFacts({"v1-a": 2}, 0, 0)
+    state, detail = classify(delivering, "v1-b", (), facts, now=THURSDAY, extensions=extensions)
+    assert (state, detail) == (
+        "reloading",
+        "reloading v1-b in place (strategy hot); 2 pod(s) have not confirmed it yet",
+    )
+    # Without the strategies' hooks, it is what the pods run.
+    assert classify(delivering, "v1-b", (), facts, now=THURSDAY)[0] == "current"

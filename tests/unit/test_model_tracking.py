@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import CONFIG_HASH, ROLLED_AT, WorkloadView, parse_workload, project_workload
 from kube_nudge.model.annotations import (
     APPROVED_AT,
@@ -195,7 +196,7 @@ def test_release_annotations_parse_and_bad_values_name_the_fix() -> None:
     settings, errors = parse_workload(
         {"kube-nudge.io/rollout-order": "first", "kube-nudge.io/progress-deadline": "0s",
          "kube-nudge.io/approval": "yes", "kube-nudge.io/on-failure": "rollback"},
-        "shop",
+        "shop", product_defaults(),
     )  # fmt: skip
     assert errors == [
         'kube-nudge.io/rollout-order must be a whole number from 0 to 1000000 such as "1" '

@@ -8,6 +8,7 @@ served. Nothing outside its package names it."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import replace
 
 import httpx2 as httpx
 import pytest
@@ -24,6 +25,7 @@ from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.registry import (
+    contract,
     owned_source_labels,
     register,
     strategy_names,
@@ -40,7 +42,7 @@ from tests.unit.fakes import (
     sources,
     workload,
 )
-from tests.unit.toy_strategy import OWN_LABEL, RUNS, ToyStrategy, ToyWebhook
+from tests.unit.toy_strategy import GREETING, OWN_LABEL, RUNS, ToyStrategy, ToyWebhook, toy_settings
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 APP_KEY: WorkloadKey = (DEPLOYMENT, NS, "app")
@@ -90,9 +92,23 @@ def test_a_registered_strategy_is_one_the_annotation_accepts(toy: type[ToyStrate
     assert (settings.strategy, errors) == ("toy", [])
 
 
+def test_its_own_annotation_is_declared_and_parsed_into_its_own_settings(
+    toy: type[ToyStrategy],
+) -> None:
+    [declared] = [a for a in contract() if a.name == GREETING]
+    assert contract()[-1] is declared  # after the model's and the built-in strategies'
+    annotations = {"kube-nudge.io/strategy": "toy", GREETING: "howdy"}
+    settings, errors = parse_workload(annotations, NS, product_defaults())
+    assert (toy_settings(settings).greeting, errors) == ("howdy", [])
+    settings, errors = parse_workload({**annotations, GREETING: "hi"}, NS, product_defaults())
+    assert toy_settings(settings).greeting == "hello"
+    assert errors == [f'{GREETING} must be "hello" or "howdy", got "hi"']
+
+
 def test_unregistered_it_is_gone_again() -> None:
     assert "toy" not in strategy_names()
     assert OWN_LABEL not in owned_source_labels()
+    assert GREETING not in {a.name for a in contract()}
 
     class Rollout(ToyStrategy):
         name = "rollout"
@@ -119,6 +135,21 @@ async def test_the_controller_decides_for_it_and_it_acts(controller: Controller)
     seen(controller, toy_workload(template_hash=second), "debug")
     assert (await controller.reconciler.reconcile(APP_KEY)).action == "none"
     assert ToyStrategy.calls[3:] == ["maintain app"]
+
+
+async def test_the_controller_asks_its_own_hold(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`decide` asks the workload's strategy for a hold of its own (``StrategyModel.hold``),
+    here the toy's on its own setting: no change is applied."""
+    monkeypatch.setattr(controller.reconciler, "events", PostedEvents())
+    first = desired(toy_workload(), sources(LEVEL="info"))
+    annotations = {"kube-nudge.io/strategy": "toy", GREETING: "howdy"}
+    howdy, _ = parse_workload(annotations, NS, product_defaults())
+    seen(controller, replace(toy_workload(baseline=first), settings=howdy), "debug")
+    outcome = await controller.reconciler.reconcile(APP_KEY)
+    assert (outcome.action, outcome.state) == ("held", "held-invalid")
+    assert not any(call.startswith("apply") for call in ToyStrategy.calls)
 
 
 async def test_its_own_objects_are_no_sources_and_its_webhook_is_served(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import parse_workload
-from kube_nudge.model.annotations import DOCUMENTED_STRATEGIES
-from kube_nudge.strategies.registry import STRATEGIES, delivers, strategy_names
+from kube_nudge.model.annotations import STRATEGY
+from kube_nudge.strategies.registry import STRATEGIES, contract, delivers, strategy_names
 
 
 def test_the_default_comes_first_and_every_strategy_is_named() -> None:
@@ -16,8 +16,15 @@ def test_the_default_comes_first_and_every_strategy_is_named() -> None:
 
 
 def test_the_annotation_table_names_the_registered_strategies() -> None:
-    """The model cannot import the registry, so the `strategy` declaration names them."""
-    assert strategy_names() == DOCUMENTED_STRATEGIES
+    """The model cannot import the registry: the contract's `strategy` declaration names
+    them, each in its own words."""
+    [declared] = [a for a in contract() if a.name == STRATEGY]
+    assert declared.values == "rollout, hot, notify or snapshot"
+    assert declared.doc == (
+        "how to apply a change: rollout writes the hash on the pod template; hot reloads in "
+        "place what refreshed volumes carry and rolls for the rest; notify only posts an Event "
+        "ConfigChanged; snapshot rolls onto immutable copies of the config"
+    )
 
 
 def test_the_annotation_accepts_registered_strategies_only() -> None:

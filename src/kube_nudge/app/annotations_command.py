@@ -1,6 +1,6 @@
-"""``kube-nudge annotations``: the annotation contract, from its declarations
-(``model.annotations.ANNOTATIONS``): every annotation and label kube-nudge reads or writes,
-what it goes on, who writes it, what it accepts and its default.
+"""``kube-nudge annotations``: the annotation contract, from its declarations (the model's
+and each strategy's, ``strategies.registry.contract``): every annotation and label
+kube-nudge reads or writes, what it goes on, who writes it, what it accepts and its default.
 
     kube-nudge annotations                  # for a terminal
     kube-nudge annotations -o markdown      # README's table (tools/readme_annotations.py)
@@ -14,7 +14,6 @@ import sys
 import textwrap
 from collections.abc import Iterable
 
-from kube_nudge.model.annotations import ANNOTATIONS
 from kube_nudge.model.declarations import Annotation, By
 
 __all__ = ["ANNOTATIONS_COMMAND", "AnnotationsCommand", "markdown_table", "text_listing"]
@@ -32,13 +31,22 @@ def _shown_name(annotation: Annotation) -> str:
     return f"{annotation.name} (label)" if annotation.label else annotation.name
 
 
-def markdown_table(annotations: Iterable[Annotation] = ANNOTATIONS) -> str:
-    """A Markdown table with one row per annotation (README's)."""
+def _contract() -> tuple[Annotation, ...]:
+    """The model's declarations and every registered strategy's (imported lazily, like
+    every subcommand's dependencies)."""
+    from kube_nudge.strategies.registry import contract
+
+    return contract()
+
+
+def markdown_table(annotations: Iterable[Annotation] | None = None) -> str:
+    """A Markdown table with one row per annotation (README's; the whole contract unless
+    `annotations` are given)."""
     lines = [
         "| Annotation | On | Set by | Values | Default | Meaning |",
         "|---|---|---|---|---|---|",
     ]
-    for annotation in annotations:
+    for annotation in _contract() if annotations is None else annotations:
         name = f"`{annotation.name}`" + (" (label)" if annotation.label else "")
         cells = (
             name,
@@ -52,14 +60,14 @@ def markdown_table(annotations: Iterable[Annotation] = ANNOTATIONS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def text_listing(annotations: Iterable[Annotation] = ANNOTATIONS, width: int = 80) -> str:
+def text_listing(annotations: Iterable[Annotation] | None = None, width: int = 80) -> str:
     """Plain text for a terminal: by who writes them, each annotation with what it goes
     on, then its meaning, values and default indented, wrapped at `width`."""
     wrap = textwrap.TextWrapper(
         width=width, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False
     )
     by_writer: dict[By, list[Annotation]] = {}
-    for annotation in annotations:
+    for annotation in _contract() if annotations is None else annotations:
         by_writer.setdefault(annotation.by, []).append(annotation)
     blocks = []
     for writer, group in by_writer.items():

@@ -56,6 +56,7 @@ from kube_nudge.runtime.queue import WorkQueue
 from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.registry import (
     build_strategies,
+    model_extensions,
     owned_source_labels,
     strategy_names,
 )
@@ -69,8 +70,9 @@ SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-ac
 
 
 def product_defaults(**changes: Any) -> WorkloadDefaults:
-    """The product's workload defaults with every registered strategy accepted."""
-    return WorkloadDefaults(strategies=strategy_names(), **changes)
+    """The product's workload defaults with every registered strategy accepted, and what
+    each adds to the model."""
+    return WorkloadDefaults(strategies=strategy_names(), extensions=model_extensions(), **changes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import (
+    ExtendsModel,
     Maintaining,
     NotYet,
     Refused,
@@ -252,6 +253,7 @@ class Reconciler:
         return decide(
             view, assessment, memory, now, capped=strategy.capped,
             oldest_pod_start=oldest_pod_start,
+            strategy=strategy.model if isinstance(strategy, ExtendsModel) else None,
         )  # fmt: skip
 
     # -- act -------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
-from kube_nudge.strategies.registry import delivers, pod_config
+from kube_nudge.strategies.registry import delivers, model_extensions, pod_config
 
 __all__ = [
     "DRIFT_STATES",
@@ -211,6 +211,7 @@ async def _status(
         now=clock.now(),
         delivers=delivers(view.settings.strategy),
         without=unkeyed,
+        extensions=model_extensions(),
     )
     waiting_helps = state != UNVERIFIED or (pods is not None and bool(pods))
     return WorkloadStatus(

@@ -26,6 +26,7 @@ from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
 from kube_nudge.model.compat import MATCH as RELOADER_MATCH
 from kube_nudge.model.compat import SOURCE_SWITCHES, WORKLOAD_SWITCHES, translate_workload
 from kube_nudge.model.declarations import Annotation, By, On, ParseContext, Parser
+from kube_nudge.model.extensions import NO_EXTRAS, Extras, StrategyModel
 from kube_nudge.model.parsing import (
     FALSE_SPELLINGS,
     TRUE_SPELLINGS,
@@ -59,7 +60,6 @@ __all__ = [
     "PREFIX",
     "SHARE_ALL",
     "SOURCE_ANNOTATIONS",
-    "STRATEGY_SNAPSHOT",
     "TRUE_SPELLINGS",
     "WORKLOAD_ANNOTATIONS",
     "Annotation",
@@ -72,6 +72,7 @@ __all__ = [
     "format_failed",
     "format_hash_at",
     "format_rolled_at",
+    "go_duration",
     "is_dns_label",
     "is_dns_subdomain",
     "mistyped_opt_in",
@@ -99,26 +100,17 @@ MAX_ROLLOUT_WINDOW: Final = 86400.0
 MIN_PROGRESS_DEADLINE: Final = 1.0
 MAX_PROGRESS_DEADLINE: Final = 86400.0
 MAX_ROLLOUT_ORDER: Final = 1_000_000
-DEFAULT_HOT_DEADLINE: Final = 120.0
-MIN_HOT_DEADLINE: Final = 5.0
-MAX_HOT_DEADLINE: Final = 3600.0
 STRATEGY_ROLLOUT: Final = "rollout"
-STRATEGY_SNAPSHOT: Final = "snapshot"
 DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
 #: Strategy names the model accepts when no registry is given (the app passes the
 #: registry's names, `strategies.registry.strategy_names()`, through
 #: `WorkloadDefaults.strategies`).
 DEFAULT_STRATEGY_NAMES: Final = (STRATEGY_ROLLOUT,)
-#: The strategies the `strategy` annotation's documentation names (a unit test keeps it
-#: equal to the registry's, which the model cannot import).
-DOCUMENTED_STRATEGIES: Final = ("rollout", "hot", "notify", "snapshot")
 ADOPT_ROLL_STALE: Final = "roll-stale"
 ADOPT_NEVER_ROLL: Final = "never-roll"
 APPROVAL_REQUIRED: Final = "required"
 ON_FAILURE_HOLD: Final = "hold"
 ON_FAILURE_ROLLBACK: Final = "rollback"
-HOT_FALLBACK_ROLLOUT: Final = "rollout"
-HOT_FALLBACK_WARN: Final = "warn"
 SHARE_ALL: Final = "*"
 COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
 COMPAT_RELOADER: Final = compat.AUTO
@@ -237,12 +229,15 @@ def _parse_share_with(name: str, value: str) -> frozenset[str]:
     return frozenset(items)
 
 
-def _go(seconds: float) -> str:
+def go_duration(seconds: float) -> str:
     """`seconds` as the shortest Go duration of whole hours, minutes or seconds."""
     for unit, size in (("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"
     return f"{seconds:g}s"
+
+
+_go = go_duration
 
 
 # -- The contract: every annotation, declared once (README's table has this order; a
@@ -306,10 +301,9 @@ MAX_ROLLOUTS: Final = _declare(Annotation(
 ))
 STRATEGY: Final = _declare(Annotation(
     PREFIX + "strategy", On.WORKLOAD, By.USER,
-    "how to apply a change: rollout writes the hash on the pod template; hot reloads in "
-    "place what refreshed volumes carry and rolls for the rest; notify only posts an Event "
-    "ConfigChanged; snapshot rolls onto immutable copies of the config",
-    values=", ".join(DOCUMENTED_STRATEGIES[:-1]) + f" or {DOCUMENTED_STRATEGIES[-1]}",
+    # The registry's contract adds each registered strategy's name and words to these.
+    "how to apply a change: rollout writes the hash on the pod template",
+    values=STRATEGY_ROLLOUT,
     shown_default=f"{DEFAULT_STRATEGY} (--strategy)", field="strategy",
     parse_in=_parse_strategy, default_from=lambda defaults: defaults.strategy,
 ))
@@ -349,27 +343,11 @@ ROLLOUT_WINDOW: Final = _declare(Annotation(
 ))
 ON_FAILURE: Final = _declare(Annotation(
     PREFIX + "on-failure", On.WORKLOAD, By.USER,
-    "when a rollout fails: hold (stop the line) or rollback (strategy snapshot only: back "
-    "to the previous revision's copies)",
+    "when a rollout fails: hold (stop the line) or rollback (strategies that keep earlier "
+    "configs only: back to the previous revision's copies)",
     values=f"{ON_FAILURE_HOLD} or {ON_FAILURE_ROLLBACK}", shown_default=ON_FAILURE_HOLD,
     field="rollback_on_failure",
     parse=one_of({ON_FAILURE_HOLD: False, ON_FAILURE_ROLLBACK: True}), default=False,
-))
-HOT_FALLBACK: Final = _declare(Annotation(
-    PREFIX + "hot-fallback", On.WORKLOAD, By.USER,
-    "strategy hot: when a pod reports a failed reload or stays silent past the deadline, "
-    "roll the workload or only warn",
-    values=f"{HOT_FALLBACK_ROLLOUT} or {HOT_FALLBACK_WARN}", shown_default=HOT_FALLBACK_ROLLOUT,
-    field="hot_fallback_rollout",
-    parse=one_of({HOT_FALLBACK_ROLLOUT: True, HOT_FALLBACK_WARN: False}), default=True,
-))
-HOT_DEADLINE: Final = _declare(Annotation(
-    PREFIX + "hot-deadline", On.WORKLOAD, By.USER,
-    "strategy hot: how long the pods' agents have to report the reload",
-    values=f"a duration from {_go(MIN_HOT_DEADLINE)} to {_go(MAX_HOT_DEADLINE)}",
-    shown_default=_go(DEFAULT_HOT_DEADLINE), field="hot_deadline",
-    parse=duration_between(MIN_HOT_DEADLINE, MAX_HOT_DEADLINE, "5s and 1h", "2m"),
-    default=DEFAULT_HOT_DEADLINE,
 ))
 APPROVED_AT: Final = _declare(Annotation(
     PREFIX + "approved-at", On.WORKLOAD_METADATA, By.USER,
@@ -411,12 +389,12 @@ CONFIG_HASH: Final = _declare(Annotation(
     PREFIX + "config-hash", On.POD_TEMPLATE, By.CONTROLLER,
     "the hash of the consumed config the pods run; writing it rolls the workload",
 ))
-#: Strategy `snapshot`: which immutable copy stands for which source in this template,
+#: Which stand-in (an immutable copy) stands for which source in this template,
 #: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
-#: brings back the copies of its time (see `model.snapshots`).
+#: brings back the copies of its time (see `model.standins`).
 SNAPSHOTS: Final = _declare(Annotation(
     PREFIX + "snapshots", On.POD_TEMPLATE, By.CONTROLLER,
-    "strategy snapshot: which copy stands for which source",
+    "which copy stands for which source, on a template that names copies",
     values='JSON, e.g. {"configmap/app-1a2b3c4d5e6f":"app"}',
 ))
 #: Adoption never touches the pod template, so opting in (or migrating hundreds of workloads
@@ -445,8 +423,8 @@ KEY_ID: Final = _declare(Annotation(
 #: reverted on purpose (`kubectl rollout undo`): left alone until the config changes again.
 ROLLED_TO: Final = _declare(Annotation(
     PREFIX + "rolled-to", On.WORKLOAD_METADATA, By.CONTROLLER,
-    "strategy snapshot: the hash it last rolled to; a template that differs was reverted "
-    "on purpose",
+    "with strategies that name copies: the hash it last rolled to; a template that differs "
+    "was reverted on purpose",
 ))
 #: Kept on the workload so that a restart or a new leader still stops the line (and
 #: notifies once).
@@ -490,22 +468,6 @@ RELOAD_FAILED_AT: Final = _declare(Annotation(
     values="Unix seconds",
 ))
 
-# On the copies the `snapshot` strategy makes.
-SNAPSHOT_LABEL: Final = _declare(Annotation(
-    PREFIX + "snapshot", On.COPY, By.CONTROLLER,
-    "marks a copy: informers leave copies out; kubectl get cm -l kube-nudge.io/snapshot",
-    values="true", label=True,
-))
-SNAPSHOT_OF: Final = _declare(Annotation(
-    PREFIX + "snapshot-of", On.COPY, By.CONTROLLER, "the source a copy copies",
-    values="e.g. configmap/app",
-))
-SNAPSHOT_FOR: Final = _declare(Annotation(
-    PREFIX + "snapshot-for", On.COPY, By.CONTROLLER,
-    "the workload a copy was made for (each has its own copies, so a thousand workloads "
-    "reading one ConfigMap never contend for one object)",
-    values="the workload's uid", label=True,
-))
 # fmt: on
 
 #: Every annotation and label of the contract, in the order of README's table.
@@ -549,10 +511,9 @@ class WorkloadSettings:
     rollback_on_failure: bool = False
     window: RolloutWindow | None = None
     """`kube-nudge.io/rollout-window`: changes roll only while it is open."""
-    hot_fallback_rollout: bool = True
-    """Strategy `hot`: roll when a hot change isn't reloaded in time (else only warn)."""
-    hot_deadline: float = DEFAULT_HOT_DEADLINE
-    """Strategy `hot`: seconds the pods have to report reloading a hot change."""
+    extras: Extras = NO_EXTRAS
+    """What the registered strategies parsed of their own annotations, by strategy name
+    (each reads its own with an accessor of its package, through `Extras.of`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,6 +528,8 @@ class WorkloadDefaults:
     strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGY_NAMES)
     compat: bool = False
     """Also opt in workloads annotated for Wave or Reloader."""
+    extensions: tuple[StrategyModel, ...] = ()
+    """What the registered strategies add to the model (`model.extensions`), default first."""
 
 
 _PRODUCT_DEFAULTS = WorkloadDefaults()
@@ -604,11 +567,12 @@ def parse_workload(
     if values["enabled"] is None:
         values["enabled"] = peers.workload is not None and peers.workload.enabled
     extra = {*values.pop("configmaps"), *values.pop("secrets"), *peers.named}
-    if values["rollback_on_failure"] and values["strategy"] != STRATEGY_SNAPSHOT:
+    rolling_back = [e.name for e in defaults.extensions if e.rolls_back]
+    if values["rollback_on_failure"] and values["strategy"] not in rolling_back:
         errors.append(
-            f'{ON_FAILURE} "{ON_FAILURE_ROLLBACK}" needs {STRATEGY}: {STRATEGY_SNAPSHOT} (with '
-            f"{values['strategy']!r} the earlier config is gone once the source is edited); "
-            "holding on failure instead"
+            f'{ON_FAILURE} "{ON_FAILURE_ROLLBACK}" needs {STRATEGY}: {" or ".join(rolling_back)} '
+            f"(with {values['strategy']!r} the earlier config is gone once the source is "
+            "edited); holding on failure instead"
         )
         values["rollback_on_failure"] = False
     workload = peers.workload
@@ -617,9 +581,25 @@ def parse_workload(
         only_kinds=workload.kinds if workload is not None else None,
         only_named=frozenset(peers.named) if workload is not None and workload.named_only else None,
         only_matched=workload is not None and workload.matched_only,
+        extras=_strategy_settings(ann, context, errors),
         **values,
     )
     return shared(settings, _WORKLOAD_SETTINGS), errors
+
+
+def _strategy_settings(
+    ann: Mapping[str, object], context: ParseContext, errors: list[str]
+) -> Extras:
+    """What each registered strategy asks of the workload by its own annotations (parsed
+    by the same loop, their messages after the model's), by strategy name."""
+    items = []
+    for extension in context.defaults.extensions:
+        declared = [a for a in extension.annotations if a.on is On.WORKLOAD and a.field]
+        if extension.settings is None or not declared:
+            continue
+        values = _parse_declared(ann, declared, context, errors, {})
+        items.append((extension.name, shared(extension.settings(**values), _EXTRAS)))
+    return shared(Extras(tuple(items)), _EXTRAS) if items else NO_EXTRAS
 
 
 def _parse_declared(
@@ -682,6 +662,7 @@ def _peer_sources(
 
 _SOURCE_SETTINGS: dict[SourceSettings, SourceSettings] = {}
 _WORKLOAD_SETTINGS: dict[WorkloadSettings, WorkloadSettings] = {}
+_EXTRAS: dict[Any, Any] = {}
 
 
 def parse_source(

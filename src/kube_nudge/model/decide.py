@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.hashing import (
     ABSENT,
     SourceState,
@@ -140,8 +141,8 @@ class Apply:
     stale_pods: bool = False
     """First sight of a workload whose pods started before their config last changed."""
     uncopied: tuple[SourceRef, ...] = ()
-    """Strategy `snapshot`: sources the template names directly again (a re-applied
-    manifest), to point back at their copies."""
+    """With a strategy that uses stand-ins: sources the template names directly again (a
+    re-applied manifest), to point back at their stand-ins."""
 
 
 Decision = Noop | Adopt | Hold | Apply
@@ -155,11 +156,13 @@ def decide(
     *,
     capped: bool = True,
     oldest_pod_start: float | None = None,
+    strategy: StrategyModel | None = None,
 ) -> Decision:
     """What to do for `view` at wall-clock time `now` (Unix seconds). `capped` applies the
     flap cap (strategies that restart nothing may not need it). `oldest_pod_start` is when
     the longest-running container of the workload's pods started, if the caller looked
-    (only needed at first sight)."""
+    (only needed at first sight). `strategy`: what the workload's strategy adds to the
+    model, asked for a hold of its own once the config is complete."""
     if not view.has_template:
         path = ".".join(view.template_path)
         return Hold("invalid", "NoPodTemplate", f"no pod template at {path}")
@@ -174,8 +177,8 @@ def decide(
         return Adopt(assessment.desired, new_key=True)
     if assessment.missing:
         return Hold("missing", "ConfigMissing", "not rolling: " + "; ".join(assessment.missing))
-    if view.rolled_back and memory.applied is None and assessment.desired == view.rolled_to:
-        return _rolled_back(view)
+    if (held := _own_hold(strategy, view, assessment, memory)) is not None:
+        return held
     uncopied = _uncopied(view, assessment)
     if assessment.desired == applied and not uncopied:
         return Noop()
@@ -207,29 +210,22 @@ def decide(
     )
 
 
-def _rolled_back(view: WorkloadView) -> Hold:
-    """Someone reverted the template to an earlier snapshot (kubectl rollout undo): a
-    deliberate choice, surfaced and left alone until the config changes again."""
-    if view.failed is not None and view.failed[0] == view.rolled_to:
-        return Hold(
-            "rolled-back",
-            "ConfigRolledBack",
-            f"rolled back to an earlier config snapshot ({view.template_hash}) after the "
-            f"rollout to {view.rolled_to} failed; kube-nudge does not roll that config "
-            "again: the next change of the source rolls",
-        )
-    return Hold(
-        "rolled-back",
-        "ConfigRolledBack",
-        f"the pod template runs an earlier config snapshot ({view.template_hash}), not "
-        f"the latest ({view.rolled_to}): reverted on purpose (kubectl rollout undo?), "
-        "so kube-nudge leaves it until the config changes again",
-    )
+def _own_hold(
+    strategy: StrategyModel | None,
+    view: WorkloadView,
+    assessment: Assessment,
+    memory: WorkloadMemory,
+) -> Hold | None:
+    """The hold the workload's strategy asks for, if it has a say."""
+    if strategy is None or strategy.hold is None:
+        return None
+    return strategy.hold(view, assessment, memory)
 
 
 def _uncopied(view: WorkloadView, assessment: Assessment) -> tuple[SourceRef, ...]:
-    """Strategy `snapshot`, once it has rolled: the sources that the template names
-    directly although they could be copied (present, counted, in its own namespace)."""
+    """With a strategy that uses stand-ins, once it has rolled: the sources that the
+    template names directly although they could stand in (present, counted, in its own
+    namespace)."""
     if view.rolled_to is None:
         return ()
     return tuple(

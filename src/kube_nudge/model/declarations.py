@@ -27,7 +27,8 @@ class On(StrEnum):
     POD_TEMPLATE = "pod template"
     SOURCE = "ConfigMap/Secret"
     POD = "pods"
-    COPY = "snapshot copies"
+    COPY = "copies"
+    """ConfigMaps/Secrets a strategy makes as copies of sources."""
 
 
 class By(StrEnum):
@@ -69,7 +70,7 @@ class Annotation:
     default_from: Callable[[WorkloadDefaults], Any] | None = None
     """The default taken from the flags (instead of `default`)."""
     label: bool = False
-    """A label, not an annotation (on the snapshot copies)."""
+    """A label, not an annotation (on copies)."""
 
     def parser(self, context: ParseContext) -> Parser:
         """The parser of this annotation's value in `context`."""

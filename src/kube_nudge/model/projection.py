@@ -19,22 +19,20 @@ from kube_nudge.model.annotations import (
     BASELINE_HASH,
     CONFIG_HASH,
     FAILED,
-    HOT_RELOAD,
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
     ROLLED_TO,
     SNAPSHOTS,
-    STRATEGY_SNAPSHOT,
     SourceSettings,
     WorkloadDefaults,
     WorkloadSettings,
     parse_failed,
-    parse_hash_at,
     parse_rolled_at,
     parse_source,
     parse_workload,
 )
+from kube_nudge.model.extensions import NO_EXTRAS, Extras
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
 from kube_nudge.model.progress import Progress, progress_of
@@ -47,7 +45,7 @@ from kube_nudge.model.references import (
     merge,
 )
 from kube_nudge.model.sharing import shared
-from kube_nudge.model.snapshots import parse_snapshots, restore_sources
+from kube_nudge.model.standins import parse_stand_ins, restore_sources
 from kube_nudge.model.visibility import counted
 
 __all__ = [
@@ -161,33 +159,35 @@ class WorkloadView:
     released_at: float = 0.0
     """`kube-nudge.io/released-at`: the flap cap ignores rollouts before it."""
     rolled_to: str | None = None
-    """Strategy `snapshot`: the hash kube-nudge last rolled it to (`kube-nudge.io/rolled-to`)."""
-    snapshot_copies: frozenset[tuple[SourceKind, str]] = frozenset()
-    """(kind, name) of the snapshot copies its template references instead of sources."""
+    """With a strategy that uses stand-ins: the hash kube-nudge last rolled it to
+    (`kube-nudge.io/rolled-to`)."""
+    stand_ins: frozenset[tuple[SourceKind, str]] = frozenset()
+    """(kind, name) of the stand-ins its template references instead of sources
+    (`model.standins`), whichever strategy it uses now."""
     direct_sources: frozenset[SourceRef] = frozenset()
-    """Strategy `snapshot`: sources its template names directly, not through a copy."""
+    """With a strategy that uses stand-ins: sources its template names directly."""
     progress: Progress | None = None
     """Its own controller's rollout progress; None if kube-nudge can't follow its kind."""
     failed: tuple[str, float] | None = None
     """`kube-nudge.io/failed`: (config hash, when) of the last rollout that failed."""
     approved_at: float = 0.0
     """`kube-nudge.io/approved-at`: changes of the data before it are approved."""
-    hot_reload: tuple[str, float] | None = None
-    """Strategy `hot`: (config hash, when delivered) of a change delivered without a
-    rollout that the pods have not all confirmed yet (`kube-nudge.io/hot-reload`)."""
+    extras: Extras = NO_EXTRAS
+    """What the registered strategies keep of its metadata annotations, by strategy name
+    (`StrategyModel.view`; each reads its own with an accessor of its package)."""
 
     @property
     def applied_hash(self) -> str | None:
         """The hash of the config kube-nudge last brought the pods to: an adopted baseline,
-        else (strategy `snapshot`) the hash it last rolled to, else the template's. (A
+        else (a strategy using stand-ins) the hash it last rolled to, else the template's. (A
         baseline is recorded only when the template has no usable hash: at first sight, or
-        after a key change; the next rollout removes it. A snapshot template can differ from
-        `rolled_to` after an undo, which is not kube-nudge's to reverse.)"""
+        after a key change; the next rollout removes it. A template naming stand-ins can
+        differ from `rolled_to` after an undo, which is not kube-nudge's to reverse.)"""
         return self.baseline_hash or self.rolled_to or self.template_hash
 
     @property
     def rolled_back(self) -> bool:
-        """Strategy `snapshot`: the template was reverted to an earlier snapshot."""
+        """The template was reverted to an earlier config (stand-ins brought back by an undo)."""
         return self.rolled_to is not None and self.template_hash not in (None, self.rolled_to)
 
     def same_but_records(self, other: WorkloadView) -> bool:
@@ -230,14 +230,15 @@ def project_workload(
         return None
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
-    # A snapshot template names copies: what it consumes are the sources they stand for.
-    copies = parse_snapshots(template_annotation(obj, template_path, SNAPSHOTS))
+    # A template may name stand-ins: what it consumes are the sources they stand for.
+    copies = parse_stand_ins(template_annotation(obj, template_path, SNAPSHOTS))
     direct: frozenset[SourceRef] = _NONE
-    if settings.strategy == STRATEGY_SNAPSHOT:
+    stands_in = _uses_stand_ins(settings.strategy, defaults)
+    if stands_in:
         direct = frozenset(ref for ref in consumed if (ref.kind, ref.name) not in copies)
     consumed = restore_sources(consumed, copies) if copies else consumed
     consumed = merge(consumed, consume_all(settings.extra, "annotation"))
-    rolled_to = annotations.get(ROLLED_TO) if settings.strategy == STRATEGY_SNAPSHOT else None
+    rolled_to = annotations.get(ROLLED_TO) if stands_in else None
     baseline = annotations.get(BASELINE_HASH)
     return WorkloadView(
         namespace=namespace,
@@ -256,13 +257,29 @@ def project_workload(
         pod_selector=pod_selector(obj),
         released_at=max(parse_rolled_at(annotations.get(RELEASED_AT)), default=0.0),
         rolled_to=rolled_to if isinstance(rolled_to, str) else None,
-        snapshot_copies=frozenset(copies) if copies else _NONE,
+        stand_ins=frozenset(copies) if copies else _NONE,
         direct_sources=direct,
         progress=progress_of(kind, obj),
         failed=parse_failed(annotations.get(FAILED)),
         approved_at=max(parse_rolled_at(annotations.get(APPROVED_AT)), default=0.0),
-        hot_reload=parse_hash_at(annotations.get(HOT_RELOAD)),
+        extras=_view_extras(annotations, settings, defaults),
     )
+
+
+def _uses_stand_ins(strategy: str, defaults: WorkloadDefaults) -> bool:
+    """Whether the strategy called `strategy` points templates at stand-ins."""
+    return any(e.uses_stand_ins for e in defaults.extensions if e.name == strategy)
+
+
+def _view_extras(
+    annotations: Mapping[str, Any], settings: WorkloadSettings, defaults: WorkloadDefaults
+) -> Extras:
+    """What each registered strategy keeps of a workload's metadata annotations."""
+    items = []
+    for extension in defaults.extensions:
+        if extension.view is not None and (kept := extension.view(annotations, settings)):
+            items.append((extension.name, kept))
+    return Extras(tuple(items)) if items else NO_EXTRAS
 
 
 def pod_selector(obj: Mapping[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.projection import WorkloadView
 
 __all__ = ["DRIFT_STATES", "UNVERIFIED", "PodFacts", "classify"]
@@ -46,12 +47,13 @@ def classify(
     now: float,
     delivers: bool = True,
     without: str | None = None,
+    extensions: Sequence[StrategyModel] = (),
 ) -> tuple[str, str]:
     """The state and its detail at time ``now``. ``desired``: the hash the workload should
     run (None: the key could not be read, so no hash is compared); ``missing``: what it
     lacks; ``delivers``: False for a strategy that only announces changes; ``without``
     (``get on secret NS/NAME``): what comparing hashes needs when the key could not be
-    read."""
+    read; ``extensions``: the registered strategies, asked for states of their own."""
     if not view.settings.enabled:
         return _audited(pods)
     if missing:
@@ -70,12 +72,12 @@ def classify(
         )
     if view.rolled_back:
         return "rolled-back", (
-            "its template was reverted to an earlier config snapshot (kubectl rollout undo?); "
+            "its template was reverted to an earlier config (kubectl rollout undo?); "
             "kube-nudge leaves it until the config changes again"
         )
     if without is not None and (unsure := _unverified(pods, without)) is not None:
         return UNVERIFIED, unsure
-    return _running(view, pods, keyless=without is not None)
+    return _running(view, pods, keyless=without is not None, extensions=extensions)
 
 
 def _audited(pods: PodFacts) -> tuple[str, str]:
@@ -91,15 +93,16 @@ def _audited(pods: PodFacts) -> tuple[str, str]:
     return "current", "pods started after their config last changed"
 
 
-def _running(view: WorkloadView, pods: PodFacts, *, keyless: bool) -> tuple[str, str]:
-    """The state of an adopted workload whose hash matches: what its pods run."""
+def _running(
+    view: WorkloadView, pods: PodFacts, *, keyless: bool, extensions: Sequence[StrategyModel]
+) -> tuple[str, str]:
+    """The state of an adopted workload whose hash matches: what its pods run (first, a
+    state a strategy gives it, such as a change it is delivering in place)."""
     counts = pods.counts or {}
     running_other = sum(n for h, n in counts.items() if h != view.applied_hash)
-    if view.hot_reload is not None and view.hot_reload[0] == view.applied_hash:
-        return "reloading", (
-            f"reloading {view.applied_hash} in place (strategy hot); {running_other} pod(s) "
-            "have not confirmed it yet"
-        )
+    for extension in extensions:
+        if extension.status is not None and (own := extension.status(view, running_other)):
+            return own
     if view.template_hash is not None and running_other:
         return "rolling", f"{running_other} pod(s) still run an older config"
     if view.template_hash is None and pods.stale:

@@ -11,7 +11,9 @@ registry or the reconciler looks for, so a strategy has only the hooks it uses:
 - ``RollingBack``: puts a workload whose rollout failed back on an earlier config;
 - ``OwnsSources``: ConfigMaps/Secrets it makes itself, which the source watches leave out;
 - ``ServesWebhooks``: admission webhooks it serves, from the controller's caches (``Host``);
-- ``PodConfig``: the config a pod runs when the strategy delivered it in place (status).
+- ``PodConfig``: the config a pod runs when the strategy delivered it in place (status);
+- ``ExtendsModel``: its annotations, settings, view extras, holds and status states, which
+  the registry hands to the model (``model.extensions.StrategyModel``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from kube_nudge.model import (
     WorkloadDefaults,
     WorkloadView,
 )
+from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.notifications.model import Notification, NotificationKind
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
@@ -40,6 +43,7 @@ from kube_nudge.runtime.http import HttpServer
 from kube_nudge.runtime.metrics import Metrics
 
 __all__ = [
+    "ExtendsModel",
     "Host",
     "Maintaining",
     "NotYet",
@@ -203,6 +207,15 @@ class OwnsSources(Protocol):
     leave them out."""
 
     owned_source_labels: frozenset[str]
+
+
+@runtime_checkable
+class ExtendsModel(Protocol):
+    """Optional, on the strategy class: what it adds to the model (its own annotations and
+    settings, view extras, holds, status states), as data and pure functions; the registry
+    hands it down through ``WorkloadDefaults.extensions``."""
+
+    model: StrategyModel
 
 
 @runtime_checkable

@@ -1,6 +1,7 @@
 """Every strategy, by the name ``kube-nudge.io/strategy`` selects it with, and what the
 rest of kube-nudge asks of them all: their names, which deliver, the labels of the objects
-they own, the webhooks they serve, the config a pod runs when one delivered it in place.
+they own, the webhooks they serve, the config a pod runs when one delivered it in place,
+what they add to the model and the annotation contract as a whole.
 
 Adding a strategy: a new package with a class satisfying ``strategies.base.Strategy``
 (plus the optional hooks there it needs), and one entry here (or ``register`` for one
@@ -11,10 +12,14 @@ automatically; the controller and the app never name a strategy.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
-from kube_nudge.model.annotations import DEFAULT_STRATEGY
+from kube_nudge.model.annotations import ANNOTATIONS, DEFAULT_STRATEGY, STRATEGY
+from kube_nudge.model.declarations import Annotation
+from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.strategies.base import (
+    ExtendsModel,
     Host,
     OwnsSources,
     PodConfig,
@@ -33,7 +38,9 @@ __all__ = [
     "STRATEGIES",
     "StrategyFactory",
     "build_strategies",
+    "contract",
     "delivers",
+    "model_extensions",
     "owned_source_labels",
     "pod_config",
     "register",
@@ -129,3 +136,32 @@ def pod_config(annotations: Mapping[str, Any]) -> str | None:
         if isinstance(factory, PodConfig) and (found := factory.pod_config(annotations)):
             return found
     return None
+
+
+def model_extensions() -> tuple[StrategyModel, ...]:
+    """What the strategies add to the model, in ``strategy_names`` order (for
+    ``WorkloadDefaults.extensions``)."""
+    return tuple(
+        factory.model
+        for name in strategy_names()
+        if isinstance(factory := STRATEGIES[name], ExtendsModel)
+    )
+
+
+def contract() -> tuple[Annotation, ...]:
+    """The whole annotation contract in the order of README's table: the model's own (the
+    strategy annotation naming every registered strategy), then each strategy's (in
+    ``strategy_names`` order)."""
+    return (
+        *(_naming_strategies(a) if a.name == STRATEGY else a for a in ANNOTATIONS),
+        *(annotation for model in model_extensions() for annotation in model.annotations),
+    )
+
+
+def _naming_strategies(declared: Annotation) -> Annotation:
+    """The strategy annotation's declaration with every registered strategy's name among
+    its values and its words in its documentation."""
+    names = strategy_names()
+    values = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+    docs = (model.doc for model in model_extensions() if model.doc)
+    return replace(declared, doc="; ".join((declared.doc, *docs)), values=values)

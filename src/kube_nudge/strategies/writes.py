@@ -41,7 +41,7 @@ from kube_nudge.model.annotations import (
 )
 from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
 from kube_nudge.model.references import rename_references
-from kube_nudge.model.snapshots import parse_snapshots, pod_spec_patch
+from kube_nudge.model.standins import parse_stand_ins, pod_spec_patch
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = [
@@ -158,7 +158,7 @@ async def roll(
 ) -> None:
     """Write the new hash on the pod template: the workload rolls."""
     what = describe_apply(plan, assessment.states, target.namespace)
-    if target.view.snapshot_copies:
+    if target.view.stand_ins:
 
         async def build(workload: JSON) -> dict[str, Any]:
             return leave_snapshots(target, workload, plan, assessment.key_id, what)
@@ -237,7 +237,7 @@ def leave_snapshots(
     with the revisions that still use them."""
     path = target.kind.template_path
     pod_spec = get_pod_spec(workload, path) or {}
-    mapping = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
+    mapping = parse_stand_ins(template_annotation(workload, path, SNAPSHOTS))
     restored = rename_references(pod_spec, lambda kind, name: mapping.get((kind, name)))
     patch = pod_spec_patch(
         path, pod_spec, restored, {CONFIG_HASH: plan.config_hash, SNAPSHOTS: None}

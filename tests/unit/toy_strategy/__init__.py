@@ -3,22 +3,71 @@ registered through the registry's public API (``strategies.registry.register``).
 
 It writes nothing to the API: it records what it was asked to do, so a test can see it
 chosen, decided for and acted on through the hooks alone. Its hooks: ``Maintaining``, its
-own ConfigMaps (``OwnsSources``), one webhook (``ServesWebhooks``) and what a pod runs
-(``PodConfig``: the hash in its annotation ``toy.example/runs``)."""
+own ConfigMaps (``OwnsSources``), one webhook (``ServesWebhooks``), what a pod runs
+(``PodConfig``: the hash in its annotation ``toy.example/runs``) and what it adds to the
+model (``ExtendsModel``): one annotation of its own, ``toy.example/greeting``, parsed into
+its own settings (``ToySettings``, read with ``toy_settings``), and a hold: it holds the
+changes of a workload that greets ``howdy``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from kube_nudge.model import Adopt, Apply, Assessment
+from kube_nudge.model import (
+    Adopt,
+    Apply,
+    Assessment,
+    Hold,
+    WorkloadMemory,
+    WorkloadSettings,
+    WorkloadView,
+)
+from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model.parsing import one_of
 from kube_nudge.runtime.http import HttpServer
 from kube_nudge.strategies.base import Host, StrategyContext, Target, Webhook
 
-__all__ = ["OWN_LABEL", "RUNS", "ToyStrategy", "ToyWebhook"]
+__all__ = [
+    "GREETING",
+    "OWN_LABEL",
+    "RUNS",
+    "ToySettings",
+    "ToyStrategy",
+    "ToyWebhook",
+    "toy_settings",
+]
 
 OWN_LABEL = "toy.example/own"
 RUNS = "toy.example/runs"
+GREETING = "toy.example/greeting"
+
+
+@dataclass(frozen=True, slots=True)
+class ToySettings:
+    """What a workload's annotations ask of the toy strategy."""
+
+    greeting: str = "hello"
+
+
+_GREETING = Annotation(
+    GREETING, On.WORKLOAD, By.USER, "strategy toy: how it greets",
+    values="hello or howdy", shown_default="hello", field="greeting",
+    parse=one_of({"hello": "hello", "howdy": "howdy"}), default="hello",
+)  # fmt: skip
+
+
+def toy_settings(settings: WorkloadSettings) -> ToySettings:
+    """What ``settings`` ask of the toy strategy."""
+    return settings.extras.of("toy", ToySettings, ToySettings())
+
+
+def _hold(view: WorkloadView, assessment: Assessment, memory: WorkloadMemory) -> Hold | None:
+    if toy_settings(view.settings).greeting != "howdy":
+        return None
+    return Hold("invalid", "ToyHowdy", "the toy holds whoever greets howdy")
 
 
 class ToyWebhook:
@@ -40,6 +89,9 @@ class ToyStrategy:
     capped = True
     delivers = True
     owned_source_labels = frozenset({OWN_LABEL})
+    model = StrategyModel(
+        "toy", doc="toy only records", annotations=(_GREETING,), settings=ToySettings, hold=_hold
+    )
     calls: list[str] = []  # shared on purpose: the controller makes the instance
 
     def __init__(self, context: StrategyContext) -> None:

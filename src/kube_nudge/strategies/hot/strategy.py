@@ -37,7 +37,6 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import (
     FAILED,
-    HOT_FALLBACK,
     HOT_RELOAD,
     KEY_ID,
     LOADED_AT,
@@ -66,6 +65,7 @@ from kube_nudge.model.hot import (
 )
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import Target, changes_field
+from kube_nudge.strategies.hot.settings import HOT_FALLBACK, HOT_MODEL, hot_reload, hot_settings
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
@@ -90,6 +90,7 @@ class HotStrategy(AdoptsBaseline):
     name = "hot"
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
+    model = HOT_MODEL
 
     @staticmethod
     def pod_config(annotations: Mapping[str, Any]) -> str | None:
@@ -107,7 +108,7 @@ class HotStrategy(AdoptsBaseline):
         reasons = restart_reasons(plan, assessment.visible, assessment.states, target.namespace)
         if not view.pod_selector:
             reasons.append("its pods can't be found (no spec.selector)")
-        if view.snapshot_copies:
+        if view.stand_ins:
             reasons.append("its template still names snapshot copies")
         if reasons:
             self._context.metrics.hot_reloads.labels(outcome="rolled").inc()
@@ -140,7 +141,7 @@ class HotStrategy(AdoptsBaseline):
                 "hot-reload", config_hash=plan.config_hash, changes=changes_field(plan)
             ),
         )
-        deadline = view.settings.hot_deadline
+        deadline = hot_settings(view.settings).deadline
         self._context.events.post(
             target.ref,
             NORMAL,
@@ -153,9 +154,10 @@ class HotStrategy(AdoptsBaseline):
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
         """Follow a hot change until every pod confirmed it, or fall back."""
         view = target.view
-        if view.hot_reload is None or view.hot_reload[0] != view.applied_hash:
+        delivered = hot_reload(view)
+        if delivered is None or delivered[0] != view.applied_hash:
             return None
-        config_hash, delivered_at = view.hot_reload
+        config_hash, delivered_at = delivered
         changed_at = assessment.changed_at
         since = delivered_at if changed_at is None else min(delivered_at, changed_at)
         pods = await self._pods(target)
@@ -165,7 +167,7 @@ class HotStrategy(AdoptsBaseline):
             reports,
             since=since,
             delivered_at=delivered_at,
-            deadline=view.settings.hot_deadline,
+            deadline=hot_settings(view.settings).deadline,
             now=self._context.clock.now(),
         )
         if verdict.kind is VerdictKind.WAITING:
@@ -196,11 +198,11 @@ class HotStrategy(AdoptsBaseline):
         else:
             why = (
                 f"pods did not confirm reloading config {config_hash} within "
-                f"{view.settings.hot_deadline:g} s: {names} (is the kube-nudge agent running "
-                "beside the app, watching every mounted config volume, with the namespace's "
-                f"agent key?){_reasons(verdict)}"
+                f"{hot_settings(view.settings).deadline:g} s: {names} (is the kube-nudge agent "
+                "running beside the app, watching every mounted config volume, with the "
+                f"namespace's agent key?){_reasons(verdict)}"
             )
-        if view.settings.hot_fallback_rollout:
+        if hot_settings(view.settings).fallback_rollout:
             now = round(self._context.clock.now(), 3)
             recent = view.rolled_at[-(MAX_RECORDED_ROLLOUTS - 1) :]
             patch = rollout_patch(
@@ -222,7 +224,7 @@ class HotStrategy(AdoptsBaseline):
             )
         log.warning("%s: %s", target, message, extra=target.log_fields("hot-reload-failed"))
         self._context.events.post(target.ref, WARNING, "HotReloadFailed", message)
-        return AFTER_FALLBACK if view.settings.hot_fallback_rollout else None
+        return AFTER_FALLBACK if hot_settings(view.settings).fallback_rollout else None
 
     async def _check_claims(
         self,

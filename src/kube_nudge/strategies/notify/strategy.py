@@ -14,6 +14,7 @@ import logging
 
 from kube_nudge.kube.events import NORMAL
 from kube_nudge.model import Adopt, Apply, Assessment, describe_apply, describe_versions
+from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field, notification
 
@@ -28,6 +29,7 @@ class NotifyStrategy:
     name = "notify"
     capped = False  # an Event per change; the recorder folds repeats into one count
     delivers = False  # `kube-nudge status` shows its workloads as notify-only
+    model = StrategyModel(name, doc="notify only posts an Event ConfigChanged")
 
     def __init__(self, context: StrategyContext) -> None:
         self._context = context

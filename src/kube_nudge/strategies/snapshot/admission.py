@@ -15,12 +15,14 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kube_nudge.model.annotations import CONFIG_HASH, SNAPSHOTS, STRATEGY_SNAPSHOT, WorkloadDefaults
+from kube_nudge.model.annotations import CONFIG_HASH, SNAPSHOTS, WorkloadDefaults
 from kube_nudge.model.hashing import SourceState
 from kube_nudge.model.podtemplate import TemplatePath, get_template, template_annotation
 from kube_nudge.model.projection import project_workload
 from kube_nudge.model.references import SourceKind, SourceRef, rename_references
-from kube_nudge.model.snapshots import copy_name, parse_snapshots
+from kube_nudge.model.standins import parse_stand_ins
+from kube_nudge.strategies.snapshot.copies import copy_name
+from kube_nudge.strategies.snapshot.model import NAME
 
 __all__ = ["restore_snapshot_template"]
 
@@ -40,13 +42,13 @@ def restore_snapshot_template(
     `new` is the object being admitted (its namespace set), `old` the stored one (None on
     create), `state_of` the cached state of a source (None: unknown)."""
     view = project_workload(new, path, defaults)
-    if view is None or view.settings.strategy != STRATEGY_SNAPSHOT:
+    if view is None or view.settings.strategy != NAME:
         return None
     template = get_template(new, path)
     old_template = get_template(old, path) if old is not None else None
-    mapping = parse_snapshots(template_annotation(new, path, SNAPSHOTS))
+    mapping = parse_stand_ins(template_annotation(new, path, SNAPSHOTS))
     if not mapping and old is not None:
-        mapping = parse_snapshots(template_annotation(old, path, SNAPSHOTS))
+        mapping = parse_stand_ins(template_annotation(old, path, SNAPSHOTS))
     spec = template.get("spec") if template is not None else None
     if template is None or not mapping or not isinstance(spec, Mapping):
         return None

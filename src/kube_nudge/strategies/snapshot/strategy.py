@@ -4,7 +4,7 @@ release. Old pods keep their old data even when they restart mid-rollout or a we
 later, and ``kubectl rollout undo`` brings the old data back with the old template.
 
 Apply, per change: read the workload and each consumed source in full (the caches keep
-digests only), create the copies that don't exist yet (``model.snapshots`` names them by
+digests only), create the copies that don't exist yet (``copies`` names them by
 content), then one merge patch that renames the references, records the copy-to-source
 mapping on the template and the hash it rolled to on the workload. The patch carries the
 workload's uid and resourceVersion, so it never overwrites an edit made since the read.
@@ -35,16 +35,13 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOT_FOR, SNAPSHOT_LABEL, SNAPSHOTS
+from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
-from kube_nudge.model.snapshots import (
-    copy_manifest,
-    copy_name,
-    format_snapshots,
-    is_copy_of,
-    parse_snapshots,
+from kube_nudge.model.standins import (
+    format_stand_ins,
+    parse_stand_ins,
     pod_spec_patch,
     referenced_sources,
 )
@@ -56,6 +53,14 @@ from kube_nudge.strategies.base import (
     Webhook,
     changes_field,
 )
+from kube_nudge.strategies.snapshot.copies import (
+    SNAPSHOT_FOR,
+    SNAPSHOT_LABEL,
+    copy_manifest,
+    copy_name,
+    is_copy_of,
+)
+from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
 from kube_nudge.strategies.snapshot.webhook import SnapshotWebhook
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
@@ -92,6 +97,7 @@ class SnapshotStrategy(AdoptsBaseline):
     rolls_back_to = "the previous config snapshots"
     #: Its copies are its own objects, never sources (``OwnsSources``).
     owned_source_labels = frozenset({SNAPSHOT_LABEL})
+    model = SNAPSHOT_MODEL
 
     @staticmethod
     def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
@@ -138,7 +144,7 @@ class SnapshotStrategy(AdoptsBaseline):
         patch that points the template at them; with the copy-to-source mapping."""
         path = target.kind.template_path
         pod_spec = get_pod_spec(workload, path) or {}
-        current = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
+        current = parse_stand_ins(template_annotation(workload, path, SNAPSHOTS))
         owner = _reference_to(target.kind.resource, workload)
         renames: dict[tuple[SourceKind, str], str] = {}
         referenced = referenced_sources(pod_spec, current, target.namespace)
@@ -158,7 +164,7 @@ class SnapshotStrategy(AdoptsBaseline):
 
         renamed = rename_references(pod_spec, rename)
         mapping = {(kind, copy): source for (kind, source), copy in renames.items()}
-        annotations = {CONFIG_HASH: plan.config_hash, SNAPSHOTS: format_snapshots(mapping)}
+        annotations = {CONFIG_HASH: plan.config_hash, SNAPSHOTS: format_stand_ins(mapping)}
         patch = pod_spec_patch(path, pod_spec, renamed, annotations)
         patch["metadata"] = {
             **workload_preconditions(workload),
@@ -256,12 +262,12 @@ class SnapshotStrategy(AdoptsBaseline):
         once the workload's controller has seen its latest template: until then it may
         still make a revision of an intermediate one."""
         revisions = target.kind.revisions
-        if revisions is None or (not target.view.snapshot_copies and target.view.rolled_to is None):
+        if revisions is None or (not target.view.stand_ins and target.view.rolled_to is None):
             return None  # never rolled onto copies: none to look after (adoption stays cheap)
         client = self._context.client
         workload = await client.get(target.kind.resource.path(target.namespace, target.name))
         path = target.kind.template_path
-        mapping = parse_snapshots(template_annotation(workload, path, SNAPSHOTS))
+        mapping = parse_stand_ins(template_annotation(workload, path, SNAPSHOTS))
         current = set(mapping)
         current_hash = template_annotation(workload, path, CONFIG_HASH)
         # A CronJob makes its Jobs from the template of the moment: nothing to wait for.
@@ -275,7 +281,7 @@ class SnapshotStrategy(AdoptsBaseline):
             if template_annotation(revision, revisions.template_path, CONFIG_HASH) == current_hash:
                 current_revision = True
             text = template_annotation(revision, revisions.template_path, SNAPSHOTS)
-            for copy in parse_snapshots(text):
+            for copy in parse_stand_ins(text):
                 users.setdefault(copy, []).append(_reference_to(revisions.resource, revision))
         copies = await self._copies(target.namespace, uid)
         held = {
@@ -368,7 +374,7 @@ class SnapshotStrategy(AdoptsBaseline):
         )
         self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
         copies = _copy_names(
-            parse_snapshots(template_annotation(revision, revisions.template_path, SNAPSHOTS))
+            parse_stand_ins(template_annotation(revision, revisions.template_path, SNAPSHOTS))
         )
         name = (revision.get("metadata") or {}).get("name")
         return (

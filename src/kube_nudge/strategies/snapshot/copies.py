@@ -7,7 +7,8 @@ means the same bytes (the kubelet caches an immutable object for the life of a p
 reveals nothing that would help to guess a Secret's value. Each workload has its own
 copies: shared ones made a thousand workloads reading one ConfigMap contend for one object
 with a thousand owners (a 1,000-workload fan-out took about 40 times longer). The pod
-template records which copy stands for which source (``kube-nudge.io/snapshots``); that
+template records which copy stands for which source (``kube-nudge.io/snapshots``, read
+with ``model.standins``); that
 mapping travels with every ReplicaSet and ControllerRevision, so ``kubectl rollout undo``
 brings back the copies of its time, and discovery maps copy names back to their sources.
 """
@@ -16,39 +17,54 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
-from kube_nudge.model.annotations import SNAPSHOT_FOR, SNAPSHOT_LABEL, SNAPSHOT_OF, SNAPSHOTS
+from kube_nudge.model.annotations import PREFIX
+from kube_nudge.model.declarations import Annotation, By, On
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.hashing import SourceState
-from kube_nudge.model.podtemplate import TemplatePath
-from kube_nudge.model.references import Consumption, SourceKind, SourceRef, discover, merge
+from kube_nudge.model.references import SourceKind, SourceRef
 
 __all__ = [
+    "COPY_ANNOTATIONS",
     "MAX_NAME",
-    "SNAPSHOTS",
+    "SNAPSHOT_FOR",
     "SNAPSHOT_LABEL",
     "SNAPSHOT_OF",
-    "SnapshotMap",
     "copy_manifest",
     "copy_name",
-    "format_snapshots",
     "is_copy_of",
-    "parse_snapshots",
-    "pod_spec_patch",
-    "referenced_sources",
-    "restore_sources",
 ]
 
 MAX_NAME = 253  # a ConfigMap or Secret name is a DNS subdomain
-_POD_SPEC_LISTS = ("volumes", "containers", "initContainers", "ephemeralContainers")
 _SUFFIX_HEX = 12
 _MAGIC = b"kube-nudge/snapshot/v1"
 
-SnapshotMap = Mapping[tuple[SourceKind, str], str]
-"""(kind, copy name) -> source name."""
+# A table: one declaration a paragraph, as dense as the README row it makes.
+# fmt: off
+# On the copies the `snapshot` strategy makes.
+_LABEL = Annotation(
+    PREFIX + "snapshot", On.COPY, By.CONTROLLER,
+    "marks a copy: informers leave copies out; kubectl get cm -l kube-nudge.io/snapshot",
+    values="true", label=True,
+)
+_OF = Annotation(
+    PREFIX + "snapshot-of", On.COPY, By.CONTROLLER, "the source a copy copies",
+    values="e.g. configmap/app",
+)
+_FOR = Annotation(
+    PREFIX + "snapshot-for", On.COPY, By.CONTROLLER,
+    "the workload a copy was made for (each has its own copies, so a thousand workloads "
+    "reading one ConfigMap never contend for one object)",
+    values="the workload's uid", label=True,
+)
+# fmt: on
+SNAPSHOT_LABEL: Final = _LABEL.name
+SNAPSHOT_OF: Final = _OF.name
+SNAPSHOT_FOR: Final = _FOR.name
+#: On the copies, in the order of README's table.
+COPY_ANNOTATIONS: Final = (_LABEL, _OF, _FOR)
 
 
 def copy_name(key: bytes, ref: SourceRef, state: SourceState, workload_uid: str) -> str:
@@ -65,69 +81,6 @@ def copy_name(key: bytes, ref: SourceRef, state: SourceState, workload_uid: str)
     # in "-" or ".", which a cut could leave.
     stem = ref.name[: MAX_NAME - _SUFFIX_HEX - 1].rstrip("-.")
     return f"{stem}-{suffix}"
-
-
-def parse_snapshots(text: object) -> dict[tuple[SourceKind, str], str]:
-    """The template's copy-to-source mapping; anything unreadable is left out."""
-    if not isinstance(text, str):
-        return {}
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        return {}
-    found: dict[tuple[SourceKind, str], str] = {}
-    if isinstance(raw, dict):
-        for copy, source in raw.items():
-            kind_text, _, name = str(copy).partition("/")
-            if kind_text in SourceKind.__members__.values() and name and isinstance(source, str):
-                found[(SourceKind(kind_text), name)] = source
-    return found
-
-
-def format_snapshots(mapping: SnapshotMap) -> str:
-    """The annotation value for `mapping` (sorted, compact)."""
-    return json.dumps(
-        {f"{kind.value}/{copy}": source for (kind, copy), source in sorted(mapping.items())},
-        separators=(",", ":"),
-    )
-
-
-def restore_sources(
-    consumed: Mapping[SourceRef, Consumption], mapping: SnapshotMap
-) -> dict[SourceRef, Consumption]:
-    """`consumed` with every copy replaced by the source it stands for."""
-    restored: dict[SourceRef, Consumption] = {}
-    for ref, use in consumed.items():
-        source = mapping.get((ref.kind, ref.name))
-        original = ref if source is None else SourceRef(ref.kind, ref.namespace, source)
-        restored = merge(restored, {original: use})
-    return restored
-
-
-def referenced_sources(
-    pod_spec: Mapping[str, Any], mapping: SnapshotMap, namespace: str
-) -> set[SourceRef]:
-    """The sources a pod spec references, through copies or directly."""
-    return set(restore_sources(discover(pod_spec, namespace), mapping))
-
-
-def pod_spec_patch(
-    path: TemplatePath,
-    old_spec: Mapping[str, Any],
-    new_spec: Mapping[str, Any],
-    template_annotations: Mapping[str, str | None],
-) -> dict[str, Any]:
-    """A merge patch setting the template's annotations and every reference list of the
-    pod spec that differs (a merge patch replaces a list whole: send it with the
-    workload's resourceVersion, so it never overwrites an edit made since it was read)."""
-    template: dict[str, Any] = {"metadata": {"annotations": dict(template_annotations)}}
-    changed = {f: new_spec.get(f) for f in _POD_SPEC_LISTS if new_spec.get(f) != old_spec.get(f)}
-    if changed:
-        template["spec"] = changed
-    patch: dict[str, Any] = template
-    for segment in reversed(path):
-        patch = {segment: patch}
-    return patch
 
 
 def copy_manifest(

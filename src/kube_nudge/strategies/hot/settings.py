@@ -1,0 +1,114 @@
+"""What strategy ``hot`` adds to the model (handed down through ``StrategyModel``): its
+annotations ``kube-nudge.io/hot-fallback`` and ``kube-nudge.io/hot-deadline``, declared once
+here and parsed by the model's loop into ``HotSettings``; the change it is delivering in
+place, kept of a workload's ``kube-nudge.io/hot-reload`` (``hot_reload``); and the state
+``kube-nudge status`` gives a workload while its pods confirm it (``reloading``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kube_nudge.model.annotations import (
+    HOT_RELOAD,
+    PREFIX,
+    WorkloadSettings,
+    go_duration,
+    parse_hash_at,
+)
+from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model.parsing import duration_between, one_of
+from kube_nudge.model.projection import WorkloadView
+
+__all__ = [
+    "DEFAULT_HOT_DEADLINE",
+    "HOT_ANNOTATIONS",
+    "HOT_DEADLINE",
+    "HOT_FALLBACK",
+    "HOT_MODEL",
+    "HotSettings",
+    "hot_reload",
+    "hot_settings",
+]
+
+NAME: Final = "hot"
+DEFAULT_HOT_DEADLINE: Final = 120.0
+MIN_HOT_DEADLINE: Final = 5.0
+MAX_HOT_DEADLINE: Final = 3600.0
+HOT_FALLBACK_ROLLOUT: Final = "rollout"
+HOT_FALLBACK_WARN: Final = "warn"
+
+
+@dataclass(frozen=True, slots=True)
+class HotSettings:
+    """What a workload's annotations ask of strategy ``hot``."""
+
+    fallback_rollout: bool = True
+    """Roll when a hot change isn't reloaded in time (else only warn)."""
+    deadline: float = DEFAULT_HOT_DEADLINE
+    """Seconds the pods have to report reloading a hot change."""
+
+
+_DEFAULT = HotSettings()
+
+# A table: one declaration a paragraph, as dense as the README row it makes.
+# fmt: off
+_FALLBACK = Annotation(
+    PREFIX + "hot-fallback", On.WORKLOAD, By.USER,
+    "strategy hot: when a pod reports a failed reload or stays silent past the deadline, "
+    "roll the workload or only warn",
+    values=f"{HOT_FALLBACK_ROLLOUT} or {HOT_FALLBACK_WARN}", shown_default=HOT_FALLBACK_ROLLOUT,
+    field="fallback_rollout",
+    parse=one_of({HOT_FALLBACK_ROLLOUT: True, HOT_FALLBACK_WARN: False}), default=True,
+)
+_DEADLINE = Annotation(
+    PREFIX + "hot-deadline", On.WORKLOAD, By.USER,
+    "strategy hot: how long the pods' agents have to report the reload",
+    values=f"a duration from {go_duration(MIN_HOT_DEADLINE)} to {go_duration(MAX_HOT_DEADLINE)}",
+    shown_default=go_duration(DEFAULT_HOT_DEADLINE), field="deadline",
+    parse=duration_between(MIN_HOT_DEADLINE, MAX_HOT_DEADLINE, "5s and 1h", "2m"),
+    default=DEFAULT_HOT_DEADLINE,
+)
+# fmt: on
+HOT_FALLBACK: Final = _FALLBACK.name
+HOT_DEADLINE: Final = _DEADLINE.name
+#: Its annotations users set on a workload, in the order of README's table.
+HOT_ANNOTATIONS: Final = (_FALLBACK, _DEADLINE)
+
+
+def hot_settings(settings: WorkloadSettings) -> HotSettings:
+    """What ``settings`` ask of strategy ``hot`` (the defaults if it was not parsed)."""
+    return settings.extras.of(NAME, HotSettings, _DEFAULT)
+
+
+def hot_reload(view: WorkloadView) -> tuple[str, float] | None:
+    """(config hash, when delivered) of a change delivered without a rollout that the pods
+    have not all confirmed yet (``kube-nudge.io/hot-reload``), or None."""
+    return view.extras.of(NAME, tuple, None)
+
+
+def _view(annotations: Mapping[str, Any], settings: WorkloadSettings) -> tuple[str, float] | None:
+    return parse_hash_at(annotations.get(HOT_RELOAD))
+
+
+def _status(view: WorkloadView, running_other: int) -> tuple[str, str] | None:
+    """``reloading`` while the pods confirm the change delivered in place."""
+    delivered = hot_reload(view)
+    if delivered is None or delivered[0] != view.applied_hash:
+        return None
+    return "reloading", (
+        f"reloading {view.applied_hash} in place (strategy hot); {running_other} pod(s) "
+        "have not confirmed it yet"
+    )
+
+
+HOT_MODEL: Final = StrategyModel(
+    NAME,
+    doc="hot reloads in place what refreshed volumes carry and rolls for the rest",
+    annotations=HOT_ANNOTATIONS,
+    settings=HotSettings,
+    view=_view,
+    status=_status,
+)

@@ -1,0 +1,58 @@
+"""What strategy ``snapshot`` adds to the model (handed down through ``StrategyModel``):
+the labels of its copies in the annotation contract, that its templates name stand-ins
+(the copies), that it can roll back, and the hold of a workload someone rolled back to
+earlier copies (``kubectl rollout undo``)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kube_nudge.model.decide import Assessment, Hold
+from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model.memory import WorkloadMemory
+from kube_nudge.model.projection import WorkloadView
+from kube_nudge.strategies.snapshot.copies import COPY_ANNOTATIONS
+
+__all__ = ["NAME", "SNAPSHOT_MODEL"]
+
+NAME: Final = "snapshot"
+
+
+def _held_if_rolled_back(
+    view: WorkloadView, assessment: Assessment, memory: WorkloadMemory
+) -> Hold | None:
+    """A template reverted to earlier copies while the config is still the one it was
+    rolled away from: held (a restart still knows, from ``kube-nudge.io/rolled-to``)."""
+    if view.rolled_back and memory.applied is None and assessment.desired == view.rolled_to:
+        return _rolled_back(view)
+    return None
+
+
+def _rolled_back(view: WorkloadView) -> Hold:
+    """Someone reverted the template to an earlier snapshot (kubectl rollout undo): a
+    deliberate choice, surfaced and left alone until the config changes again."""
+    if view.failed is not None and view.failed[0] == view.rolled_to:
+        return Hold(
+            "rolled-back",
+            "ConfigRolledBack",
+            f"rolled back to an earlier config snapshot ({view.template_hash}) after the "
+            f"rollout to {view.rolled_to} failed; kube-nudge does not roll that config "
+            "again: the next change of the source rolls",
+        )
+    return Hold(
+        "rolled-back",
+        "ConfigRolledBack",
+        f"the pod template runs an earlier config snapshot ({view.template_hash}), not "
+        f"the latest ({view.rolled_to}): reverted on purpose (kubectl rollout undo?), "
+        "so kube-nudge leaves it until the config changes again",
+    )
+
+
+SNAPSHOT_MODEL: Final = StrategyModel(
+    NAME,
+    doc="snapshot rolls onto immutable copies of the config",
+    annotations=COPY_ANNOTATIONS,
+    hold=_held_if_rolled_back,
+    rolls_back=True,
+    uses_stand_ins=True,
+)
