@@ -7,8 +7,10 @@ import asyncio
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kube_nudge.controller.book import RolloutBook, WorkloadKey
+from kube_nudge.controller.book import WAITING, RolloutBook, WorkloadKey
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import WorkloadView
 from kube_nudge.model.progress import Progress
@@ -139,3 +141,25 @@ def test_a_write_that_raises_is_forgotten(error: BaseException) -> None:
         memory.remember_applied("rollout", "h2")
         book.started(APP, followed=True)
     assert memory.applied == "h2" and book.followed(APP) is Phase.ROLLING
+
+
+_STATES = (None, "applied", "held-order", "held-line-stopped", "held-turn", "held-missing")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("remember", "state", "forget")),
+                          st.sampled_from((APP, OTHER)), st.sampled_from(_STATES))))  # fmt: skip
+def test_who_waits_follows_every_sequence_of_states_and_deletions(
+    steps: list[tuple[str, WorkloadKey, str | None]],
+) -> None:
+    book, _ = book_over({})
+    for step, key, state in steps:
+        if step == "remember":
+            book.remember(key)
+        elif step == "state":
+            book.set_state(key, state)
+        else:
+            book.forget(key)
+        memories = {k: book.memory(k) for k in (APP, OTHER)}
+        expected = {k for k, memory in memories.items() if memory and memory.state in WAITING}
+        assert set(book.waiting()) == expected

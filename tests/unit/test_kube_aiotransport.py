@@ -16,7 +16,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from kube_nudge.kube.aiotransport import AiohttpTransport
+from kube_nudge.kube.aiotransport import KEEPALIVE, AiohttpTransport
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.credentials import Credentials, credentials_for
 from kube_nudge.kube.kubeconfig import Cluster, Kubeconfig, User
@@ -231,3 +231,45 @@ async def test_events_go_on_their_own_connections() -> None:
             await kube.aclose()
     assert len(peers["events"]) == 1  # one connection, used in turn
     assert not peers["events"] & peers["writes"]
+
+
+async def test_idle_connections_are_kept_longer_than_aiohttps_default() -> None:
+    """aiohttp drops idle connections after 15 s, and a fan-out after a quiet spell then paid
+    a TLS handshake per connection: the pool keeps them ``KEEPALIVE`` seconds (under the API
+    server's 90 s idle timeout), the Events' pool too."""
+    transport = AiohttpTransport(
+        "https://127.0.0.1:6443", ssl.create_default_context(), Credentials(None, "x"),
+        user_agent="kube-nudge/test", timeout=5.0,
+    )  # fmt: skip
+    events = transport.sibling(2)
+    assert isinstance(events, AiohttpTransport)
+    try:
+        for pool in (transport, events):
+            connector = pool._open().connector
+            assert connector is not None
+            assert connector._keepalive_timeout == KEEPALIVE
+        assert 15.0 < KEEPALIVE < 90.0
+    finally:
+        await transport.aclose()
+        await events.aclose()
+
+
+async def test_cookies_a_server_sets_are_never_sent_back() -> None:
+    """Like client-go, no cookie jar: requests carry only the client's own headers."""
+    cookies: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        cookies.append(request.headers.get("Cookie"))
+        response = web.json_response({})
+        response.set_cookie("affinity", "node-1")
+        return response
+
+    async with serve(answer) as server:
+        # A host name: aiohttp's default jar never keeps cookies of an IP address.
+        kube = client(server.replace("127.0.0.1", "localhost"))
+        try:
+            await kube.merge_patch("/apis/apps/v1/x", {})
+            await kube.merge_patch("/apis/apps/v1/x", {})
+        finally:
+            await kube.aclose()
+    assert cookies == [None, None]

@@ -265,3 +265,93 @@ async def test_a_retry_inside_a_window_leaves_the_window_open() -> None:
     assert await asyncio.wait_for(queue.get(), 1) == "w"
     queue.done("w")
     assert len(queue) == 0
+
+
+async def _settle() -> None:
+    """Let every task that can run, run (no timers involved)."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_ready_key_wakes_one_waiting_worker_not_all() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    woken: list[int] = []
+
+    async def worker(n: int) -> None:
+        key = await queue.get()
+        woken.append(n)
+        queue.done(key)
+
+    workers = [asyncio.create_task(worker(n)) for n in range(8)]
+    await _settle()
+    waiting = list(queue._waiters)
+    assert len(waiting) == 8
+    queue.add("a")
+    await _settle()
+    assert woken == [0]  # the first waiter took it...
+    assert list(queue._waiters) == waiting[1:]  # ...and the seven others never woke
+    queue.add("b")
+    queue.add("c")
+    await _settle()
+    assert woken == [0, 1, 2]
+    for task in workers:
+        task.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
+
+
+async def test_keys_ready_at_once_are_shared_out_among_the_waiting_workers() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    taken: list[str] = []
+
+    async def worker() -> None:
+        while True:
+            taken.append(await queue.get())  # never done: each worker holds its key
+
+    workers = [asyncio.create_task(worker()) for _ in range(3)]
+    await _settle()
+    for key in "abc":
+        queue.add(key)
+    await _settle()
+    assert sorted(taken) == ["a", "b", "c"]
+    for task in workers:
+        task.cancel()
+    await asyncio.gather(*workers, return_exceptions=True)
+
+
+async def test_a_key_due_later_is_taken_when_due_by_one_waiter() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    getters = [asyncio.create_task(queue.get()) for _ in range(4)]
+    await _settle()
+    queue.add("w", 0.02)
+    done, pending = await asyncio.wait(getters, return_when=asyncio.FIRST_COMPLETED)
+    assert [task.result() for task in done] == ["w"]
+    assert len(pending) == 3
+    queue.add("x", 0.01)  # due after another wait: the queue's timer wakes a waiter again
+    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    assert [task.result() for task in done] == ["x"]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def test_a_waiter_cancelled_after_its_wake_passes_the_wake_on() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    first = asyncio.create_task(queue.get())
+    second = asyncio.create_task(queue.get())
+    await _settle()
+    queue.add("w")  # wakes ``first``'s waiter...
+    first.cancel()  # ...which is cancelled before it runs again
+    assert await asyncio.wait_for(second, 1) == "w"
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+async def test_a_key_queued_for_later_while_no_worker_waits_is_taken_when_due() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("w", 0.01)  # no waiter yet: the first one to come sets the queue's timer
+    assert await asyncio.wait_for(queue.get(), 1) == "w"
+    queue.add("x", 0.01)
+    queue.add("y", 0.02)
+    getter = asyncio.create_task(queue.get())
+    assert await asyncio.wait_for(getter, 1) == "x"
+    assert await asyncio.wait_for(queue.get(), 1) == "y"  # taken, then the next one's timer

@@ -24,6 +24,7 @@ from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
 from kube_nudge.notifications.model import Notification, Receiver
+from kube_nudge.runtime.gcfreeze import GcFreezer
 from kube_nudge.runtime.heap import HeapTrimmer
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes
 from kube_nudge.runtime.leader import LeaderElector, LeaseConfig
@@ -121,7 +122,11 @@ async def serve(config: RunConfig) -> None:
             recorder=EventRecorder(client, instance=identity),
             notify=_stamped(notifier, config.cluster_name) if notifier is not None else None,
         )  # fmt: skip
-        runnables: list[Runnable] = [*controller.runnables, HeapTrimmer(controller.synced)]
+        runnables: list[Runnable] = [
+            *controller.runnables,
+            HeapTrimmer(controller.synced),
+            GcFreezer(controller.synced),
+        ]
         if notifier is not None:
             runnables.append(notifier)
         runnables += _beside(config, controller, hmac_key)

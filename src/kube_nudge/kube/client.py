@@ -141,9 +141,11 @@ class KubeClient:
         (default ``ClientOptions.event_yield``): Events go after rollouts, never before."""
         if self._writes_drained.is_set():
             return
+        wait = self.options.event_yield if timeout is None else timeout
+        # asyncio.timeout, not wait_for: no task of its own for each of a fan-out's Events.
         with contextlib.suppress(TimeoutError):
-            wait = self.options.event_yield if timeout is None else timeout
-            await asyncio.wait_for(self._writes_drained.wait(), wait)
+            async with asyncio.timeout(wait):
+                await self._writes_drained.wait()
 
     @classmethod
     def from_config(

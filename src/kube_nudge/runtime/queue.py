@@ -21,6 +21,10 @@
     on that change): the key comes back at the window's end.
 - A key being processed is never handed to a second worker; re-adding it marks it dirty
   and it is queued again, with the same window, when the worker calls ``done``.
+- A key that becomes ready wakes one waiting worker, not all of them: with 64 idle workers
+  on one ``asyncio.Event``, each change woke every worker, and each made a ``wait_for``
+  task and timer again before one of them took the key. One timer, the queue's own, stands
+  for the earliest key still to come.
 - Requeue policy belongs to the queue's owner, as in controller-runtime: a failed key is
   re-added with a per-key exponential backoff (``add_after_failure``), reset by
   ``succeeded`` or when the key is forgotten.
@@ -29,7 +33,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import heapq
 import itertools
 import math
@@ -131,7 +135,9 @@ class WorkQueue(Generic[K]):
         self._processing: set[K] = set()
         self._dirty: dict[K, _Pending] = {}  # re-added while processing
         self._counter = itertools.count()
-        self._changed = asyncio.Event()
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None  # wakes a waiter at the heap's top
+        self._timer_at = math.inf  # what ``_timer`` is set for (monotonic seconds)
         self._idle = asyncio.Event()
 
     def __len__(self) -> int:
@@ -180,7 +186,32 @@ class WorkQueue(Generic[K]):
             return
         self._ready_at[key] = ready_at
         heapq.heappush(self._heap, (ready_at, next(self._counter), key))
-        self._changed.set()
+        if ready_at <= self._monotonic():
+            self._wake_one()
+        else:
+            self._arm(ready_at)
+
+    def _wake_one(self) -> None:
+        """Let one waiting ``get`` look at the heap again."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _arm(self, ready_at: float) -> None:
+        """Make sure a waiter is woken by ``ready_at`` (one timer, for the earliest)."""
+        if not self._waiters or ready_at >= self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = ready_at
+        delay = max(ready_at - self._monotonic(), 0.0)
+        self._timer = asyncio.get_running_loop().call_later(delay, self._timer_due)
+
+    def _timer_due(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        self._wake_one()
 
     def add_after_failure(self, key: K) -> float:
         """Queue ``key`` again after its backoff delay (which grows with each consecutive
@@ -211,27 +242,48 @@ class WorkQueue(Generic[K]):
     async def get(self) -> K:
         """Wait for the next ready key and mark it as being processed."""
         while True:
-            self._changed.clear()
-            now = self._monotonic()
-            while self._heap:
-                ready_at, _, key = self._heap[0]
-                if self._ready_at.get(key) != ready_at:
-                    heapq.heappop(self._heap)  # superseded by another entry, or taken
-                    continue
-                if ready_at > now:
-                    break
-                heapq.heappop(self._heap)
-                del self._ready_at[key]
-                pending = self._queued.pop(key)
-                self._processing.add(key)
-                if pending.window is not None and pending.window.end > now:
-                    # Taken early (a retry, a requeue, a follow-up) while a change's window
-                    # is open: the window stays, and brings the key back at its end.
-                    self._dirty[key] = _Pending(window=pending.window)
+            key = self._take()
+            if key is not None:
                 return key
-            timeout = self._heap[0][0] - now if self._heap else None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            if self._heap:
+                self._arm(self._heap[0][0])
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled: the wake goes to another
+                raise
+            finally:
+                if not waiter.done():
+                    self._waiters.remove(waiter)
+
+    def _take(self) -> K | None:
+        """The next ready key, now marked as being processed; None if none is ready (the
+        next waiter is then woken when one is)."""
+        now = self._monotonic()
+        while self._heap:
+            ready_at, _, key = self._heap[0]
+            if self._ready_at.get(key) != ready_at:
+                heapq.heappop(self._heap)  # superseded by another entry, or taken
+                continue
+            if ready_at > now:
+                break
+            heapq.heappop(self._heap)
+            del self._ready_at[key]
+            pending = self._queued.pop(key)
+            self._processing.add(key)
+            if pending.window is not None and pending.window.end > now:
+                # Taken early (a retry, a requeue, a follow-up) while a change's window
+                # is open: the window stays, and brings the key back at its end.
+                self._dirty[key] = _Pending(window=pending.window)
+            if self._heap and self._heap[0][0] <= now:
+                self._wake_one()  # more are ready: another waiter takes the next
+            elif self._heap:
+                self._arm(self._heap[0][0])
+            return key
+        return None
 
     def done(self, key: K) -> None:
         """Mark ``key`` processed; if it was re-added meanwhile, queue it again."""
