@@ -238,7 +238,7 @@ async def test_idle_connections_are_kept_longer_than_aiohttps_default() -> None:
     a TLS handshake per connection: the pool keeps them ``KEEPALIVE`` seconds (under the API
     server's 90 s idle timeout), the Events' pool too."""
     transport = AiohttpTransport(
-        "https://127.0.0.1:6443", ssl.create_default_context(), Credentials(None, "x"),
+        "https://127.0.0.1:6443", ssl.create_default_context(), Credentials.fixed("Bearer x"),
         user_agent="kube-nudge/test", timeout=5.0,
     )  # fmt: skip
     events = transport.sibling(2)
