@@ -158,7 +158,6 @@ def test_a_snapshot_template_hashes_like_its_sources_and_an_undo_is_left_alone()
             assess(current, sources.get, KEY),
             WorkloadMemory(),
             1e9,
-            strategy=SNAPSHOT_MODEL,
         )
         == Noop()
     )
@@ -170,16 +169,12 @@ def test_a_snapshot_template_hashes_like_its_sources_and_an_undo_is_left_alone()
         template={CONFIG_HASH: "v1-older", SNAPSHOTS: format_snapshots(old)},
     )  # fmt: skip
     assert undone.rolled_back
-    decision = decide(
-        undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9, strategy=SNAPSHOT_MODEL
-    )
+    decision = decide(undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9)
     assert isinstance(decision, Hold)
     assert (decision.reason, decision.event_reason) == ("rolled-back", "ConfigRolledBack")
     # The next real change rolls forward again.
     sources[APP] = project_source(configmap(LEVEL="debug"))
-    changed = decide(
-        undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9, strategy=SNAPSHOT_MODEL
-    )
+    changed = decide(undone, assess(undone, sources.get, KEY), WorkloadMemory(), 1e9)
     assert not isinstance(changed, Hold | Noop)
 
 
@@ -223,7 +218,6 @@ def test_a_template_naming_its_sources_again_goes_back_onto_copies() -> None:
         assess(reapplied, sources.get, KEY),
         WorkloadMemory(),
         1e9,
-        strategy=SNAPSHOT_MODEL,
     )
     assert isinstance(decision, Apply) and decision.config_hash == desired
     assert decision.uncopied == (APP, DB)
@@ -238,7 +232,6 @@ def test_a_template_naming_its_sources_again_goes_back_onto_copies() -> None:
             assess(adopted, sources.get, KEY),
             WorkloadMemory(),
             1e9,
-            strategy=SNAPSHOT_MODEL,
         )
         == Noop()
     )
