@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.peers.given import PeerBinary, parse_peers
+from bench.profile import py_spy
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -105,6 +106,7 @@ class BenchConfig:
     tool_args: tuple[str, ...] = ()
     output: str = ""  # BENCH_OUTPUT; "" = latest (full) or quick
     allow_dirty: bool = False  # BENCH_ALLOW_DIRTY=1: measure a tree that differs from HEAD
+    profile: bool = False  # BENCH_PROFILE=1: py-spy shares of the fan-out's CPU (bench/profile.py)
 
     def out(self) -> Output:
         """The files this run writes (see ``outputs``)."""
@@ -184,7 +186,7 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     """BENCH_QUICK=1, BENCH_REPEAT=N, BENCH_MEMORY_REPEAT=N, BENCH_SCENARIOS, BENCH_PEERS,
     BENCH_ROLL_TIMEOUT (seconds), BENCH_AGENT_SWAPS, BENCH_NODE_PODS, BENCH_SCALE_*,
     BENCH_TOOL_ARGS (extra kube-nudge flags), BENCH_OUTPUT, BENCH_ALLOW_DIRTY=1 (run on a tree
-    that differs from its commit; the results say so).
+    that differs from its commit; the results say so), BENCH_PROFILE=1 (bench/profile.py).
     Raises ValueError with one line naming what is wrong."""
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     sizes = QUICK if quick else Sizes()
@@ -215,4 +217,7 @@ def from_env(known_peers: tuple[str, ...]) -> BenchConfig:
     if output:
         outputs(output)  # validate now, not after an hour of running
     allow_dirty = os.environ.get("BENCH_ALLOW_DIRTY", "") not in ("", "0")
-    return BenchConfig(quick, sizes, peers, scenarios, tool_args, output, allow_dirty)
+    profile = os.environ.get("BENCH_PROFILE", "") not in ("", "0")
+    if profile and py_spy() is None:
+        raise ValueError("BENCH_PROFILE=1 needs py-spy: `make install` puts it in .venv")
+    return BenchConfig(quick, sizes, peers, scenarios, tool_args, output, allow_dirty, profile)

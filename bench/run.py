@@ -87,7 +87,7 @@ async def _in_cluster(
         made.append(entry.tool(log_path, settings))
         return made[-1]
 
-    ctx = Context(cluster, kube, config.sizes, factory)
+    ctx = Context(cluster, kube, config.sizes, factory, profile=config.profile)
     try:
         metrics = await SCENARIOS[scenario](ctx)
         return metrics, ctx.series

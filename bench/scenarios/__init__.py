@@ -13,6 +13,7 @@ from typing import Any
 
 from bench.audit import AuditLog
 from bench.config import Sizes
+from bench.profile import Sampler
 from bench.tools import Tool, ToolSettings, ensure_namespace
 from kube_nudge.kube.client import KubeClient
 from kube_nudge_dev.cluster import LocalCluster
@@ -29,6 +30,8 @@ class Context:
     kube: KubeClient
     sizes: Sizes
     make_tool: Callable[[ToolSettings], Tool]
+    profile: bool = False
+    """BENCH_PROFILE=1: scenarios that measure a tool's CPU also sample it (``sampler``)."""
     audit: AuditLog = field(init=False)
     started: list[Tool] = field(default_factory=list)
     series: dict[str, Any] = field(default_factory=dict)
@@ -42,6 +45,10 @@ class Context:
         await tool.prepare(self.kube)
         self.started.append(tool)
         return tool
+
+    def sampler(self) -> Sampler:
+        """py-spy for the window whose CPU is measured, when this run profiles."""
+        return Sampler(self.profile)
 
     async def namespace(self, name: str = NAMESPACE) -> str:
         """Create a namespace for the scenario's objects."""

@@ -59,12 +59,14 @@ async def run(ctx: Context) -> Metrics:
         before = watch.markers()
         mark = ctx.audit.mark()
         assert tool.pid is not None
-        cpu = CpuMeter(tool.pid)
+        cpu, sampler = CpuMeter(tool.pid), ctx.sampler()
+        sampler.start(tool.pid)
         t0 = time.perf_counter()
         sent = await change_all(ctx.kube, tool, namespace, count, "1")
         say(f"  sent {count} ConfigMap changes in {sent:.2f} s")
         rolled = await wait_rolled(watch, before, count, t0, ctx.sizes.roll_timeout)
         tool_cpu, machine_busy = cpu.read()
+        profile = sampler.stop()
         if not rolled.complete:  # stop it at the limit: the counts below are of that moment
             await asyncio.to_thread(tool.stop)
         await asyncio.sleep(SETTLE)
@@ -72,4 +74,4 @@ async def run(ctx: Context) -> Metrics:
     ctx.series["rolled_s"] = rolled.times
     ctx.series["limit_s"] = rolled.limit
     return {"workloads": count, **metrics, "send_s": round(sent, 3),
-            **cpu_metrics(tool_cpu, machine_busy, metrics)}  # fmt: skip
+            **cpu_metrics(tool_cpu, machine_busy, metrics), **profile}  # fmt: skip

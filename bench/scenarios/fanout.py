@@ -36,19 +36,22 @@ async def run(ctx: Context) -> Metrics:
         before = watch.markers()
         mark = ctx.audit.mark()
         assert tool.pid is not None
-        cpu = CpuMeter(tool.pid)
+        cpu, sampler = CpuMeter(tool.pid), ctx.sampler()
+        sampler.start(tool.pid)
         await ctx.kube.merge_patch(CONFIGMAPS.path(namespace, CONFIGMAP), {"data": {KEY: "1"}})
         t0 = time.perf_counter()
         tool.changed(namespace, [f"app-{n:05d}" for n in range(count)], "1")
         rolled = await wait_rolled(watch, before, count, t0, ctx.sizes.roll_timeout)
         tool_cpu, machine_busy = cpu.read()
+        profile = sampler.stop()
         if not rolled.complete:  # stop it at the limit: the counts below are of that moment
             await asyncio.to_thread(tool.stop)
         await asyncio.sleep(SETTLE)
         metrics |= await outcome(ctx, tool, namespace, before, rolled, mark)
     ctx.series["rolled_s"] = rolled.times
     ctx.series["limit_s"] = rolled.limit
-    return {"workloads": count, **metrics, **cpu_metrics(tool_cpu, machine_busy, metrics)}
+    return {"workloads": count, **metrics, **cpu_metrics(tool_cpu, machine_busy, metrics),
+            **profile}  # fmt: skip
 
 
 def cpu_metrics(tool_cpu: float, machine_busy: float, metrics: Metrics) -> Metrics:
