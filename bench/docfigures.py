@@ -25,6 +25,7 @@ from typing import Any
 from bench import targets
 from bench.companions import with_companions
 from bench.config import ROOT
+from bench.profile import HTTP, LABELS, category_names
 from bench.report import fmt, provenance
 from bench.targets import KUBE_NUDGE
 
@@ -165,11 +166,47 @@ def agent_node(document: dict[str, Any]) -> str:
     )
 
 
+def cpu_profile(document: dict[str, Any]) -> str:
+    """Where kube-nudge's CPU went in the fan-out and burst windows (``BENCH_PROFILE=1``),
+    and what it would be per write if its HTTP and TLS work cost nothing."""
+    columns = (("fanout", "fan-out"), ("burst", "burst"))
+    lines = ["| Share of kube-nudge's busy CPU samples | " + " | ".join(c for _, c in columns)
+             + " |", "|---|" + "---:|" * len(columns)]  # fmt: skip
+    for category in category_names():
+        shares = [_median(document, KUBE_NUDGE, scenario, f"cpu_pct_{category}")
+                  for scenario, _ in columns]  # fmt: skip
+        cells = ["n/a" if share is None else f"{share:.1f} %" for share in shares]
+        lines.append(f"| {LABELS[category]} | " + " | ".join(cells) + " |")
+    figures = targets.Figures(document["results"], document["tools"])
+    minimal = figures.minimal()
+    rest = []
+    for scenario, name in columns:
+        ours = _median(document, KUBE_NUDGE, scenario, "tool_cpu_ms_per_write")
+        floor = _median(document, minimal, scenario, "tool_cpu_ms_per_write") if minimal else None
+        http = [_median(document, KUBE_NUDGE, scenario, f"cpu_pct_{c}") for c in HTTP]
+        if ours is None or not floor or None in http:
+            continue
+        without = ours * (1 - sum(h or 0.0 for h in http) / 100)
+        ratio = f"{without / floor:,.1f}x the minimal client's {fmt(floor, 'ms')}"
+        rest.append(f"{name} {fmt(ours, 'ms')} per write, {fmt(without, 'ms')} without them "
+                    f"({ratio})")  # fmt: skip
+    runs = len(figures.runs(KUBE_NUDGE, "fanout"))
+    return (
+        "\n".join(lines) + f"\n\nMedians of {runs} runs ({document['generated']}, "
+        f"`{document['command']}`; py-spy's own CPU shares the machine, so these runs' times "
+        "are not the page's). The HTTP and TLS rows (the write's request; the event loop, TLS "
+        "and aiohttp's callbacks) are what another HTTP client could make cheaper: "
+        + "; ".join(rest)
+        + ".\n"
+    )
+
+
 RENDERERS: dict[str, Render] = {
     "latest-summary": latest_summary,
     "snapshot-cost": snapshot_cost,
     "agent": agent,
     "agent-node": agent_node,
+    "cpu-profile": cpu_profile,
 }
 
 

@@ -46,6 +46,23 @@ LOOP_DISPATCH = "asyncio/events.py"  # Handle._run: the loop calling a callback 
 RATE = 250  # samples per second
 
 
+#: What each category is, for the pages.
+LABELS: dict[str, str] = {
+    "events": "posting Events",
+    "logging": "log lines",
+    "watch_projection": "watch: projecting objects",
+    "watch_handlers": "watch: change handlers (index, queue)",
+    "watch_stream": "watch: reading and decoding the stream",
+    "reconcile_assess_decide": "reconcile: hash and decision",
+    "reconcile_write_request": "reconcile: the write's HTTP request",
+    "reconcile_other": "reconcile: the rest (book, strategy, metrics)",
+    OUTSIDE_TASKS: "event loop, TLS, aiohttp's protocol callbacks",
+    OTHER: "other kube-nudge code",
+}
+#: The categories that are HTTP and TLS work (what another HTTP client could make cheaper).
+HTTP = ("reconcile_write_request", OUTSIDE_TASKS)
+
+
 def category_names() -> tuple[str, ...]:
     """Every category a profile reports, in order."""
     return (*(name for name, _ in CATEGORIES), OUTSIDE_TASKS, OTHER)
