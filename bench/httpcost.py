@@ -13,22 +13,10 @@ dependency (``pip install`` the others to compare). ``raw asyncio`` is the floor
 client's hand-written HTTP/1.1 (bench/minimal.py), which parses nothing but the status line
 and headers.
 
-Measured 2026-11-24 on the 2-core machine, busy with other work (``make bench-http``: 2,000
-patches x 5 rounds, 32 in flight; CPU ms per request, median (min-max) of the rounds), two
-runs: the first with every candidate and kube-nudge's KubeClient still on httpx2, the second
-with KubeClient on aiohttp (niquests left out):
-
-====================  =====================  =====================
-candidate             first run              second run
-====================  =====================  =====================
-raw asyncio           0.165 (0.147-0.173)    0.162 (0.139-0.171)
-pyreqwest 0.15.1      0.249 (0.230-0.261)    0.230 (0.167-0.263)
-aiohttp 3.14.5        0.299 (0.292-0.330)    0.267 (0.263-0.322)
-KubeClient            0.991 (0.932-1.287)    0.344 (0.291-0.364)
-httpcore2 2.16.2      0.702 (0.606-0.849)    0.586 (0.567-0.773)
-httpx2 2.16.2         0.972 (0.943-1.360)    0.935 (0.776-1.334)
-niquests 3.21.2       1.305 (1.020-1.494)
-====================  =====================  =====================
+Each run writes bench/results/http.json (``--output``): every round's figures, their medians,
+the command and the tree measured; README's figures of it are generated from it
+(bench/docfigures.py). ``pip install`` the candidates that aren't dependencies before a run
+that should compare them.
 
 KubeClient adds its limiter, retry loop and error mapping to the transport's cost.
 """
@@ -38,7 +26,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import importlib.metadata
 import importlib.util
+import json
 import ssl
 import statistics
 import sys
@@ -53,6 +43,8 @@ import orjson
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import KubeConfig
 
+from bench.config import ROOT
+from bench.gitstate import tree_state
 from bench.minimal import Connection, Server
 from bench.objects import bench_client, create_all, deployment
 from kube_nudge.kube.client import MERGE_PATCH, ClientOptions, KubeClient
@@ -60,6 +52,7 @@ from kube_nudge.kube.resources import DEPLOYMENTS
 from kube_nudge_dev.cluster import LocalCluster
 
 NAMESPACE = "default"
+RESULTS = ROOT / "bench" / "results" / "http.json"
 AGENT = "nudge-httpcost/1"
 Patch = Callable[[str, bytes], Awaitable[int]]
 
@@ -311,6 +304,40 @@ async def run(kubeconfig: Path, args: Any) -> list[Candidate]:
     return available
 
 
+def _version(candidate: Candidate) -> str:
+    """The measured library's version ("" for the standard library's asyncio)."""
+    if candidate.module == "asyncio":
+        return ""
+    try:
+        return importlib.metadata.version(candidate.module.split(".")[0].replace("_", "-"))
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def results_document(
+    results: list[Candidate], args: Any, tree: dict[str, Any], argv: list[str]
+) -> dict[str, Any]:
+    """What ``make bench-http`` keeps (bench/results/http.json): per candidate every round's
+    CPU and wall time per request, and their medians; the command and the tree measured."""
+    return {
+        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join(["python -m bench.httpcost", *argv]),
+        "tree": tree,
+        "requests": args.requests,
+        "rounds": args.rounds,
+        "concurrency": args.concurrency,
+        "candidates": {
+            c.name: {
+                "version": _version(c),
+                "cpu_ms": [round(v, 4) for v in c.cpu_ms],
+                "wall_ms": [round(v, 4) for v in c.wall_ms],
+                "cpu_ms_median": round(statistics.median(c.cpu_ms), 4),
+            }
+            for c in results
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m bench.httpcost [--requests N] [--rounds R] [--concurrency C]``."""
     parser = argparse.ArgumentParser(prog="python -m bench.httpcost", description=__doc__)
@@ -319,9 +346,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--workloads", type=int, default=200)
     parser.add_argument("--only", action="append", help="a candidate's name (repeatable)")
+    parser.add_argument("--output", type=Path, default=RESULTS,
+                        help=f"the results file (default {RESULTS.relative_to(ROOT)})")  # fmt: skip
     args = parser.parse_args(argv)
+    tree = tree_state(ROOT)
     with LocalCluster() as cluster:
         results = asyncio.run(run(cluster.kubeconfig, args))
+    document = results_document(results, args, tree.record(), argv or sys.argv[1:])
+    args.output.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {args.output}")
     print(f"\n{args.requests} merge patches x {args.rounds} rounds, {args.concurrency} in flight; "
           "median (min-max) per request:")  # fmt: skip
     print(f"{'candidate':<24} {'CPU ms':>22} {'wall ms':>22}")
