@@ -201,12 +201,37 @@ def cpu_profile(document: dict[str, Any]) -> str:
     )
 
 
+#: How make bench-http's candidates are named on the pages.
+HTTP_NAMES = {
+    "raw asyncio": "the minimal client's hand-written HTTP/1.1",
+    "kube-nudge KubeClient": "kube-nudge's client (KubeClient on aiohttp)",
+}
+
+
+def http_cost(document: dict[str, Any]) -> str:
+    """CPU per request of each HTTP client ``make bench-http`` measured, cheapest first."""
+    ranked = sorted(document["candidates"].items(), key=lambda item: item[1]["cpu_ms_median"])
+
+    def label(name: str, version: str) -> str:
+        return HTTP_NAMES.get(name) or f"{name} {version}".strip()
+
+    figures = ", ".join(
+        f"{label(name, entry['version'])} {entry['cpu_ms_median']:.3f} ms" for name, entry in ranked
+    )
+    return (
+        f"CPU per request, median of {document['rounds']} rounds of {document['requests']:,} "
+        f"merge patches, {document['concurrency']} in flight ({document['generated']}, "
+        f"`make bench-http`): {figures}.\n"
+    )
+
+
 RENDERERS: dict[str, Render] = {
     "latest-summary": latest_summary,
     "snapshot-cost": snapshot_cost,
     "agent": agent,
     "agent-node": agent_node,
     "cpu-profile": cpu_profile,
+    "http-cost": http_cost,
 }
 
 
