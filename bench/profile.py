@@ -22,7 +22,7 @@ import subprocess  # nosec B404 # py-spy, a fixed argv of our own
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 #: (category, frame patterns), first match wins. Patterns are substrings of py-spy's frame
@@ -84,17 +84,23 @@ def classify(frames: list[str]) -> str | None:
     return OUTSIDE_TASKS
 
 
-def shares(collapsed: Iterable[str]) -> dict[str, float]:
-    """Percent of the busy samples per category, from py-spy's raw (collapsed) output:
-    ``frame;frame;frame COUNT`` per line. Every category is present (0.0 if unseen)."""
-    counts: Counter[str] = Counter()
+def samples(collapsed: Iterable[str]) -> Iterator[tuple[list[str], int]]:
+    """(stack, count) of each line of py-spy's raw (collapsed) output, ``frame;frame COUNT``;
+    lines of any other shape are skipped."""
     for line in collapsed:
         stack, _, number = line.rstrip("\n").rpartition(" ")
-        if not stack or not number.isdigit():
-            continue
-        category = classify(stack.split(";"))
+        if stack and number.isdigit():
+            yield stack.split(";"), int(number)
+
+
+def shares(collapsed: Iterable[str]) -> dict[str, float]:
+    """Percent of the busy samples per category, from py-spy's raw output. Every category
+    is present (0.0 if unseen)."""
+    counts: Counter[str] = Counter()
+    for frames, count in samples(collapsed):
+        category = classify(frames)
         if category is not None:
-            counts[category] += int(number)
+            counts[category] += count
     busy = sum(counts.values())
     return {name: round(100.0 * counts[name] / busy, 1) if busy else 0.0
             for name in category_names()}  # fmt: skip
@@ -145,8 +151,8 @@ class Sampler:
             lines = output.read_text().splitlines() if output.exists() else []
         finally:
             output.unlink(missing_ok=True)
-        samples = sum(int(n) for line in lines if (n := line.rpartition(" ")[2]).isdigit())
-        if not samples:
+        sampled = sum(count for _, count in samples(lines))
+        if not sampled:
             return {}
         figures = {f"cpu_pct_{name}": value for name, value in shares(lines).items()}
-        return {**figures, "profile_samples": float(samples)}
+        return {**figures, "profile_samples": float(sampled)}

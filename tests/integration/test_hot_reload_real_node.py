@@ -30,6 +30,7 @@ import pytest
 
 from kube_nudge.agent.keys import key_id
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
+from kube_nudge.kube.pods import pod_started
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -90,17 +91,12 @@ VALIDATE = "python -c \"import sys; sys.exit(open('/etc/app/app.conf').read() ==
 def second_after_start(
     kube: KubeClient, namespace: str, apps: Iterable[str]
 ) -> Callable[[], Awaitable[bool]]:
-    """A check that holds once this host's clock is in a later second than every
-    container start of ``apps``' live pods."""
+    """A check that holds once this host's clock is in a later second than every live pod
+    of ``apps`` started, as status reads a start (``pod_started``)."""
 
     async def check() -> bool:
-        starts = [
-            parse_timestamp(((c.get("state") or {}).get("running") or {}).get("startedAt"))
-            for app in apps
-            for pod in await live_pods(kube, namespace, app)
-            for c in pod.get("status", {}).get("containerStatuses") or ()
-        ]
-        known = [s for s in starts if s is not None]
+        starts = [pod_started(pod) for app in apps for pod in await live_pods(kube, namespace, app)]
+        known = [start for start in starts if start is not None]
         return len(known) == len(starts) and time.time() >= max(known, default=0.0) + 1
 
     return check
