@@ -5,7 +5,6 @@ fails here, not silently as an empty graph or an alert that can never fire)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -20,43 +19,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev.build import promtool_binary
-
-REPO = Path(__file__).resolve().parents[2]
-# Inside the chart, whose templates can read only its own files (.Files.Get).
-MONITORING = REPO / "deploy" / "helm" / "kube-nudge" / "monitoring"
-DASHBOARD = MONITORING / "grafana-dashboard.json"
-ALERTS = MONITORING / "alerts.yaml"
+from tests.monitoring_support import (
+    ALERTS,
+    STRING,
+    dashboard,
+    dashboard_exprs,
+    metric_names,
+    panels,
+    rules,
+)
 
 # Series Prometheus adds itself to every scrape, not the controller.
 SCRAPE_SERIES = frozenset({"up"})
-
-# PromQL words that look like metric names: functions, aggregations, operators, modifiers.
-_PROMQL_WORDS = """
-    abs absent absent_over_time avg avg_over_time bottomk ceil changes clamp clamp_max
-    clamp_min count count_over_time count_values deriv delta exp floor group
-    histogram_quantile holt_winters idelta increase irate label_join label_replace last_over_time
-    ln log2 log10 max max_over_time min min_over_time predict_linear quantile quantile_over_time
-    rate resets round scalar sgn sort sort_desc sqrt stddev stdvar sum sum_over_time time
-    timestamp topk vector and or unless by without on ignoring group_left group_right bool
-    offset inf nan
-"""
-PROMQL_WORDS = frozenset(_PROMQL_WORDS.split())
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
-_MATCHERS = re.compile(r"\{[^{}]*\}")
-_RANGE = re.compile(r"\[[^\]]*\]")
-_LABEL_LIST = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
-_IDENT = re.compile(r"(?<![\w.$])[A-Za-z_:][\w:]*")
-
-
-def metric_names(expr: str) -> set[str]:
-    """The metric names an expression selects (a small PromQL tokenizer, enough for ours)."""
-    # Grafana variables ($__rate_interval, ${datasource}) sit inside ranges and matchers.
-    text = _STRING.sub('""', expr)
-    text = _MATCHERS.sub("", text)
-    text = _RANGE.sub("", text)
-    text = _LABEL_LIST.sub("", text)
-    text = re.sub(r"\b\d+(?:\.\d+)?(?:e[+-]?\d+)?\b", "", text)
-    return {word for word in _IDENT.findall(text) if word not in PROMQL_WORDS}
 
 
 @cache
@@ -74,32 +48,6 @@ def exported() -> frozenset[str]:
         for family in text_string_to_metric_families(body.decode())
         for sample in family.samples
     )
-
-
-def dashboard() -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    return doc
-
-
-def panels(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for panel in doc["panels"]:
-        out.append(panel)
-        out.extend(panel.get("panels", []))  # panels inside collapsed rows
-    return out
-
-
-def dashboard_exprs(doc: dict[str, Any]) -> list[tuple[str, str]]:
-    return [
-        (panel["title"], target["expr"])
-        for panel in panels(doc)
-        for target in panel.get("targets", [])
-    ]
-
-
-def rules() -> list[dict[str, Any]]:
-    doc = yaml.safe_load(ALERTS.read_text())
-    return [rule for group in doc["spec"]["groups"] for rule in group["rules"]]
 
 
 def unknown_names(expr: str) -> set[str]:
@@ -190,7 +138,7 @@ def test_alerts_are_a_prometheus_rule() -> None:
 def _balanced(expr: str) -> bool:
     closing = {")": "(", "]": "[", "}": "{"}
     stack: list[str] = []
-    for char in _STRING.sub('""', expr):
+    for char in STRING.sub('""', expr):
         if char in "([{":
             stack.append(char)
         elif char in closing and (not stack or stack.pop() != closing[char]):

@@ -185,8 +185,9 @@ def _notifier(config: RunConfig, metrics: Metrics) -> Notifier | None:
     from kube_nudge.notifications.delivery import Notifier, NotifierHooks
 
     hooks = NotifierHooks.from_counters(
-        metrics.notifications_sent, metrics.notifications_failed, metrics.notifications_dropped
-    )
+        metrics.notifications_sent, metrics.notifications_failed, metrics.notifications_dropped,
+        receivers=config.receivers,
+    )  # fmt: skip
     log.info("notifications go to %s", ", ".join(receiver.label for receiver in config.receivers))
     return Notifier(config.receivers, hooks=hooks)
 

@@ -198,6 +198,9 @@ class Controller:
         metrics = self.metrics
         for kind in self.options.kinds:
             metrics.kind_available.labels(resource=str(kind.resource)).set(1)
+            metrics.seed_kind(kind.resource.kind)
+        metrics.seed_holds(r for model in self.options.defaults.extensions
+                           for r in model.hold_reasons)  # fmt: skip
         metrics.queue_depth.set_function(lambda: len(self.queue))
         self._gauge_tracked(resources.CONFIGMAPS, self._sources[SourceKind.CONFIGMAP])
         self._gauge_tracked(resources.SECRETS, self._sources[SourceKind.SECRET])
@@ -222,6 +225,7 @@ class Controller:
         informers = [self._workload_informer(kind, ns) for ns in scopes]
         self._workloads[kind] = informers
         self._gauge_tracked(kind.resource, informers)
+        self.metrics.seed_kind(kind.resource.kind)
         self.cache.start(informers)
 
     # -- informers and handlers -------------------------------------------------------------
@@ -238,6 +242,8 @@ class Controller:
         )
 
     def _restart_counter(self, resource: Resource) -> Any:
+        self.metrics.seed_watch(str(resource))
+
         def count(reason: str) -> None:
             self.metrics.watch_restarts.labels(resource=str(resource), reason=reason).inc()
 

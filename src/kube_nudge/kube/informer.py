@@ -44,6 +44,9 @@ Handler = Callable[[Key, T | None, T | None], None]
 
 #: The annotation of the bookmark that ends a streaming list's initial events.
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+#: Why a watch restarts (``on_restart``'s argument): its resourceVersion expired (410), it
+#: failed, or it stayed silent past the watchdog. A normal close is resumed, not a restart.
+RESTART_REASONS = ("expired", "error", "silent")
 #: What a server without streaming lists answers ``sendInitialEvents`` with.
 _NO_STREAMING = frozenset({400, 422})
 
@@ -78,6 +81,7 @@ class Informer(Generic[T]):
         config: InformerConfig | None = None,
         on_restart: Callable[[str], None] | None = None,
     ) -> None:
+        """``on_restart`` is called with one of ``RESTART_REASONS`` at each restart."""
         self.client = client
         self.resource = resource
         self.project = project

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.hashing import (
@@ -26,6 +27,7 @@ from kube_nudge.model.references import Consumption, SourceRef
 from kube_nudge.model.visibility import visible_sources
 
 __all__ = [
+    "HOLD_REASONS",
     "MAX_RECORDED_ROLLOUTS",
     "Adopt",
     "Apply",
@@ -116,11 +118,19 @@ class Adopt:
     new_key: bool = False
 
 
+#: Every reason the model's own rules hold a rollout for (``Hold.reason``: the ``reason``
+#: label of ``kube_nudge_holds_total`` and the state ``held-<reason>``); a strategy declares
+#: its own in ``StrategyModel.hold_reasons``. The metrics export each at 0 from the start.
+HOLD_REASONS: Final = (
+    "invalid", "missing", "flapping", "line-stopped", "window", "approval", "order", "turn",
+)  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Hold:
     """Not now. `reason` is the metric label, `event_reason` the Event's reason."""
 
-    reason: str  # "missing" | "flapping" | "invalid" | "rolled-back" | "refused"
+    reason: str  # one of HOLD_REASONS, or of the strategy's StrategyModel.hold_reasons
     event_reason: str
     message: str
     retry_after: float | None = None

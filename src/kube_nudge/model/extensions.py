@@ -13,7 +13,8 @@ strategy:
   ``WorkloadView.extras`` under its name;
 - ``uses_stand_ins``: its templates name stand-ins in place of sources
   (``model.standins``), so the projection records what only such a workload has;
-- ``hold``: a decision it vetoes (``model.decide`` asks the workload's strategy);
+- ``hold``: a decision it vetoes (``model.decide`` asks the workload's strategy), and
+  ``hold_reasons``, every reason it holds for (its own metric labels);
 - ``status``: a state ``kube-nudge status`` gives a workload it is delivering to.
 """
 
@@ -74,6 +75,9 @@ class StrategyModel:
     """From a workload's metadata annotations and settings: its view extras, or None."""
     hold: Callable[[WorkloadView, Assessment, WorkloadMemory], Hold | None] | None = None
     """Called for workloads using it once the config is complete: a hold, or None."""
+    hold_reasons: tuple[str, ...] = ()
+    """Every ``Hold.reason`` the strategy gives (from ``hold`` or its own writes), beside the
+    model's ``HOLD_REASONS``: the metrics export each at 0 from the start."""
     status: Callable[[WorkloadView, int], tuple[str, str] | None] | None = None
     """For an adopted workload using it whose hash matches, and how many pods run another
     config: its state and detail, or None."""

@@ -84,9 +84,24 @@ class NotifierHooks:
     """A notification was dropped unsent: (receiver, one of ``DROP_REASONS``)."""
 
     @classmethod
-    def from_counters(cls, sent: _Counter, failed: _Counter, dropped: _Counter) -> NotifierHooks:
+    def from_counters(
+        cls,
+        sent: _Counter,
+        failed: _Counter,
+        dropped: _Counter,
+        receivers: Sequence[Receiver] = (),
+    ) -> NotifierHooks:
         """Hooks that increment Prometheus counters labelled ``receiver`` and ``kind``
-        (sent) or ``receiver`` and ``reason`` (failed, dropped)."""
+        (sent) or ``receiver`` and ``reason`` (failed, dropped). Each of ``receivers``
+        starts at 0 for every kind it is sent and every reason: a series born at its first
+        failure would be born at 1, an increase no alert sees."""
+        for receiver in receivers:
+            for kind in sorted(receiver.on):
+                sent.labels(receiver=receiver.label, kind=kind.value)
+            for reason in FAIL_REASONS:
+                failed.labels(receiver=receiver.label, reason=reason)
+            for reason in DROP_REASONS:
+                dropped.labels(receiver=receiver.label, reason=reason)
         return cls(
             sent=lambda receiver, kind: sent.labels(receiver=receiver, kind=kind).inc(),
             failed=lambda receiver, why: failed.labels(receiver=receiver, reason=why).inc(),

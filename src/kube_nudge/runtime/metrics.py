@@ -6,6 +6,8 @@ values, so the series count stays bounded and nothing sensitive is exported.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
     CollectorRegistry,
@@ -16,10 +18,14 @@ from prometheus_client import (
     generate_latest,
 )
 
-HOLD_REASONS = ("missing", "flapping", "invalid")
-ERROR_STAGES = ("reconcile", "write", "event", "watch", "replace")
+from kube_nudge.kube.informer import RESTART_REASONS
+from kube_nudge.model.decide import HOLD_REASONS
+
+ERROR_STAGES = ("reconcile", "write", "event", "watch", "replace", "audit")
 EVICTION_OUTCOMES = ("evicted", "blocked")
-WORKLOAD_STATES = ("current", "applied", "held-missing", "held-flapping", "held-invalid", "failed")
+ROLLOUT_OUTCOMES = ("complete", "failed")
+#: A workload's state after a pass besides ``held-<reason>`` (one per hold reason).
+WORKLOAD_STATES = ("current", "applied", "failed")
 RECONCILE_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
@@ -158,15 +164,38 @@ class Metrics:
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
         # what dashboards and the kubelet-independent memory alerts expect of any exporter.
         ProcessCollector(registry=r)
-        # Known label values start at 0 so rate() and alerts see the series from the start.
-        for reason in HOLD_REASONS:
-            self.holds.labels(reason=reason)
+        # Known label values start at 0: a counter whose series is born at its first event
+        # is born at 1, and increase()/rate() see no increase in it (so the first failed
+        # rollout after a start would never alert). The rest are known only once configured:
+        # kinds and watched resources (seed_* below, by the controller), the receivers
+        # (NotifierHooks.from_counters) and strategies' own labels (their constructors).
         for stage in ERROR_STAGES:
             self.errors.labels(stage=stage)
         for state in WORKLOAD_STATES:
             self.workloads.labels(state=state)
         for outcome in EVICTION_OUTCOMES:
             self.pod_evictions.labels(outcome=outcome)
+        self.seed_holds(HOLD_REASONS)
+
+    def seed_holds(self, reasons: Iterable[str]) -> None:
+        """Start the holds of each reason, and the workloads held for it, at 0."""
+        for reason in reasons:
+            self.holds.labels(reason=reason)
+            self.workloads.labels(state=f"held-{reason}")
+
+    def seed_kind(self, kind: str) -> None:
+        """Start every per-kind counter of workload kind ``kind`` (a Kind, e.g.
+        ``Deployment``) at 0."""
+        self.nudges.labels(kind=kind)
+        self.notifications.labels(kind=kind)
+        self.writes.labels(kind=kind)
+        for outcome in ROLLOUT_OUTCOMES:
+            self.rollouts_finished.labels(kind=kind, outcome=outcome)
+
+    def seed_watch(self, resource: str) -> None:
+        """Start the watch restarts of ``resource`` at 0, for every reason."""
+        for reason in RESTART_REASONS:
+            self.watch_restarts.labels(resource=resource, reason=reason)
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition of every metric, and its content type."""

@@ -64,7 +64,7 @@ from kube_nudge.model.hot import (
     started_after,
 )
 from kube_nudge.model.references import SourceKind, SourceRef
-from kube_nudge.strategies.base import Target, changes_field
+from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.hot.settings import HOT_FALLBACK, HOT_MODEL, hot_reload, hot_settings
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
@@ -83,6 +83,11 @@ AFTER_FALLBACK = 1.0
 """Seconds after a fallback rollout before the workload is looked at again."""
 
 
+#: ``kube_nudge_hot_reloads_total{outcome}``: a change judged (every verdict but waiting),
+#: or rolled because a changed key reaches the pods only at a restart.
+HOT_OUTCOMES = (*(kind.value for kind in VerdictKind if kind is not VerdictKind.WAITING), "rolled")
+
+
 class HotStrategy(AdoptsBaseline):
     """Reload in place where the pods can see the change, roll where they can't. Adoption
     is strategy rollout's: record the baseline, restart nothing."""
@@ -91,6 +96,14 @@ class HotStrategy(AdoptsBaseline):
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
     model = HOT_MODEL
+
+    def __init__(self, context: StrategyContext) -> None:
+        super().__init__(context)
+        # Its own metric labels start at 0 (runtime/metrics.py says why): every outcome of a
+        # change it delivers, and its writes to pods.
+        for outcome in HOT_OUTCOMES:
+            context.metrics.hot_reloads.labels(outcome=outcome)
+        context.metrics.writes.labels(kind=PODS.kind)
 
     @staticmethod
     def pod_config(annotations: Mapping[str, Any]) -> str | None:

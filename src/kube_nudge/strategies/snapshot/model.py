@@ -53,6 +53,7 @@ SNAPSHOT_MODEL: Final = StrategyModel(
     doc="snapshot rolls onto immutable copies of the config",
     annotations=COPY_ANNOTATIONS,
     hold=_held_if_rolled_back,
+    hold_reasons=("rolled-back", "refused"),
     rolls_back=True,
     uses_stand_ins=True,
 )

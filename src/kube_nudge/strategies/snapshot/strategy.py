@@ -49,6 +49,7 @@ from kube_nudge.strategies.base import (
     Host,
     NotYet,
     Refused,
+    StrategyContext,
     Target,
     Webhook,
     changes_field,
@@ -61,7 +62,7 @@ from kube_nudge.strategies.snapshot.copies import (
     is_copy_of,
 )
 from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
-from kube_nudge.strategies.snapshot.webhook import SnapshotWebhook
+from kube_nudge.strategies.snapshot.webhook import REVIEW_RESULTS, SnapshotWebhook
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
@@ -98,6 +99,16 @@ class SnapshotStrategy(AdoptsBaseline):
     #: Its copies are its own objects, never sources (``OwnsSources``).
     owned_source_labels = frozenset({SNAPSHOT_LABEL})
     model = SNAPSHOT_MODEL
+
+    def __init__(self, context: StrategyContext) -> None:
+        super().__init__(context)
+        # Its own metric labels start at 0 (runtime/metrics.py says why): the webhook's
+        # reviews, served or not, and its writes of copies.
+        metrics = context.metrics
+        for result in REVIEW_RESULTS:
+            metrics.admission.labels(result=result)
+        for resource in _SOURCE_RESOURCES.values():
+            metrics.writes.labels(kind=resource.kind)
 
     @staticmethod
     def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:

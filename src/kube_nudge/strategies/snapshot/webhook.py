@@ -22,12 +22,14 @@ from kube_nudge.runtime.http import HttpServer, Request, Response
 from kube_nudge.strategies.base import Host
 from kube_nudge.strategies.snapshot.admission import restore_snapshot_template
 
-__all__ = ["WEBHOOK_PATH", "SnapshotWebhook"]
+__all__ = ["REVIEW_RESULTS", "WEBHOOK_PATH", "SnapshotWebhook"]
 
 log = logging.getLogger(__name__)
 
 #: Where the MutatingWebhookConfiguration points (``clientConfig.service.path``).
 WEBHOOK_PATH = "/mutate/snapshot"
+#: The ``result`` of each review (``kube_nudge_admission_reviews_total``).
+REVIEW_RESULTS = ("restored", "unchanged", "not-ready", "error")
 
 
 class SnapshotWebhook:
