@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit test test-unit test-integration control-plane helm promtool manifests demo clean
+.PHONY: help install lint audit test test-unit test-integration control-plane helm promtool prometheus manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -63,6 +63,11 @@ helm: $(STAMP)
 promtool: $(STAMP)
 	$(BIN)/kube-nudge-dev build promtool
 
+# The pinned Prometheus server (its own cache directory, the same module as promtool) that the
+# alert tests run against the controller; ~2 min after promtool, ~5 min alone.
+prometheus: $(STAMP)
+	$(BIN)/kube-nudge-dev build prometheus
+
 # Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
@@ -94,10 +99,10 @@ test-unit: helm promtool
 
 # The real-node tests (-m real_node) also need the host packages; they build the image and
 # the pause image on first use (under a minute cold) and join the node to the session cluster.
-test-integration: control-plane helm host-packages
+test-integration: control-plane helm prometheus host-packages
 	$(BIN)/pytest tests/integration
 
-test: lint control-plane helm promtool host-packages
+test: lint control-plane helm promtool prometheus host-packages
 	$(BIN)/pytest
 
 # With the host packages (root) the demo's pods are real containers on the real node;

@@ -14,9 +14,10 @@ import pytest
 
 from kube_nudge.controller.hmackey import load_or_create_key
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SERVICEACCOUNTS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
+from tests.integration.accounts import account_kubeconfig
 from tests.integration.controller_support import HMAC_SECRET
 from tests.integration.manifests import ENABLED
 
@@ -38,27 +39,11 @@ async def cli(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, str, f
     return proc.returncode, text, time.monotonic() - started
 
 
-async def no_rights_kubeconfig(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, path: Path
-) -> Path:
-    """A kubeconfig of a ServiceAccount that no Role grants anything."""
-    await kube.create(SERVICEACCOUNTS.path(namespace), {"metadata": {"name": "ci"}})
-    review = await kube.create(
-        SERVICEACCOUNTS.path(namespace, "ci", "token"),
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    config = json.loads(cluster.kubeconfig.read_text())
-    config["users"] = [{"name": "ci", "user": {"token": review["status"]["token"]}}]
-    config["contexts"][0]["context"]["user"] = "ci"
-    path.write_text(json.dumps(config))
-    return path
-
-
 async def test_forbidden_names_the_verb_and_the_resource(
     kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment("web", annotations=ENABLED))
-    config = await no_rights_kubeconfig(kube, cluster, namespace, tmp_path / "ci.conf")
+    config = await account_kubeconfig(kube, cluster, namespace, "ci", tmp_path)
     key = f"--hmac-key-file={__file__}"
     user = f'User "system:serviceaccount:{namespace}:ci" cannot'
     server = json.loads(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]

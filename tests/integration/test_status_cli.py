@@ -19,7 +19,6 @@ from kube_nudge.kube.resources import (
     NAMESPACES,
     PODS,
     SECRETS,
-    SERVICEACCOUNTS,
     Resource,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
@@ -30,6 +29,7 @@ from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 from tests.integration import manifests
+from tests.integration.accounts import RBAC, account_kubeconfig
 from tests.integration.controller_support import (
     HMAC_SECRET,
     cli_as,
@@ -41,8 +41,6 @@ from tests.integration.manifests import ENABLED
 from tests.schema_support import status_validator
 
 pytestmark = pytest.mark.cluster
-RBAC = "rbac.authorization.k8s.io"
-ROLEBINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding")
 CLUSTERROLES = Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False)
 REPO = Path(__file__).resolve().parents[2]
 
@@ -145,30 +143,6 @@ async def test_the_drift_audit_exports_what_status_all_finds(
     assert metrics.audit_timestamp._value.get() > 0
 
 
-async def bound_kubeconfig(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, into: Path, cluster_role: str
-) -> Path:
-    """A team's account: a ServiceAccount bound to ``cluster_role`` in ``namespace`` only, as
-    a kubeconfig with its token."""
-    account = f"as-{cluster_role}"
-    await kube.create(SERVICEACCOUNTS.path(namespace), {"metadata": {"name": account}})
-    await kube.create(ROLEBINDINGS.path(namespace), {
-        "metadata": {"name": account},
-        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": cluster_role},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
-    })  # fmt: skip
-    token = await kube.create(
-        SERVICEACCOUNTS.path(namespace, account, "token"),
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    config = json.loads(cluster.kubeconfig.read_text())
-    config["users"] = [{"name": account, "user": {"token": token["status"]["token"]}}]
-    config["contexts"][0]["context"]["user"] = account
-    kubeconfig = into / f"{account}.kubeconfig"
-    kubeconfig.write_text(json.dumps(config))
-    return kubeconfig
-
-
 async def test_a_user_who_may_not_read_the_key_never_sees_drift_as_current(
     kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
@@ -176,7 +150,9 @@ async def test_a_user_who_may_not_read_the_key_never_sees_drift_as_current(
     state = f"{namespace}-kn"
     await kube.create(NAMESPACES.path(), {"metadata": {"name": state}})
     try:
-        ci = await bound_kubeconfig(kube, cluster, namespace, tmp_path, "edit")
+        ci = await account_kubeconfig(
+            kube, cluster, namespace, "as-edit", tmp_path, cluster_role="edit"
+        )
         await kube.create(CONFIGMAPS.path(namespace),
                           manifests.configmap("app", {"LEVEL": "info"}))  # fmt: skip
         await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
@@ -250,7 +226,9 @@ async def test_the_charts_viewer_role_is_enough_for_status_and_wait(
     role["metadata"] = {"name": f"{namespace}-viewer"}
     await kube.create(CLUSTERROLES.path(), role)
     try:
-        viewer = await bound_kubeconfig(kube, cluster, namespace, tmp_path, f"{namespace}-viewer")
+        viewer = await account_kubeconfig(
+            kube, cluster, namespace, "as-viewer", tmp_path, cluster_role=f"{namespace}-viewer"
+        )
         await kube.create(CONFIGMAPS.path(namespace),
                           manifests.configmap("app", {"LEVEL": "info"}))  # fmt: skip
         await kube.create(SECRETS.path(namespace), manifests.secret("db", {"pw": "x"}))

@@ -258,6 +258,20 @@ PROMTOOL = GoTool(
 )
 
 
+# Prometheus itself, from the same pinned module as promtool (the two share their module
+# downloads and most of their build): the integration tests scrape the controller with it and
+# evaluate the chart's alert rules on what it really exports (tests/integration/test_alerts.py).
+# Built without the `builtinassets` tag: no web UI, which the tests never open (the HTTP API
+# they query is there either way).
+PROMETHEUS = GoTool(
+    "prometheus",
+    "github.com/prometheus/prometheus/cmd/prometheus",
+    PROMTOOL_VERSION,
+    PROMTOOL.ldflags,
+    "about 2 minutes after promtool, 5 alone",
+)
+
+
 def helm_cache_dir() -> Path:
     """Where the pinned helm is built: ``<cache root>/helm-<version>/bin``."""
     return HELM.cache_dir()
@@ -271,6 +285,12 @@ def helm_binary(*, progress: Callable[[str], None] | None = None) -> Path:
 def promtool_binary(*, progress: Callable[[str], None] | None = None) -> Path:
     """The pinned promtool, built from the Go module proxy into its cache on first use."""
     return go_tool_binary(PROMTOOL, progress=progress)
+
+
+def prometheus_binary(*, progress: Callable[[str], None] | None = None) -> Path:
+    """The pinned Prometheus server, built from the Go module proxy into its cache on first
+    use."""
+    return go_tool_binary(PROMETHEUS, progress=progress)
 
 
 def go_tool_binary(tool: GoTool, *, progress: Callable[[str], None] | None = None) -> Path:

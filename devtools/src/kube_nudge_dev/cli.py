@@ -22,6 +22,7 @@ def _run_build(args: argparse.Namespace) -> int:
         COMPONENTS,
         HELM,
         NODE_COMPONENTS,
+        PROMETHEUS,
         PROMTOOL,
         BuildError,
         ensure_binaries,
@@ -29,7 +30,7 @@ def _run_build(args: argparse.Namespace) -> int:
     )
 
     try:
-        tools = {HELM.name: HELM, PROMTOOL.name: PROMTOOL}
+        tools = {tool.name: tool for tool in (HELM, PROMTOOL, PROMETHEUS)}
         if args.target in tools:
             print(f"{args.target}\t{go_tool_binary(tools[args.target])}")
             return 0
@@ -104,15 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser(
         "build",
-        help="build (or find) the control-plane binaries, helm or promtool, and print their paths",
+        help="build (or find) the control-plane binaries, helm, promtool or prometheus, and "
+        "print their paths",
         description="Print NAME<TAB>PATH for each control-plane binary (or for the pinned "
-        "helm or promtool), building the missing ones into the cache first (the first build "
-        "takes minutes).",
+        "helm, promtool or prometheus), building the missing ones into the cache first (the "
+        "first build takes minutes).",
     )
     build.add_argument(
         "target",
         nargs="?",
-        choices=("control-plane", "helm", "promtool"),
+        choices=("control-plane", "helm", "promtool", "prometheus"),
         default="control-plane",
         help="what to build (default: control-plane)",
     )
