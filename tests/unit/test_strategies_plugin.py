@@ -14,7 +14,7 @@ import httpx2 as httpx
 import pytest
 
 from kube_nudge.controller import status
-from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
+from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
@@ -27,6 +27,7 @@ from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.registry import (
     contract,
     owned_source_labels,
+    product_defaults,
     register,
     strategy_names,
     unregister,

@@ -23,7 +23,7 @@ from kube_nudge.app.flags import (
 )
 from kube_nudge.app.logs import setup_logging
 from kube_nudge.app.run import RunConfig, WebhookConfig, default_state_namespace, run_forever
-from kube_nudge.controller.controller import ControllerOptions, product_defaults
+from kube_nudge.controller.controller import ControllerOptions
 from kube_nudge.kube.client import ClientOptions, KubeconfigError, load_kubeconfig
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
@@ -39,6 +39,7 @@ from kube_nudge.notifications.config import load_receivers
 from kube_nudge.notifications.model import Receiver
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
+from kube_nudge.strategies.registry import product_defaults
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
 
