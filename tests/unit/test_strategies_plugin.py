@@ -13,7 +13,6 @@ from dataclasses import replace
 import httpx2 as httpx
 import pytest
 
-from kube_nudge.controller import status
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
@@ -22,6 +21,7 @@ from kube_nudge.kube.httpxtransport import HttpxTransport
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind, WorkloadView, parse_workload
 from kube_nudge.model.tracking import Phase, Tracking
+from kube_nudge.reporting import status
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.registry import (
