@@ -25,7 +25,6 @@ from typing import IO
 
 import httpx2 as httpx
 
-from kube_nudge.controller.desired import desired_hash
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.resources import NAMESPACES, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
@@ -35,6 +34,7 @@ from kube_nudge.model import (
     SourceRef,
     template_annotation,
 )
+from kube_nudge.reporting.desired import desired_hash
 from kube_nudge_dev.cluster import free_port
 
 DEPLOYMENT = BUILTIN_KINDS[0]

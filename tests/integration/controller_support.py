@@ -13,9 +13,7 @@ from typing import Any
 
 import httpx2 as httpx
 
-from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
-from kube_nudge.controller.desired import desired_hash
-from kube_nudge.controller.hmackey import load_or_create_key
+from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.resources import CORE_EVENTS, CRDS, Resource
@@ -25,8 +23,11 @@ from kube_nudge.model import (
     template_annotation,
 )
 from kube_nudge.notifications.model import Notification
+from kube_nudge.reporting.desired import desired_hash
+from kube_nudge.reporting.hmackey import load_or_create_key
 from kube_nudge.runtime.manager import Manager
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev.cluster import LocalCluster, free_port
 from kube_nudge_dev.waiting import wait_for_object
 

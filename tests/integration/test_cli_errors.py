@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.controller.hmackey import load_or_create_key
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from kube_nudge.reporting.hmackey import load_or_create_key
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
 from tests.integration.accounts import account_kubeconfig

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.controller.status import collect
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
@@ -27,6 +26,7 @@ from kube_nudge.model import source_state, template_annotation
 from kube_nudge.model.annotations import SNAPSHOTS
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
+from kube_nudge.reporting.status import collect
 from kube_nudge.runtime.http import HttpServer, TlsFiles
 from kube_nudge.strategies.snapshot import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL, copy_name

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from kube_nudge.controller.audit import Audit
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
@@ -24,6 +23,7 @@ from kube_nudge.kube.resources import (
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.reporting.audit import Audit
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev import chart
 from kube_nudge_dev.cluster import LocalCluster

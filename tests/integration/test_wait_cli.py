@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kube_nudge.controller.hmackey import load_or_create_key
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.progress import rollout_complete
+from kube_nudge.reporting.hmackey import load_or_create_key
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
 from tests.integration.controller_support import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kube_nudge.app.errors import EXIT_UNVERIFIED
 from kube_nudge.app.status_command import exit_code, render_table
-from kube_nudge.controller.status import WorkloadStatus, status_document
+from kube_nudge.reporting.status import WorkloadStatus, status_document
 from tests.schema_support import status_validator
 
 

@@ -13,8 +13,8 @@ import pytest
 from kube_nudge.app import wait_command
 from kube_nudge.app.cli import main
 from kube_nudge.app.wait_command import WAIT, NamedObject, parse_target
-from kube_nudge.controller.status import WorkloadStatus
 from kube_nudge.kube.client import KubeClient
+from kube_nudge.reporting.status import WorkloadStatus
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx2 as httpx
 import pytest
 
-from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
+from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
@@ -21,6 +21,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceView, WorkloadView
 from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.registry import product_defaults
 from tests.unit.fakes import APP, KEY, NS, FakeClock, configmap, desired, sources, workload
 
 DEPLOYMENT = BUILTIN_KINDS[0]

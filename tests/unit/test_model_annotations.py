@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import annotations as a
 from kube_nudge.model import compat
 from kube_nudge.model.annotations import (
@@ -21,6 +20,7 @@ from kube_nudge.model.annotations import (
 )
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.hot.settings import DEFAULT_HOT_DEADLINE, HotSettings, hot_settings
+from kube_nudge.strategies.registry import product_defaults
 
 NS = "team"
 DEFAULTS = WorkloadSettings(

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import CONFIG_HASH, ROLLED_AT, WorkloadView, parse_workload, project_workload
 from kube_nudge.model.annotations import (
     APPROVED_AT,
@@ -19,6 +18,7 @@ from kube_nudge.model.annotations import (
 from kube_nudge.model.gates import TURN_RETRY, Sibling, gate
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE, progress_of, rollout_complete
 from kube_nudge.model.tracking import Phase, Tracking, track
+from kube_nudge.strategies.registry import product_defaults
 
 T0 = 1_700_000_000.0
 PATH = ("spec", "template")

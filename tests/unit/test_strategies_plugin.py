@@ -13,8 +13,7 @@ from dataclasses import replace
 import httpx2 as httpx
 import pytest
 
-from kube_nudge.controller import status
-from kube_nudge.controller.controller import Controller, ControllerOptions, product_defaults
+from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
@@ -22,11 +21,13 @@ from kube_nudge.kube.httpxtransport import HttpxTransport
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind, WorkloadView, parse_workload
 from kube_nudge.model.tracking import Phase, Tracking
+from kube_nudge.reporting import status
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.registry import (
     contract,
     owned_source_labels,
+    product_defaults,
     register,
     strategy_names,
     unregister,

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from kube_nudge.controller.controller import product_defaults
 from kube_nudge.model import parse_workload
 from kube_nudge.model.annotations import STRATEGY
-from kube_nudge.strategies.registry import STRATEGIES, contract, delivers, strategy_names
+from kube_nudge.strategies.registry import (
+    STRATEGIES,
+    contract,
+    delivers,
+    product_defaults,
+    strategy_names,
+)
 
 
 def test_the_default_comes_first_and_every_strategy_is_named() -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TextIO
 
 from kube_nudge.app.errors import UsageError
-from kube_nudge.controller.hmackey import KEY_FIELD, read_key_file
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import SECRETS
 from kube_nudge.model.annotations import is_dns_label, is_dns_subdomain, parse_duration
 from kube_nudge.model.quoting import SHOWN_CHARS
+from kube_nudge.reporting.hmackey import KEY_FIELD, read_key_file
 
 __all__ = [
     "add_cluster_flags",
@@ -87,11 +87,19 @@ def check_duration(flag: str, text: str, low: float, high: float, *, off: bool =
     except ValueError as exc:
         raise ValueError(f"{flag}: {exc}") from None
     if not (low <= seconds <= high or (off and seconds == 0)):
-        zero = ", or 0 for off" if off else ""
-        raise ValueError(
-            f"{flag} {quoted(text)}: want a duration from {_seconds(low)} to {_seconds(high)}{zero}"
-        )
+        raise duration_out_of_range(flag, text, low, high, off=off)
     return seconds
+
+
+def duration_out_of_range(
+    flag: str, text: str, low: float, high: float, *, off: bool = False
+) -> ValueError:
+    """The refusal of a duration outside ``low`` to ``high``, as ``check_duration`` words it
+    (for a flag whose rule is the model's, such as ``--debounce``)."""
+    zero = ", or 0 for off" if off else ""
+    return ValueError(
+        f"{flag} {quoted(text)}: want a duration from {_seconds(low)} to {_seconds(high)}{zero}"
+    )
 
 
 def check_count(flag: str, value: int | str, low: int, high: int) -> int:

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kube_nudge import __version__
-from kube_nudge.controller.audit import Audit
 from kube_nudge.controller.controller import Controller, ControllerOptions
-from kube_nudge.controller.hmackey import load_or_create_key, read_key_file
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
 from kube_nudge.notifications.model import Notification, Receiver
+from kube_nudge.reporting.audit import Audit
+from kube_nudge.reporting.hmackey import load_or_create_key, read_key_file
 from kube_nudge.runtime.gcfreeze import GcFreezer
 from kube_nudge.runtime.heap import HeapTrimmer
 from kube_nudge.runtime.http import HttpServer, TlsFiles, add_probes

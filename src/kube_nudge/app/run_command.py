@@ -18,27 +18,29 @@ from kube_nudge.app.flags import (
     check_namespaces,
     check_number,
     check_text,
+    duration_out_of_range,
     key_from_file,
     quoted,
 )
 from kube_nudge.app.logs import setup_logging
 from kube_nudge.app.run import RunConfig, WebhookConfig, default_state_namespace, run_forever
-from kube_nudge.controller.controller import ControllerOptions, product_defaults
+from kube_nudge.controller.controller import ControllerOptions
 from kube_nudge.kube.client import ClientOptions, KubeconfigError, load_kubeconfig
 from kube_nudge.kube.workloads import parse_workload_flag
 from kube_nudge.model import parse_duration
 from kube_nudge.model.annotations import (
-    AUTO_DEBOUNCE,
     MAX_DEBOUNCE,
     MAX_MAX_ROLLOUTS,
-    MAX_ROLLOUT_WINDOW,
-    MIN_ROLLOUT_WINDOW,
+    Refused,
+    debounce_seconds,
+    rollout_cap,
 )
 from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.notifications.config import load_receivers
 from kube_nudge.notifications.model import Receiver
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
+from kube_nudge.strategies.registry import product_defaults
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
 
@@ -58,25 +60,24 @@ MAX_CLUSTER_NAME = 100
 MAX_QUIET_WINDOW = 10.0
 
 
+#: How --max-rollouts words each part the model's rule (``rollout_cap``) refuses.
+_CAP_REFUSALS = {
+    "form": "want N/DURATION, e.g. 3/5m",
+    "count": f"N must be from 1 to {MAX_MAX_ROLLOUTS}, e.g. 3/5m",
+    "window": "the window: {reason}",
+    "window range": "the window must be from 1s to 24h, e.g. 3/5m",
+}
+
+
 def parse_max_rollouts(text: str) -> tuple[int, float]:
-    """``N/DURATION`` (e.g. ``3/5m``) → (N, seconds), N from 1 to 1000 and a window from 1s
-    to 24h (the range of the ``kube-nudge.io/max-rollouts`` annotation)."""
-    count, sep, window = text.partition("/")
-    if not sep or not count.isascii() or not count.isdigit():
-        raise ValueError(f"--max-rollouts {quoted(text)}: want N/DURATION, e.g. 3/5m")
-    if not 1 <= int(count) <= MAX_MAX_ROLLOUTS:
-        raise ValueError(
-            f"--max-rollouts {quoted(text)}: N must be from 1 to {MAX_MAX_ROLLOUTS}, e.g. 3/5m"
-        )
+    """``N/DURATION`` (e.g. ``3/5m``) → (N, seconds), by the rule of the
+    ``kube-nudge.io/max-rollouts`` annotation (N from 1 to 1000, a window from 1s to 24h);
+    a refusal says which part is wrong."""
     try:
-        seconds = parse_duration(window)
-    except ValueError as exc:
-        raise ValueError(f"--max-rollouts {quoted(text)}: the window: {exc}") from None
-    if not MIN_ROLLOUT_WINDOW <= seconds <= MAX_ROLLOUT_WINDOW:
-        raise ValueError(
-            f"--max-rollouts {quoted(text)}: the window must be from 1s to 24h, e.g. 3/5m"
-        )
-    return int(count), seconds
+        return rollout_cap(text)
+    except Refused as exc:
+        wording = _CAP_REFUSALS.get(exc.part, "{reason}").format(reason=exc)
+        raise ValueError(f"--max-rollouts {quoted(text)}: {wording}") from None
 
 
 def _duration(flag: str, text: str) -> float:
@@ -87,10 +88,14 @@ def _duration(flag: str, text: str) -> float:
 
 
 def _debounce(text: str) -> float | None:
-    """``--debounce``: ``auto`` (None) or a duration from 0 to 1h, the annotation's range."""
-    if text == AUTO_DEBOUNCE:
-        return None
-    return check_duration("--debounce", text, 0.0, MAX_DEBOUNCE)
+    """``--debounce``: ``auto`` (None) or a duration from 0 to 1h, by the annotation's rule
+    (``debounce_seconds``)."""
+    try:
+        return debounce_seconds(text)
+    except Refused as exc:
+        if exc.part == "range":
+            raise duration_out_of_range("--debounce", text, 0.0, MAX_DEBOUNCE) from None
+        raise ValueError(f"--debounce: {exc}") from None
 
 
 def _lease_timing(flag: str, text: str, low: float = MIN_LEASE_TIMING) -> float:

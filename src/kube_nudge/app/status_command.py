@@ -32,8 +32,8 @@ from kube_nudge.app.flags import (
     check_namespaces,
     read_installation_key,
 )
-from kube_nudge.controller.status import WorkloadStatus, collect, status_document
 from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.reporting.status import WorkloadStatus, collect, status_document
 
 __all__ = ["STATUS", "StatusCommand", "exit_code", "render_table"]
 

@@ -47,12 +47,12 @@ from kube_nudge.app.flags import (
     quoted,
     read_installation_key,
 )
-from kube_nudge.controller.status import WorkloadStatus, collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind
 from kube_nudge.model.annotations import is_dns_subdomain
+from kube_nudge.reporting.status import WorkloadStatus, collect
 
 __all__ = ["WAIT", "NamedObject", "WaitCommand", "parse_target"]
 

@@ -56,9 +56,8 @@ from kube_nudge.runtime.queue import WorkQueue
 from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.registry import (
     build_strategies,
-    model_extensions,
     owned_source_labels,
-    strategy_names,
+    product_defaults,
 )
 from kube_nudge.strategies.writes import annotate_workload
 
@@ -67,12 +66,6 @@ _MAX_MISTYPED = 10_000
 
 #: Secrets no pod template can consume as config: skipped server-side, never listed.
 SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
-
-
-def product_defaults(**changes: Any) -> WorkloadDefaults:
-    """The product's workload defaults with every registered strategy accepted, and what
-    each adds to the model."""
-    return WorkloadDefaults(strategies=strategy_names(), extensions=model_extensions(), **changes)
 
 
 @dataclass(frozen=True, slots=True)

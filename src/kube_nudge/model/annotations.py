@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -30,6 +29,7 @@ from kube_nudge.model.extensions import NO_EXTRAS, Extras, StrategyModel
 from kube_nudge.model.parsing import (
     FALSE_SPELLINGS,
     TRUE_SPELLINGS,
+    Refused,
     duration_between,
     is_dns_label,
     is_dns_subdomain,
@@ -65,10 +65,12 @@ __all__ = [
     "Annotation",
     "By",
     "On",
+    "Refused",
     "SourceSettings",
     "WorkloadDefaults",
     "WorkloadSettings",
     "cross_namespace_allowed",
+    "debounce_seconds",
     "format_failed",
     "format_hash_at",
     "format_rolled_at",
@@ -84,6 +86,7 @@ __all__ = [
     "parse_rolled_at",
     "parse_source",
     "parse_workload",
+    "rollout_cap",
 ]
 
 PREFIX: Final = "kube-nudge.io/"
@@ -117,7 +120,6 @@ COMPAT_RELOADER: Final = compat.AUTO
 _MAX_ROLLED_AT = 100  # a malformed or hostile annotation costs at most this many numbers
 
 _KINDS: Final = frozenset(kind.value for kind in SourceKind)
-_MAX_ROLLOUTS_RE = re.compile(r"([0-9]{1,10})/(.*)", re.DOTALL)
 _NO_REFS: frozenset[SourceRef] = frozenset()
 _NO_NAMESPACES: frozenset[str] = frozenset()
 
@@ -165,37 +167,63 @@ def _parse_exclude(context: ParseContext) -> Parser:
     return parse
 
 
-def parse_debounce(name: str, value: str) -> float | None:
-    """``auto`` (None) or a duration from 0 to 1h, for the annotation and ``--debounce``."""
-    if value.strip() == AUTO_DEBOUNCE:
+def debounce_seconds(value: str) -> float | None:
+    """The debounce rule the annotation and ``--debounce`` share: ``auto`` (None) or a
+    duration from 0 to 1h. Refused: part "duration" (not one; the reason says why) or
+    "range"."""
+    if value == AUTO_DEBOUNCE:
         return None
     try:
         seconds = parse_duration(value)
-    except ValueError:
-        seconds = -1.0
+    except ValueError as exc:
+        raise Refused("duration", str(exc)) from None
     if not 0 <= seconds <= MAX_DEBOUNCE:
-        raise ValueError(
-            f'{name} must be "auto" or a duration between 0s and 1h such as "500ms" or "2s", '
-            f"got {show(value)}"
-        )
+        raise Refused("range")
     return seconds
 
 
+def parse_debounce(name: str, value: str) -> float | None:
+    """The annotation's parser of `debounce_seconds` (its value comes stripped)."""
+    try:
+        return debounce_seconds(value)
+    except Refused:
+        raise ValueError(
+            f'{name} must be "auto" or a duration between 0s and 1h such as "500ms" or "2s", '
+            f"got {show(value)}"
+        ) from None
+
+
+def rollout_cap(value: str) -> tuple[int, float]:
+    """The flap cap's rule the annotation and ``--max-rollouts`` share: ``N/window`` (e.g.
+    ``3/5m``) → (N, seconds), N from 1 to 1000 and a window from 1s to 24h. Refused, by
+    part: "form" (not ASCII digits, "/" and the rest), "count" (N out of range), "window"
+    (no duration; the reason says why), "window range"."""
+    count, sep, window = value.partition("/")
+    if not sep or not count.isascii() or not count.isdigit():
+        raise Refused("form")
+    # Leading zeros are allowed (as the chart's schema allows them); the length bound keeps
+    # int() cheap on a hostile value.
+    significant = count.lstrip("0") or "0"
+    too_long = len(significant) > len(str(MAX_MAX_ROLLOUTS))
+    if too_long or not 1 <= int(significant) <= MAX_MAX_ROLLOUTS:
+        raise Refused("count")
+    try:
+        seconds = parse_duration(window)
+    except ValueError as exc:
+        raise Refused("window", str(exc)) from None
+    if not MIN_ROLLOUT_WINDOW <= seconds <= MAX_ROLLOUT_WINDOW:
+        raise Refused("window range")
+    return int(significant), seconds
+
+
 def _parse_max_rollouts(name: str, value: str) -> tuple[int, float]:
-    match = _MAX_ROLLOUTS_RE.fullmatch(value)
-    count, window = 0, 0.0
-    if match is not None:
-        count = int(match[1])
-        try:
-            window = parse_duration(match[2])
-        except ValueError:
-            window = 0.0
-    if not (1 <= count <= MAX_MAX_ROLLOUTS and MIN_ROLLOUT_WINDOW <= window <= MAX_ROLLOUT_WINDOW):
+    try:
+        return rollout_cap(value)
+    except Refused:
         raise ValueError(
             f'{name} must be "N/window" with N from 1 to {MAX_MAX_ROLLOUTS} and a window '
             f'between 1s and 24h such as "3/5m", got {show(value)}'
-        )
-    return count, window
+        ) from None
 
 
 def _parse_strategy(context: ParseContext) -> Parser:

@@ -15,6 +15,7 @@ from kube_nudge.model.references import SourceKind, SourceRef
 __all__ = [
     "FALSE_SPELLINGS",
     "TRUE_SPELLINGS",
+    "Refused",
     "duration_between",
     "is_dns_label",
     "is_dns_subdomain",
@@ -52,6 +53,17 @@ _LABEL_RE = re.compile(_DNS_LABEL)
 _SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
 
 _T = TypeVar("_T")
+
+
+class Refused(ValueError):
+    """A value its rule refuses, naming the ``part`` of it at fault, so callers that word
+    their messages their own way share the rule: an annotation's parser says it in one
+    sentence, a flag of ``kube-nudge run`` says it by part. The message is the reason
+    (``parse_duration``'s own for a part that is no duration), or the part when none."""
+
+    def __init__(self, part: str, reason: str = "") -> None:
+        super().__init__(reason or part)
+        self.part = part
 
 
 def parse_duration(text: str) -> float:

@@ -1,7 +1,7 @@
 """The state ``kube-nudge status`` gives a workload (pure: the time is passed in).
 
 ``classify`` reads the workload's own annotations, the hash it should run (None without the
-installation key), and what its pods tell; ``controller/status.py`` gathers those from the
+installation key), and what its pods tell; ``reporting/status.py`` gathers those from the
 API. Without the key, only facts that need no key count: a workload is ``current`` only when
 every pod was created in a later second than its sources' data last changed, else
 ``unverified`` (never ``current``, never ``drift``).

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from kube_nudge.model import WorkloadDefaults
 from kube_nudge.model.annotations import ANNOTATIONS, DEFAULT_STRATEGY, STRATEGY
 from kube_nudge.model.declarations import Annotation
 from kube_nudge.model.extensions import StrategyModel
@@ -43,6 +44,7 @@ __all__ = [
     "model_extensions",
     "owned_source_labels",
     "pod_config",
+    "product_defaults",
     "register",
     "strategy_names",
     "unregister",
@@ -146,6 +148,13 @@ def model_extensions() -> tuple[StrategyModel, ...]:
         for name in strategy_names()
         if isinstance(factory := STRATEGIES[name], ExtendsModel)
     )
+
+
+def product_defaults(**changes: Any) -> WorkloadDefaults:
+    """The product's workload defaults with every registered strategy accepted, and what
+    each adds to the model. Here rather than in the controller, so the CLI's readers
+    (``kube_nudge.reporting``) parse annotations as the controller does without importing it."""
+    return WorkloadDefaults(strategies=strategy_names(), extensions=model_extensions(), **changes)
 
 
 def contract() -> tuple[Annotation, ...]:

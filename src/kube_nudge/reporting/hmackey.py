@@ -2,6 +2,10 @@
 
 Kept in a Secret the controller creates on first start (or read from a file given by
 flag), so every replica and every restart computes the same hashes.
+
+In the reporting layer because only the app uses it: ``run`` reads or creates it at start,
+and the read-only commands read it (``app/flags.py``) to compare hashes, which they may do
+without importing the controller. The controller itself is handed the key's bytes.
 """
 
 from __future__ import annotations

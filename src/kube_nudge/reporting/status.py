@@ -25,8 +25,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kube_nudge.controller.controller import product_defaults
-from kube_nudge.controller.desired import JSON, read_source, source_views
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
@@ -42,8 +40,9 @@ from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
+from kube_nudge.reporting.desired import JSON, read_source, source_views
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
-from kube_nudge.strategies.registry import delivers, model_extensions, pod_config
+from kube_nudge.strategies.registry import delivers, model_extensions, pod_config, product_defaults
 
 __all__ = [
     "DRIFT_STATES",

@@ -10,10 +10,10 @@ from typing import Any, cast
 
 import pytest
 
-from kube_nudge.controller.status import UNVERIFIED, collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.annotations import LOADED_AT
+from kube_nudge.reporting.status import UNVERIFIED, collect
 
 
 class FakeClient:

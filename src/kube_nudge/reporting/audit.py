@@ -13,9 +13,9 @@ import logging
 import time
 from collections import Counter
 
-from kube_nudge.controller.status import collect
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.reporting.status import collect
 from kube_nudge.runtime.metrics import Metrics
 
 __all__ = ["Audit"]
