@@ -39,7 +39,8 @@ class DelayingQueue(Generic[K]):
     def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._monotonic = monotonic
         self._ready: DedupQueue[K] = DedupQueue(on_wait=self._on_wait)
-        self._pending: dict[K, Pending] = {}  # every queued key's reasons, taken or not
+        # Each queued key's reasons; also a processed key's: re-added, or its window open.
+        self._pending: dict[K, Pending] = {}
         self._due_at: dict[K, float] = {}  # each key still to come: when (heap check)
         self._heap: list[tuple[float, int, K]] = []
         self._counter = itertools.count()
@@ -48,6 +49,7 @@ class DelayingQueue(Generic[K]):
         self._idle = asyncio.Event()
 
     def __len__(self) -> int:
+        """Keys queued, processed ones with a reason to come back included."""
         return len(self._pending)
 
     def add(self, key: K, hold: Hold | float = 0.0) -> None:
