@@ -39,15 +39,6 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 
-from tests.integration.chart_support import apply_documents
-from tests.integration.hot_app_support import (
-    ACCOUNT,
-    HOT,
-    app_deployment,
-    grant_in_force,
-)
-from tests.integration.real_node_support import agent_grant_documents, timestamped_log
-
 from bench.config import ROOT
 from bench.procfs import quiet
 from bench.progress import say
@@ -59,7 +50,10 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS, SE
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
 from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT
 from kube_nudge.model.hot import AGENT_KEY_FIELD, AGENT_KEY_SECRET
+from kube_nudge_dev.chartapply import apply_documents
+from kube_nudge_dev.hotapp import ACCOUNT, HOT, app_deployment, grant_in_force
 from kube_nudge_dev.image import build_image
+from kube_nudge_dev.nodepods import agent_grant_documents, timestamped_log
 
 #: kube-nudge with its debounce window off (a deliberate delay, measured elsewhere).
 NUDGE = ToolSettings(debounce="0")
@@ -206,7 +200,7 @@ async def agent_grant(kube: KubeClient, namespace: str) -> None:
         "data": {AGENT_KEY_FIELD: base64.b64encode(key).decode()},
     })  # fmt: skip
     await kube.create(SERVICEACCOUNTS.path(namespace), {"metadata": {"name": ACCOUNT}})
-    docs = await asyncio.to_thread(agent_grant_documents, namespace, ACCOUNT)
+    docs = await asyncio.to_thread(agent_grant_documents, ROOT, namespace, ACCOUNT)
     await apply_documents(kube, docs)
 
 

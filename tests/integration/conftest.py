@@ -16,10 +16,10 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage, ImageError, build_image
+from kube_nudge_dev.manifests import CANARY
 from kube_nudge_dev.node import NodeUnavailable, RealNode
 from tests.integration.controller_support import REPLICA_LOGS
 from tests.integration.faults import FaultRun
-from tests.integration.manifests import CANARY
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def controller_image() -> BuiltImage:
 def real_node(cluster: LocalCluster, controller_image: BuiltImage) -> RealNode:
     """The session cluster's real node (kubelet + containerd + runc + CNI), with the
     controller image loaded into its runtime. Pods land there only with
-    ``real_node_support.on_real_node`` (its taint keeps every other test's pods off it)."""
+    ``kube_nudge_dev.nodepods.on_real_node`` (its taint keeps every other test's pods off it)."""
     try:
         return cluster.add_real_node((controller_image.archive,))
     except NodeUnavailable as exc:

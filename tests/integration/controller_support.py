@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from kube_nudge.runtime.manager import Manager
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev.cluster import LocalCluster, free_port
-from kube_nudge_dev.waiting import wait_for_object
+from kube_nudge_dev.waiting import until, wait_for_object
 
 HMAC_SECRET = "kube-nudge-hmac-key"
 CONTROLLER_AGENT = "kube-nudge/"
@@ -294,10 +294,3 @@ async def wait_cli(
 ) -> tuple[int, str, str]:
     """``kube-nudge wait``; the key Secret in ``state`` (default: ``namespace``)."""
     return await cli_as(kubeconfig, namespace, "wait", *args, state=state)
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout: float) -> None:
-    """Wait until an async check (e.g. an HTTP probe of a replica) passes."""
-    async with asyncio.timeout(timeout):
-        while not await check():
-            await asyncio.sleep(0.1)

@@ -27,11 +27,11 @@ from kube_nudge.model.annotations import SNAPSHOTS
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.reporting.desired import desired_hash
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_objects
-from tests.integration import manifests
-from tests.integration.controller_support import HMAC_SECRET, template_hash, until
-from tests.integration.manifests import ENABLED
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_objects
+from tests.integration.controller_support import HMAC_SECRET, template_hash
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 FULL = os.environ.get("FAULT_SCALE", "") == "full"

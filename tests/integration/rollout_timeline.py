@@ -17,10 +17,11 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.annotations import FAILED
 from kube_nudge.model.progress import progress_of
-from tests.integration import manifests
-from tests.integration.controller_support import events, template_hash, until
+from kube_nudge_dev import manifests
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until
+from tests.integration.controller_support import events, template_hash
 from tests.integration.fakekubelet import placement
-from tests.integration.manifests import ENABLED
 from tests.webhook_receiver import Server
 
 DEPLOYMENT = BUILTIN_KINDS[0]

@@ -18,10 +18,11 @@ from kube_nudge.agent.keys import key_id
 from kube_nudge.agent.watch import loaded_hash
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.waiting import until
 from tests.agent_support import KEY, Recorder, kubelet_write, serve, stop
-from tests.integration import manifests
-from tests.integration.controller_support import REPLICA_LOGS, until
+from tests.integration.controller_support import REPLICA_LOGS
 
 pytestmark = pytest.mark.cluster
 RBAC = "rbac.authorization.k8s.io"

@@ -29,11 +29,10 @@ from kube_nudge.agent.podrecord import (
 )
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
-from kube_nudge_dev import chart
+from kube_nudge_dev import chart, manifests
+from kube_nudge_dev.chartapply import CHART_KINDS, apply_documents, cluster_scoped
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration import manifests
-from tests.integration.chart_support import CHART_KINDS, apply_documents, cluster_scoped
-from tests.integration.controller_support import until
+from kube_nudge_dev.waiting import until
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

@@ -29,13 +29,14 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration import manifests
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until
 from tests.integration.accounts import Rule, account_kubeconfig
 from tests.integration.apiproxy import proxy_for
-from tests.integration.controller_support import Replica, start_replica, until
+from tests.integration.controller_support import Replica, start_replica
 from tests.integration.fakekubelet import FakeKubelet
-from tests.integration.manifests import ENABLED
 from tests.integration.prometheus_support import JOB, Prometheus, prometheus_for
 from tests.integration.rollout_timeline import (
     all_done,

@@ -17,9 +17,10 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, SECRE
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import BASELINE_HASH, SourceKind, SourceRef, parse_path
 from kube_nudge.model.digests import DIGEST_SIZE
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
-from tests.integration import manifests
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
 from tests.integration.controller_support import (
     controller_writes,
     events,
@@ -28,9 +29,7 @@ from tests.integration.controller_support import (
     posted,
     running_controller,
     template_hash,
-    until,
 )
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]

@@ -13,9 +13,9 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.model import BASELINE_HASH
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object
-from tests.integration import manifests
 from tests.integration.controller_support import events, running_controller
 
 pytestmark = pytest.mark.cluster

@@ -29,20 +29,14 @@ from kube_nudge.kube.resources import (
     Resource,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge_dev import chart
+from kube_nudge_dev import chart, manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import NODE_LABEL, TAINT_KEY, RealNode
+from kube_nudge_dev.nodepods import kubectl, on_real_node, python_container
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.integration import manifests
 from tests.integration.controller_support import REPLICA_LOGS, expected_hash, template_hash
-from tests.integration.real_node_support import (
-    CONFIG_PRINTER,
-    kill_container,
-    kubectl,
-    on_real_node,
-    python_container,
-)
+from tests.integration.real_node_support import CONFIG_PRINTER, kill_container
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 REPO = Path(__file__).resolve().parents[2]

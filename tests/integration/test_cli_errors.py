@@ -15,11 +15,11 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.reporting.hmackey import load_or_create_key
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration import manifests
+from kube_nudge_dev.manifests import ENABLED
 from tests.integration.accounts import account_kubeconfig
 from tests.integration.controller_support import HMAC_SECRET
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 

@@ -17,12 +17,12 @@ import yaml
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import DEPLOYMENTS
 from kube_nudge.model import BASELINE_HASH
+from kube_nudge_dev import manifests
 from kube_nudge_dev.build import find_binary, helm_binary
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_objects
-from tests.integration import manifests
 from tests.integration.controller_support import expected_hash, running_controller
-from tests.integration.manifests import ENABLED
 from tests.integration.rollout_timeline import DEPLOYMENT, Timeline, watching
 
 pytestmark = pytest.mark.cluster

@@ -21,9 +21,10 @@ from kube_nudge.kube.resources import (
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import BASELINE_HASH, SourceKind, parse_path
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
-from tests.integration import manifests
 from tests.integration.controller_support import (
     HMAC_SECRET,
     controller_writes,
@@ -35,7 +36,6 @@ from tests.integration.controller_support import (
     running_controller,
     template_hash,
 )
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]

@@ -18,18 +18,17 @@ from kube_nudge.kube.resources import (
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import BASELINE_HASH, SourceKind, SourceRef
 from kube_nudge.model.digests import value_digest
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_object
-from tests.integration import manifests
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_object
 from tests.integration.controller_support import (
     controller_writes,
     eventually,
     expected_hash,
     running_controller,
     template_hash,
-    until,
 )
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 KINDS = {kind.resource.plural: kind for kind in BUILTIN_KINDS}

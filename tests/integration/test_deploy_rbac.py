@@ -34,18 +34,12 @@ from kube_nudge.model import template_annotation
 from kube_nudge.model.annotations import HOT_RELOAD, POD_SELECTOR, SNAPSHOTS
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
-from kube_nudge_dev import chart
+from kube_nudge_dev import chart, manifests
+from kube_nudge_dev.chartapply import ADMISSION, CHART_KINDS, apply_documents
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
-from tests.integration import manifests
-from tests.integration.chart_support import ADMISSION, CHART_KINDS, apply_documents
-from tests.integration.controller_support import (
-    eventually,
-    start_replica,
-    template_hash,
-    until,
-)
-from tests.integration.manifests import ENABLED
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
+from tests.integration.controller_support import eventually, start_replica, template_hash
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

@@ -13,10 +13,10 @@ import pytest
 
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS
-from tests.integration import manifests
-from tests.integration.controller_support import until
+from kube_nudge_dev import manifests
+from kube_nudge_dev.manifests import CANARY
+from kube_nudge_dev.waiting import until
 from tests.integration.fakekubelet import NODES, FakeKubelet, placement
-from tests.integration.manifests import CANARY
 
 pytestmark = pytest.mark.cluster
 JSON = dict[str, Any]

@@ -17,7 +17,8 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration.controller_support import start_replica, until
+from kube_nudge_dev.waiting import until
+from tests.integration.controller_support import start_replica
 from tests.integration.faults import FULL, FaultRun, Fleet, own_control_plane
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]

@@ -15,7 +15,8 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration.controller_support import controller_writes, start_replica, until
+from kube_nudge_dev.waiting import until
+from tests.integration.controller_support import controller_writes, start_replica
 from tests.integration.faults import FULL, FaultRun, Fleet, scenario
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]

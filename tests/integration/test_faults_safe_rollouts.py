@@ -15,7 +15,8 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration.controller_support import Replica, events, start_replica, until
+from kube_nudge_dev.waiting import until
+from tests.integration.controller_support import Replica, events, start_replica
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.faults import FaultRun
 from tests.integration.rollout_timeline import (

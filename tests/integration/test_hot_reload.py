@@ -24,18 +24,17 @@ from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, RELOAD_FAILED_AT
 from kube_nudge.model.hot import AGENT_KEY_FIELD, AGENT_KEY_SECRET, LOADED_HASH
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.status import collect
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_object
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_object
 from tests.agent_support import KEY, kubelet_write
-from tests.integration import manifests
 from tests.integration.controller_support import (
     eventually,
     posted,
     running_controller,
     template_hash,
-    until,
 )
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]

@@ -43,27 +43,13 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, RELOAD_FAILED_AT
 from kube_nudge.model.hot import AGENT_KEY_FIELD, AGENT_KEY_SECRET, LOADED_HASH
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge_dev import manifests
+from kube_nudge_dev.chartapply import apply_documents, cluster_scoped
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.hotapp import ACCOUNT, HOT, app_deployment, grant_in_force
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import RealNode
-from kube_nudge_dev.waiting import deployment_complete, wait_for_object
-from tests.integration import manifests
-from tests.integration.chart_support import apply_documents, cluster_scoped
-from tests.integration.controller_support import (
-    events,
-    eventually,
-    kube_nudge_cli,
-    running_controller,
-    template_hash,
-    until,
-)
-from tests.integration.hot_app_support import (
-    ACCOUNT,
-    HOT,
-    app_deployment,
-    grant_in_force,
-)
-from tests.integration.real_node_support import (
+from kube_nudge_dev.nodepods import (
     agent_grant_documents,
     container_log,
     kubectl,
@@ -71,8 +57,17 @@ from tests.integration.real_node_support import (
     python_container,
     timestamped_log,
 )
+from kube_nudge_dev.waiting import deployment_complete, until, wait_for_object
+from tests.integration.controller_support import (
+    events,
+    eventually,
+    kube_nudge_cli,
+    running_controller,
+    template_hash,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
+REPO = Path(__file__).resolve().parents[2]
 DEPLOYMENT = BUILTIN_KINDS[0]
 #: Reads its config only at start: LEVEL from the env, app.conf from a subPath mount.
 START_ONLY = """
@@ -132,7 +127,7 @@ async def grant(
     })  # fmt: skip
     await kube.create(SERVICEACCOUNTS.path(namespace), {"metadata": {"name": ACCOUNT}})
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"app.conf": "v1"}))
-    docs = await asyncio.to_thread(agent_grant_documents, namespace, ACCOUNT)
+    docs = await asyncio.to_thread(agent_grant_documents, REPO, namespace, ACCOUNT)
     assert sorted(d["kind"] for d in docs) == [
         "Role", "RoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
     ]  # fmt: skip

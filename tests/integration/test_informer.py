@@ -16,7 +16,7 @@ import pytest
 from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
 from kube_nudge.kube.resources import CONFIGMAPS
-from tests.integration import manifests
+from kube_nudge_dev import manifests
 from tests.integration.controller_support import eventually
 
 pytestmark = pytest.mark.cluster

@@ -23,9 +23,9 @@ from kube_nudge.kube.resources import (
     STATEFULSETS,
     Resource,
 )
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.integration import manifests
 
 pytestmark = pytest.mark.cluster
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")

@@ -22,15 +22,14 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.model.annotations import POD_SELECTOR
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_objects
-from tests.integration import manifests
+from kube_nudge_dev.waiting import until, wait_for_objects
 from tests.integration.controller_support import (
     audit_entries,
     events,
     eventually,
     running_controller,
-    until,
 )
 
 pytestmark = pytest.mark.cluster

@@ -12,17 +12,12 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS, Resource
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import GATEWAY, NODE_NAME, RealNode
+from kube_nudge_dev.nodepods import kubectl, on_real_node, python_container, read_in_container
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
-from tests.integration import manifests
-from tests.integration.real_node_support import (
-    kubectl,
-    on_real_node,
-    python_container,
-    read_in_container,
-)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
 SERVICES = Resource("", "v1", "services", "Service")

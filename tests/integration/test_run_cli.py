@@ -13,11 +13,11 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.waiting import wait_for_object
-from tests.integration import manifests
-from tests.integration.controller_support import Replica, start_replica, template_hash, until
-from tests.integration.manifests import ENABLED
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_object
+from tests.integration.controller_support import Replica, start_replica, template_hash
 
 pytestmark = pytest.mark.cluster
 CANARY = "canary-7f3a9c1e-do-not-log"

@@ -21,12 +21,8 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.notifications.delivery import Notifier
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration.controller_support import (
-    events,
-    kube_nudge_cli,
-    running_controller,
-    until,
-)
+from kube_nudge_dev.waiting import until
+from tests.integration.controller_support import events, kube_nudge_cli, running_controller
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.rollout_timeline import (
     ORDERS,

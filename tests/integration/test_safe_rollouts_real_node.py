@@ -12,12 +12,13 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import RealNode
-from tests.integration import manifests
-from tests.integration.controller_support import events, running_controller, until
-from tests.integration.real_node_support import kubectl, on_real_node, python_container
+from kube_nudge_dev.nodepods import kubectl, on_real_node, python_container
+from kube_nudge_dev.waiting import until
+from tests.integration.controller_support import events, running_controller
 from tests.integration.rollout_timeline import (
     TIMEOUT,
     all_done,

@@ -30,16 +30,16 @@ from kube_nudge.reporting.status import collect
 from kube_nudge.runtime.http import HttpServer, TlsFiles
 from kube_nudge.strategies.snapshot import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL, copy_name
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.integration import manifests
 from tests.integration.controller_support import (
     events,
     expected_hash,
     running_controller,
     template_hash,
 )
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]

@@ -25,10 +25,10 @@ from kube_nudge.model import BASELINE_HASH
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.audit import Audit
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge_dev import chart
+from kube_nudge_dev import chart, manifests
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.integration import manifests
 from tests.integration.accounts import RBAC, account_kubeconfig
 from tests.integration.controller_support import (
     HMAC_SECRET,
@@ -37,7 +37,6 @@ from tests.integration.controller_support import (
     running_controller,
     wait_cli,
 )
-from tests.integration.manifests import ENABLED
 from tests.schema_support import status_validator
 
 pytestmark = pytest.mark.cluster

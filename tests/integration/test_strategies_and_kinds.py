@@ -15,9 +15,10 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, DEPLOYMENTS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, parse_workload_flag
 from kube_nudge.model import BASELINE_HASH
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_object
-from tests.integration import manifests
 from tests.integration.controller_support import (
     controller_writes,
     events,
@@ -26,7 +27,6 @@ from tests.integration.controller_support import (
     running_controller,
     template_hash,
 )
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]

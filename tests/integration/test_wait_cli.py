@@ -9,8 +9,9 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.reporting.hmackey import load_or_create_key
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration import manifests
+from kube_nudge_dev.manifests import ENABLED
 from tests.integration.controller_support import (
     HMAC_SECRET,
     expected_hash,
@@ -18,7 +19,6 @@ from tests.integration.controller_support import (
     template_hash,
     wait_cli,
 )
-from tests.integration.manifests import ENABLED
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]

@@ -1,11 +1,14 @@
-"""Test doubles and builders shared by unit tests: a fake clock, Event sinks that keep what
-they are given, and one Deployment consuming ConfigMap ``app`` (as the model projects them)
-with the installation key."""
+"""Test doubles and builders shared by unit tests: a fake clock, the one fake API client,
+Event sinks that keep what they are given, and one Deployment consuming ConfigMap ``app``
+(as the model projects them) with the installation key."""
 
 from __future__ import annotations
 
-from typing import cast
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
 
+from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder, ObjectRef
 from kube_nudge.model import (
     BASELINE_HASH,
@@ -21,6 +24,7 @@ from kube_nudge.model import (
     project_workload,
 )
 from kube_nudge.model.annotations import KEY_ID, format_rolled_at
+from kube_nudge_dev import manifests
 
 
 class FakeClock:
@@ -37,6 +41,75 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.time += seconds
+
+
+class FakeApi:
+    """Stands in for ``KubeClient`` (``as_client``): answers from what a test puts in, raises
+    where it says, and records every call. A list returns ``lists`` of the collection's
+    resource in one page; a GET, ``objects`` by path (else 404); a write, nothing; a watch
+    asking for its initial events gets ``initial_events`` (or ``streaming_error``), and then
+    every watch stays open with nothing more to say."""
+
+    def __init__(
+        self,
+        lists: Mapping[str, list[JSON]] | None = None,
+        objects: Mapping[str, JSON] | None = None,
+        *,
+        version: str = "1",
+        namespace: str = "default",
+    ) -> None:
+        self.lists = dict(lists or {})
+        """Each resource's items, by the last segment of its collection's path (``pods``)."""
+        self.objects = dict(objects or {})
+        """What a GET of each path answers."""
+        self.errors: dict[str, ApiError] = {}
+        """What a GET of, or any other request to, each path raises."""
+        self.initial_events: list[JSON] = []
+        self.streaming_error: ApiError | None = None
+        self.version = version
+        """The resourceVersion lists answer with."""
+        self.default_namespace = namespace
+        self.listed: list[tuple[str, Mapping[str, str | int] | None]] = []
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        self.watches: list[tuple[dict[str, Any], str]] = []
+
+    def as_client(self) -> KubeClient:
+        """Itself, typed as the client it stands in for."""
+        return cast(KubeClient, self)
+
+    async def list_pages(
+        self, path: str, params: Mapping[str, str | int] | None = None, *, limit: int = 500
+    ) -> AsyncIterator[tuple[list[JSON], str]]:
+        self.listed.append((path, params))
+        yield [dict(item) for item in self.lists.get(path.rsplit("/", 1)[-1], [])], self.version
+
+    async def get(self, path: str, **params: str | int) -> JSON:
+        return await self.request("GET", path, params=params or None)
+
+    async def request(self, method: str, path: str, **options: Any) -> JSON:
+        self.requests.append((method, path, options))
+        if path in self.errors:
+            raise self.errors[path]
+        if method != "GET":
+            return {}
+        if path not in self.objects:
+            raise ApiError(404, "NotFound", f"{path} not found")
+        return self.objects[path]
+
+    async def watch(
+        self, path: str, params: Mapping[str, Any], *, resource_version: str, **_: Any
+    ) -> AsyncIterator[JSON]:
+        self.watches.append((dict(params), resource_version))
+        if params.get("sendInitialEvents") == "true":
+            if self.streaming_error is not None:
+                raise self.streaming_error
+            for event in self.initial_events:
+                yield event
+        await asyncio.Event().wait()
+        yield {}  # pragma: no cover
+
+    async def aclose(self) -> None:
+        pass
 
 
 class RecordedEvents:
@@ -74,6 +147,13 @@ PATH = ("spec", "template")  # a Deployment's pod template
 CAP = WorkloadDefaults(max_rollouts=3, rollout_window=6.0)  # a flap cap of 3 per 6 s
 
 
+def stored(obj: JSON, *, namespace: str = NS, uid: str = "u") -> JSON:
+    """``obj`` (from ``kube_nudge_dev.manifests``, the one manifest builder) as the API server
+    would answer it: in ``namespace``, with a uid."""
+    obj["metadata"].update(namespace=namespace, uid=uid)
+    return obj
+
+
 def workload(
     *,
     key_id: str | None = None,
@@ -103,14 +183,13 @@ def workload(
     if released_at:
         annotations["kube-nudge.io/released-at"] = format_rolled_at([released_at])
     pod_annotations = {CONFIG_HASH: template_hash} if template_hash else {}
-    env = [{"name": key, "valueFrom": {"configMapKeyRef": {"name": "app", "key": key}}}]
-    spec: dict[str, object] = {}
-    if template:
-        spec["template"] = {
-            "metadata": {"annotations": pod_annotations},
-            "spec": {"containers": [{"name": "c", "env": env}]},
-        }
-    obj = {"metadata": {"namespace": NS, "uid": "u1", "annotations": annotations}, "spec": spec}
+    obj = manifests.deployment(
+        "web", spec=manifests.env_consumer(key), annotations=annotations,
+        template_annotations=pod_annotations,
+    )  # fmt: skip
+    stored(obj, uid="u1")
+    if not template:
+        del obj["spec"]["template"]
     view = project_workload(obj, PATH, defaults)
     assert view is not None
     return view
@@ -118,10 +197,10 @@ def workload(
 
 def configmap(changed: str | None = None, **data: str) -> SourceView:
     """ConfigMap ``app`` with ``data``, its data last written at ``changed`` (RFC 3339)."""
-    metadata: dict[str, object] = {"name": "app", "namespace": NS}
+    obj = stored(manifests.configmap("app", data))
     if changed:
-        metadata["managedFields"] = [{"time": changed, "fieldsV1": {"f:data": {}}}]
-    return project_source({"metadata": metadata, "data": data})
+        obj["metadata"]["managedFields"] = [{"time": changed, "fieldsV1": {"f:data": {}}}]
+    return project_source(obj)
 
 
 def sources(**data: str) -> dict[SourceRef, SourceView]:

@@ -18,7 +18,7 @@ from kube_nudge.app import cli
 from kube_nudge.app.cli import COMMANDS, main
 from kube_nudge.app.errors import describe_api_error
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
-from kube_nudge.kube.httpxtransport import HttpxTransport
+from tests.unit.httpx_support import HttpxTransport
 
 # Each command with the arguments it needs to get as far as the cluster.
 CLUSTER_COMMANDS = {

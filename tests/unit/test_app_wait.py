@@ -6,15 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
-from typing import cast
 
 import pytest
 
 from kube_nudge.app import wait_command
 from kube_nudge.app.cli import main
 from kube_nudge.app.wait_command import WAIT, NamedObject, parse_target
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.reporting.status import WorkloadStatus
+from tests.unit.fakes import FakeApi
 
 
 @pytest.mark.parametrize(
@@ -50,13 +49,6 @@ def test_a_bad_timeout_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # Waiting without the key, with fakes for the cluster: the rows are what `collect` would say.
-class FakeClient:
-    default_namespace = "shop"
-
-    async def aclose(self) -> None:
-        pass
-
-
 def web(state: str, *, stale: int = 0, waiting_helps: bool = True) -> WorkloadStatus:
     return WorkloadStatus(
         namespace="shop", kind="Deployment", name="web", opted_in=True, strategy="rollout",
@@ -86,7 +78,7 @@ def run_wait(
     args = argparse.Namespace(namespace="shop", state_namespace="kube-nudge",
                               hmac_secret="kube-nudge-hmac-key", compat=False)  # fmt: skip
     target = [NamedObject("Deployment", "web")]
-    client = cast(KubeClient, FakeClient())
+    client = FakeApi(namespace="shop").as_client()
     code = asyncio.run(WAIT._wait(client, args, target, timeout, io.StringIO()))
     return code, looks
 

@@ -15,7 +15,6 @@ from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.httpxtransport import HttpxTransport
 from kube_nudge.kube.resources import CONFIGMAPS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceView, WorkloadView
@@ -23,6 +22,7 @@ from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import product_defaults
 from tests.unit.fakes import APP, KEY, NS, FakeClock, configmap, desired, sources, workload
+from tests.unit.httpx_support import HttpxTransport
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 WEB: WorkloadKey = (DEPLOYMENT, NS, "app")

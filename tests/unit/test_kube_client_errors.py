@@ -9,7 +9,7 @@ import httpx2 as httpx
 import pytest
 
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
-from kube_nudge.kube.httpxtransport import HttpxTransport
+from tests.unit.httpx_support import HttpxTransport
 
 
 async def test_an_unreachable_api_server_is_named() -> None:

@@ -12,7 +12,7 @@ import httpx2 as httpx
 
 from kube_nudge.kube.client import ClientOptions, KubeClient
 from kube_nudge.kube.events import NORMAL, EventRecorder, ObjectRef
-from kube_nudge.kube.httpxtransport import HttpxTransport
+from tests.unit.httpx_support import HttpxTransport
 
 DEPLOYMENT = "/apis/apps/v1/namespaces/a/deployments/web"
 EVENTS = "/api/v1/namespaces/a/events"

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.informer import INITIAL_EVENTS_END, Informer, InformerConfig
 from kube_nudge.kube.resources import CONFIGMAPS
+from tests.unit.fakes import FakeApi
 
 OBJECTS = [{"metadata": {"namespace": "ns", "name": f"c{n}", "resourceVersion": str(10 + n)}}
            for n in range(3)]  # fmt: skip
@@ -20,35 +19,19 @@ def _end(version: str, *, marked: bool = True) -> JSON:
     return {"type": "BOOKMARK", "object": {"metadata": metadata}}
 
 
-class FakeClient:
-    """Streams OBJECTS (or refuses with ``refuse``, or ignores the streaming list)."""
-
-    def __init__(self, *, refuse: int = 0, ignore: bool = False) -> None:
-        self.refuse, self.ignore = refuse, ignore
-        self.watches: list[tuple[Mapping[str, Any], str]] = []
-        self.pages = 0
-
-    async def list_pages(self, path: str, params: Any = None, *, limit: int = 500
-                         ) -> AsyncIterator[tuple[list[JSON], str]]:  # fmt: skip
-        self.pages += 1
-        yield [dict(o) for o in OBJECTS], "20"
-
-    async def watch(self, path: str, params: Mapping[str, Any], *, resource_version: str,
-                    **_: Any) -> AsyncIterator[JSON]:  # fmt: skip
-        self.watches.append((dict(params), resource_version))
-        if params.get("sendInitialEvents") == "true":
-            if self.refuse:
-                raise ApiError(self.refuse, "Invalid", "sendInitialEvents is forbidden")
-            for obj in OBJECTS:
-                yield {"type": "ADDED", "object": obj}
-            yield _end("20", marked=not self.ignore)
-        await asyncio.Event().wait()
-        yield {}  # pragma: no cover
+def streaming(*, refuse: int = 0, ignore: bool = False) -> FakeApi:
+    """Lists and streams OBJECTS (or refuses with ``refuse``, or ignores the streaming list)."""
+    api = FakeApi({"configmaps": OBJECTS}, version="20")
+    api.initial_events = [{"type": "ADDED", "object": obj} for obj in OBJECTS]
+    api.initial_events.append(_end("20", marked=not ignore))
+    if refuse:
+        api.streaming_error = ApiError(refuse, "Invalid", "sendInitialEvents is forbidden")
+    return api
 
 
-async def _synced(client: FakeClient) -> Informer[str]:
+async def _synced(client: FakeApi) -> Informer[str]:
     informer: Informer[str] = Informer(
-        client, CONFIGMAPS, lambda obj: obj["metadata"]["name"], lambda *_: None,  # type: ignore[arg-type]
+        client.as_client(), CONFIGMAPS, lambda obj: obj["metadata"]["name"], lambda *_: None,
         InformerConfig(),
     )  # fmt: skip
     task = asyncio.create_task(informer.run())
@@ -58,24 +41,24 @@ async def _synced(client: FakeClient) -> Informer[str]:
 
 
 async def test_streaming_list_fills_the_store_without_listing() -> None:
-    client = FakeClient()
+    client = streaming()
     informer = await _synced(client)
     assert sorted(informer.store.values()) == ["c0", "c1", "c2"]
-    assert informer.resource_version == "20" and client.pages == 0
+    assert informer.resource_version == "20" and len(client.listed) == 0
     params, version = client.watches[0]
     assert params["resourceVersionMatch"] == "NotOlderThan" and version == ""
 
 
 async def test_a_server_refusing_streaming_lists_is_listed_in_pages() -> None:
     for status in (400, 422):
-        client = FakeClient(refuse=status)
+        client = streaming(refuse=status)
         informer = await _synced(client)
-        assert len(informer.store) == 3 and client.pages == 1
+        assert len(informer.store) == 3 and len(client.listed) == 1
         assert client.watches[-1] == ({}, "20")  # then a plain watch from the list's version
 
 
 async def test_a_server_ignoring_streaming_lists_is_listed_in_pages() -> None:
-    client = FakeClient(ignore=True)
+    client = streaming(ignore=True)
     informer = await _synced(client)
-    assert len(informer.store) == 3 and client.pages == 1
+    assert len(informer.store) == 3 and len(client.listed) == 1
     assert informer.resource_version == "20"

@@ -5,39 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.reporting.status import UNVERIFIED, collect
+from kube_nudge.kube.client import ApiError
+from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.annotations import LOADED_AT
-from kube_nudge.reporting.status import UNVERIFIED, collect
-
-
-class FakeClient:
-    """Lists one Deployment reading ConfigMap `app` and Secret `db`; the Secret is forbidden."""
-
-    def __init__(self, deployment: dict[str, Any]) -> None:
-        self.deployment = deployment
-        self.gets: list[str] = []
-
-    async def list_pages(
-        self, path: str, params: object = None
-    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
-        if path.endswith("/deployments"):
-            yield [self.deployment], ""
-        elif path.endswith("/pods"):
-            yield [{"metadata": {"name": "web-1"}, "status": {}}], ""
-        else:
-            yield [], ""
-
-    async def get(self, path: str) -> dict[str, Any]:
-        self.gets.append(path)
-        if "/secrets/" in path:
-            raise ApiError(403, "Forbidden", 'secrets "db" is forbidden')
-        return {"metadata": {"name": "app"}, "data": {"LEVEL": "info"}}
+from kube_nudge_dev import manifests
+from tests.unit.fakes import FakeApi, stored
 
 
 def test_a_source_the_user_may_not_get_makes_the_workload_unverified_naming_it() -> None:
@@ -45,54 +23,33 @@ def test_a_source_the_user_may_not_get_makes_the_workload_unverified_naming_it()
         {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}},
         {"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}},
     ]}]}  # fmt: skip
-    deployment = {
-        "metadata": {"name": "web", "namespace": "shop", "uid": "u",
-                     "annotations": {"kube-nudge.io/enabled": "true"}},
-        "spec": {"selector": {"matchLabels": {"app": "web"}},
-                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}},
-    }  # fmt: skip
-    client = FakeClient(deployment)
+    # One Deployment reading ConfigMap `app` and Secret `db`; the Secret is forbidden.
+    deployment = stored(manifests.deployment("web", spec=spec, annotations=manifests.ENABLED))
+    pods = [{"metadata": {"name": "web-1"}, "status": {}}]
+    configmap = manifests.configmap("app", {"LEVEL": "info"})
+    client = FakeApi({"deployments": [deployment], "pods": pods},
+                     {CONFIGMAPS.path("shop", "app"): configmap}, version="")  # fmt: skip
+    client.errors[SECRETS.path("shop", "db")] = ApiError(
+        403, "Forbidden", 'secrets "db" is forbidden'
+    )
     for key in (b"k" * 32, None):  # with the key or without: the Secret can't be read
-        [row] = asyncio.run(collect(cast(KubeClient, client), namespaces=("shop",),
+        [row] = asyncio.run(collect(client.as_client(), namespaces=("shop",),
                                     hmac_key=key, kinds=BUILTIN_KINDS[:1]))  # fmt: skip
         assert row.state == UNVERIFIED and row.unverified and not row.waiting_helps
         assert "get on secret shop/db is forbidden" in row.detail
         assert row.pods == {"-": 1} and row.desired_hash is None
 
 
-class PodsClient:
+def pods_client(pods: list[dict[str, Any]]) -> FakeApi:
     """One adopted Deployment reading ConfigMap `app` (written at second 1000), and pods."""
-
-    def __init__(self, pods: list[dict[str, Any]]) -> None:
-        self.pods = pods
-
-    async def list_pages(
-        self, path: str, params: object = None
-    ) -> AsyncIterator[tuple[list[dict[str, Any]], str]]:
-        spec = {
-            "containers": [
-                {
-                    "name": "a",
-                    "image": "x",
-                    "env": [
-                        {"name": "L", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "L"}}}
-                    ],
-                }
-            ]
-        }
-        deployment = {
-            "metadata": {"name": "web", "namespace": "shop", "uid": "u", "annotations": {
-                "kube-nudge.io/enabled": "true", "kube-nudge.io/baseline-hash": "v1-a"}},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}},
-            "status": {"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2},
-        }  # fmt: skip
-        yield ([deployment] if path.endswith("/deployments") else
-               self.pods if path.endswith("/pods") else []), ""  # fmt: skip
-
-    async def get(self, path: str) -> dict[str, Any]:
-        stamp = "1970-01-01T00:16:40Z"  # 1000
-        return {"metadata": {"name": "app", "creationTimestamp": stamp}, "data": {"L": "x"}}
+    spec = manifests.env_consumer("L")
+    annotations = {**manifests.ENABLED, "kube-nudge.io/baseline-hash": "v1-a"}
+    deployment = stored(manifests.deployment("web", replicas=2, spec=spec, annotations=annotations))
+    deployment["status"] = {"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}
+    configmap = manifests.configmap("app", {"L": "x"})
+    configmap["metadata"]["creationTimestamp"] = "1970-01-01T00:16:40Z"  # 1000
+    return FakeApi({"deployments": [deployment], "pods": pods},
+                   {CONFIGMAPS.path("shop", "app"): configmap}, version="")  # fmt: skip
 
 
 def pod(created: int, loaded_at: float | None = None, started: int = 0) -> dict[str, Any]:
@@ -118,6 +75,6 @@ def pod(created: int, loaded_at: float | None = None, started: int = 0) -> dict[
 def test_without_the_key_only_a_pod_created_in_a_later_second_proves_the_config(
     pods: list[dict[str, Any]], state: str
 ) -> None:
-    [row] = asyncio.run(collect(cast(KubeClient, PodsClient(pods)), namespaces=("shop",),
+    [row] = asyncio.run(collect(pods_client(pods).as_client(), namespaces=("shop",),
                                 hmac_key=None, kinds=BUILTIN_KINDS[:1]))  # fmt: skip
     assert row.state == state, row.detail

@@ -284,12 +284,12 @@ async def test_a_ready_key_wakes_one_waiting_worker_not_all() -> None:
 
     workers = [asyncio.create_task(worker(n)) for n in range(8)]
     await _settle()
-    waiting = list(queue._waiters)
+    waiting = list(queue._ready._waiters)
     assert len(waiting) == 8
     queue.add("a")
     await _settle()
     assert woken == [0]  # the first waiter took it...
-    assert list(queue._waiters) == waiting[1:]  # ...and the seven others never woke
+    assert list(queue._ready._waiters) == waiting[1:]  # ...and the seven others never woke
     queue.add("b")
     queue.add("c")
     await _settle()

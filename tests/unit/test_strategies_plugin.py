@@ -17,7 +17,6 @@ from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.httpxtransport import HttpxTransport
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind, WorkloadView, parse_workload
 from kube_nudge.model.tracking import Phase, Tracking
@@ -43,6 +42,7 @@ from tests.unit.fakes import (
     sources,
     workload,
 )
+from tests.unit.httpx_support import HttpxTransport
 from tests.unit.toy_strategy import GREETING, OWN_LABEL, RUNS, ToyStrategy, ToyWebhook, toy_settings
 
 DEPLOYMENT = BUILTIN_KINDS[0]

@@ -1,9 +1,10 @@
-"""Wait for a condition on API objects by watching them (list, then watch from its version)."""
+"""Wait for a condition on API objects by watching them (list, then watch from its version),
+or for any async check by polling it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.model.progress import rollout_complete
@@ -67,3 +68,10 @@ def deployment_complete(obj: JSON) -> bool:
     """True when a Deployment's latest template is fully rolled out and every replica is
     ready and available (what ``kubectl rollout status`` waits for)."""
     return rollout_complete("Deployment", obj) is True
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float) -> None:
+    """Wait until an async check (e.g. an HTTP probe of a replica) passes."""
+    async with asyncio.timeout(timeout):
+        while not await check():  # noqa: ASYNC110 - a probe no event tells us about
+            await asyncio.sleep(0.1)

@@ -113,8 +113,8 @@ class ClientOptions:
 class KubeClient:
     """A small async client: JSON in, JSON out, with a client-side write rate and retries.
 
-    ``http`` is a ``Transport``: ``from_config`` builds aiohttp's; tests and proxies may
-    wrap an ``httpx2.AsyncClient`` in ``kube.httpxtransport.HttpxTransport``."""
+    ``http`` is a ``Transport``: ``from_config`` builds aiohttp's; the unit tests wrap an
+    ``httpx2.AsyncClient`` (``tests/unit/httpx_support.py``)."""
 
     def __init__(self, http: Transport, options: ClientOptions | None = None) -> None:
         self.http = http

@@ -2,9 +2,8 @@
 
 ``KubeClient`` speaks to the API server through a ``Transport``: one request with its whole
 body, or a streamed response read line by line (watches). The product's transport is
-``kube.aiotransport.AiohttpTransport`` (why: README, "The HTTP client");
-``kube.httpxtransport.HttpxTransport`` wraps an ``httpx2.AsyncClient`` (a test's mock
-transport, a proxy), imported only by whoever uses it.
+``kube.aiotransport.AiohttpTransport`` (why: README, "The HTTP client"); the unit tests
+wrap an ``httpx2.AsyncClient`` and its mock transport (``tests/unit/httpx_support.py``).
 """
 
 from __future__ import annotations

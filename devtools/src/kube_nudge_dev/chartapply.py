@@ -1,4 +1,5 @@
-"""Applying what the Helm chart renders to the session cluster, for the RBAC tests."""
+"""Applying what the Helm chart renders to a cluster: the RBAC tests, the agent's grant of
+the real-node tests and the bench."""
 
 from __future__ import annotations
 

@@ -11,15 +11,10 @@ from typing import Any
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS
 from kube_nudge.model.annotations import LOADED_AT
+from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration import manifests
-from tests.integration.controller_support import until
-from tests.integration.real_node_support import (
-    AGENT_KEY_VOLUME,
-    agent_sidecar,
-    on_real_node,
-    python_container,
-)
+from kube_nudge_dev.nodepods import AGENT_KEY_VOLUME, agent_sidecar, on_real_node, python_container
+from kube_nudge_dev.waiting import until
 
 #: The ServiceAccount the app's pods run as (the agent's grant names it).
 ACCOUNT = "web"
@@ -73,8 +68,8 @@ def app_deployment(
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
     }
     if ready_probe:
-        extra["readinessProbe"] = {"exec": {"command": ["cat", "/tmp/ready"]},
-                                   "periodSeconds": 1}  # fmt: skip
+        ready = "/tmp/ready"  # noqa: S108  # nosec B108 # a path in the app's container, not here
+        extra["readinessProbe"] = {"exec": {"command": ["cat", ready]}, "periodSeconds": 1}
     containers = [python_container(image, APP, **extra)]
     volumes: list[dict[str, Any]] = [{"name": "config", "configMap": {"name": "app"}}]
     spec: dict[str, Any] = {"terminationGracePeriodSeconds": 1}

@@ -1,7 +1,9 @@
-"""A ``Transport`` over an ``httpx2.AsyncClient``: a test's mock transport, a proxy.
+"""A ``Transport`` over an ``httpx2.AsyncClient``, for unit tests: ``KubeClient`` over an
+``httpx2.MockTransport`` answers as a test says, with the client's retries, holds and error
+mapping all real.
 
-Not the product's transport (``kube.aiotransport``): the controller never imports this
-module, so httpx2 is loaded only by whoever hands ``KubeClient`` such a client.
+Not the product's transport (``kube.aiotransport``), and not shipped: httpx2 is a
+development dependency only.
 """
 
 from __future__ import annotations

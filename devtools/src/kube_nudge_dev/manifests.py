@@ -1,4 +1,5 @@
-"""Small builders for the workload manifests the integration tests create."""
+"""Small builders for the manifests the integration tests and the bench create (the one
+builder of API objects for both)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,199 @@
+"""The work queue's middle layer: keys due later, and the debounce windows that decide when
+(client-go's delaying queue, with kube-nudge's windows).
+
+Each key queued has its reasons (``debounce.Pending``): they say when it is due, and the
+key goes down to the de-duplicating queue (``dedup.DedupQueue``) then, ready since that
+time. Until a worker takes it its reasons can still change: a change arriving for a key
+that is due but not yet taken (every worker busy) can hold it back again, and the key
+leaves the ready queue until its window ends.
+
+- A key taken while a change's window is open (a retry, a requeue, a follow-up taken
+  early) leaves the window open: ``window_open`` says so, for the pass not to act on that
+  change, and the key comes back at the window's end.
+- One timer, the queue's own, stands for the earliest key still to come, and only while a
+  worker waits: a key due while every worker is busy is found by the next ``get``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+from kube_nudge.model.pacing import Hold
+from kube_nudge.runtime.queue.debounce import Pending
+from kube_nudge.runtime.queue.dedup import DedupQueue
+
+__all__ = ["DelayingQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class DelayingQueue(Generic[K]):
+    """Keys become available to ``get`` when due, once each."""
+
+    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._ready: DedupQueue[K] = DedupQueue(on_wait=self._on_wait)
+        # Each queued key's reasons; also a processed key's: re-added, or its window open.
+        self._pending: dict[K, Pending] = {}
+        self._due_at: dict[K, float] = {}  # each key still to come: when (heap check)
+        self._heap: list[tuple[float, int, K]] = []
+        self._counter = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None  # wakes a waiter at the heap's top
+        self._timer_at = math.inf  # what ``_timer`` is set for (monotonic seconds)
+        self._idle = asyncio.Event()
+
+    def __len__(self) -> int:
+        """Keys queued, processed ones with a reason to come back included."""
+        return len(self._pending)
+
+    def add(self, key: K, hold: Hold | float = 0.0) -> None:
+        """Queue ``key`` for a change: due at the end of the window it opens or joins
+        (``debounce``); a float holds it that many seconds (a fixed window); with nothing
+        to hold it, now."""
+        now = self._monotonic()
+        if not isinstance(hold, Hold):
+            hold = Hold(debounce=max(hold, 0.0))
+        pending = self._pending_for(key)
+        if hold.immediate:
+            pending.at_most(now)
+        else:
+            pending.change(now, hold)
+        self._schedule(key, pending)
+
+    def add_own(self, key: K, delay: float, hold: Hold | float | None = None) -> None:
+        """Queue ``key`` for one of its own events: due after ``delay`` seconds, opening no
+        window a later change could ride in, and never extending, shortening or restarting
+        one; ``hold`` is what a change of the key would be held by now (its debounce may
+        have changed: that takes effect on an open window), by default a fixed window of
+        ``delay``."""
+        now, delay = self._monotonic(), max(delay, 0.0)
+        if not isinstance(hold, Hold):
+            hold = Hold(debounce=delay if hold is None else max(hold, 0.0))
+        pending = self._pending_for(key)
+        pending.own_event(now, delay, hold)
+        self._schedule(key, pending)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Queue ``key`` ``delay`` seconds from now, never held back by a window (a retry, a
+        requeue)."""
+        pending = self._pending_for(key)
+        pending.at_most(self._monotonic() + max(delay, 0.0))
+        self._schedule(key, pending)
+
+    def ready_at(self, key: K) -> float | None:
+        """When a queued ``key`` is due (monotonic seconds), else None."""
+        pending = self._pending.get(key)
+        return pending.ready_at if pending is not None else None
+
+    def window_open(self, key: K) -> bool:
+        """True while a change's window is open for ``key`` (being processed or not): a pass
+        taken early must not act on the change it holds back."""
+        pending = self._pending.get(key)
+        window = pending.window if pending is not None else None
+        return window is not None and window.end > self._monotonic()
+
+    @property
+    def busy(self) -> bool:
+        """True while any key is being processed."""
+        return self._ready.busy
+
+    async def get(self) -> K:
+        """Wait for the next due key and mark it as being processed."""
+        self._promote(self._monotonic())  # what came due meanwhile: taken without waiting
+        key = await self._ready.get()
+        self._taken(key)
+        return key
+
+    def done(self, key: K) -> None:
+        """Mark ``key`` processed; if it was re-added meanwhile, it is queued again (when
+        due: with the same window, not one opened now)."""
+        self._ready.done(key)
+        if not self._ready.busy and not self._pending:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Wait until the queue is next seen empty with nothing in progress."""
+        if not self._ready.busy and not self._pending:
+            return
+        self._idle.clear()
+        await self._idle.wait()
+
+    def forget(self, key: K) -> None:
+        """Drop ``key``'s reasons to be looked at, e.g. when its object was deleted (a pass
+        in progress finishes, and it is not queued again)."""
+        self._pending.pop(key, None)
+        self._due_at.pop(key, None)
+        self._ready.discard(key)
+
+    def _pending_for(self, key: K) -> Pending:
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = Pending()
+        return pending
+
+    def _schedule(self, key: K, pending: Pending) -> None:
+        """Hand ``key`` down to the ready queue if it is due, else keep it until it is."""
+        ready_at, now = pending.ready_at, self._monotonic()
+        if self._due_at.get(key) == ready_at:  # unchanged: it keeps its place
+            if ready_at <= now:
+                self._promote(now)
+            return
+        if ready_at <= now:
+            self._due_at.pop(key, None)  # its entry in the heap, if any, is stale now
+            self._promote(now)  # keys due before it are ready before it
+            self._ready.add(key, ready_at)
+            return
+        self._ready.discard(key)  # due later after all: a change holds it back again
+        self._due_at[key] = ready_at
+        heapq.heappush(self._heap, (ready_at, next(self._counter), key))
+        self._arm(ready_at)
+
+    def _promote(self, now: float) -> None:
+        """Hand every key due by ``now`` down to the ready queue, earliest first."""
+        heap = self._heap
+        while heap:
+            due, _, key = heap[0]
+            if self._due_at.get(key) != due:
+                heapq.heappop(heap)  # superseded by another entry, handed down, or forgotten
+                continue
+            if due > now:
+                break
+            heapq.heappop(heap)
+            del self._due_at[key]
+            self._ready.add(key, due)
+
+    def _taken(self, key: K) -> None:
+        """A worker took ``key``: its reasons are served, except an open window."""
+        pending = self._pending.pop(key, None)
+        window = pending.window if pending is not None else None
+        if window is not None and window.end > self._monotonic():
+            # Taken early (a retry, a requeue, a follow-up) while a change's window is
+            # open: the window stays, and brings the key back at its end.
+            kept = self._pending[key] = Pending(window=window)
+            self._schedule(key, kept)
+
+    def _on_wait(self) -> None:
+        """A worker is about to wait: hand down what is due, and time the next key."""
+        self._promote(self._monotonic())
+        if self._heap:
+            self._arm(self._heap[0][0])
+
+    def _arm(self, due: float) -> None:
+        """Make sure a waiter is woken by ``due`` (one timer, for the earliest)."""
+        if not self._ready.waiting or due >= self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = due
+        delay = max(due - self._monotonic(), 0.0)
+        self._timer = asyncio.get_running_loop().call_later(delay, self._timer_due)
+
+    def _timer_due(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        self._on_wait()  # wakes a waiter per key handed down; times the next for the rest
