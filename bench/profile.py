@@ -31,7 +31,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("events", ("kube_nudge/kube/events.py", "kube_nudge/runtime/events.py")),
     ("logging", ("logging/__init__.py",)),
     ("watch_projection", ("project_workload", "project_source")),
-    ("watch_handlers", ("Controller._workload_changed", "Controller._source_changed")),
+    ("watch_handlers", ("WorkloadEvents.__call__", "SourceEvents.__call__")),
     ("watch_stream", ("Informer.", "KubeClient.watch")),
     ("reconcile_assess_decide", ("assess (", "decide (", "Reconciler._decide")),
     ("reconcile_write_request", ("KubeClient.request", "KubeClient._request")),

@@ -352,7 +352,7 @@ async def test_namespace_deleted_while_its_workloads_are_queued(
             )
 
             def slow_debounce() -> float | None:
-                view = running.controller.workload((DEPLOYMENT, doomed, "slow"))
+                view = running.controller.cache.workload((DEPLOYMENT, doomed, "slow"))
                 return view.settings.debounce if view is not None else None
 
             await eventually(lambda: slow_debounce() == 3600, timeout=10)
@@ -383,7 +383,7 @@ async def test_namespace_deleted_while_its_workloads_are_queued(
                 await kube.get(NAMESPACES.path(name=doomed))
             assert gone.value.not_found
             await eventually(
-                lambda: all(ns != doomed for _, ns, _ in running.controller.workload_keys()),
+                lambda: all(ns != doomed for _, ns, _ in running.controller.cache.workload_keys()),
                 timeout=30,
             )
             # The queue drains: "slow" was forgotten with its namespace, not left for an hour.

@@ -431,7 +431,7 @@ async def test_helm_release_and_token_secrets_are_never_listed(
         await kube.create(SECRETS.path(namespace), secret)
     await kube.create(SECRETS.path(namespace), manifests.secret("plain", {"k": "v"}))
     async with running_controller(cluster, namespace) as running:
-        seen = {name for _, name in running.controller.source_keys(SourceKind.SECRET)}
+        seen = {name for _, name in running.controller.cache.source_keys(SourceKind.SECRET)}
     assert "plain" in seen
     assert "sh.helm.release.v1.app.v1" not in seen and "token" not in seen
 
@@ -445,7 +445,7 @@ async def test_a_new_workload_is_adopted_at_once_so_a_change_right_after_rolls_i
         await make_app(kube, namespace)
         key = (DEPLOYMENT, namespace, "app")
         async with asyncio.timeout(10):
-            while running.controller.workload(key) is None:
+            while running.controller.cache.workload(key) is None:
                 await asyncio.sleep(0.01)
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         obj = await wait_rolled(kube, namespace, None)

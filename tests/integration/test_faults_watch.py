@@ -60,7 +60,7 @@ async def test_watches_expired_after_a_gap_relist_and_lose_nothing(
         end = await fleet.converge(timeout=30)
         expired = sum(
             run.metrics.watch_restarts.labels(resource=str(r), reason="expired")._value.get()
-            for r in {inf.resource for inf in run.controller.informers()}
+            for r in {inf.resource for inf in run.controller.cache.informers()}
         )
     fault_runs.append(FaultRun.of("watch expired (410 Gone) after a gap", fleet, gap, end))
     assert proxy.count(status=410) >= gap  # every resumed watch really was refused

@@ -1,6 +1,6 @@
 """Test doubles and builders shared by unit tests: a fake clock, the one fake API client,
-Event sinks that keep what they are given, and one Deployment consuming ConfigMap ``app``
-(as the model projects them) with the installation key."""
+the caches as views in dicts, Event sinks that keep what they are given, and one Deployment
+consuming ConfigMap ``app`` (as the model projects them) with the installation key."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
+from kube_nudge.controller.reader import WorkloadKey
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder, ObjectRef
 from kube_nudge.model import (
@@ -110,6 +111,35 @@ class FakeApi:
 
     async def aclose(self) -> None:
         pass
+
+
+class CachedViews:
+    """Stands in for the controller's caches (a ``Reader``): the workloads and sources a test
+    puts in, and which workloads consume a source, as the caches' index has it (from each
+    view's ``consumed``)."""
+
+    def __init__(
+        self,
+        workloads: dict[WorkloadKey, WorkloadView],
+        sources: dict[SourceRef, SourceView] | None = None,
+    ) -> None:
+        self.workloads = workloads
+        self.sources = sources if sources is not None else {}
+
+    def source(self, ref: SourceRef) -> SourceView | None:
+        return self.sources.get(ref)
+
+    def workload(self, key: WorkloadKey) -> WorkloadView | None:
+        return self.workloads.get(key)
+
+    def consumers(self, ref: SourceRef) -> list[WorkloadKey]:
+        return [key for key, view in self.workloads.items() if ref in view.consumed]
+
+    def source_keys(self, kind: SourceKind) -> list[tuple[str, str]]:
+        return [(ref.namespace, ref.name) for ref in self.sources if ref.kind is kind]
+
+    def workload_keys(self) -> list[WorkloadKey]:
+        return list(self.workloads)
 
 
 class RecordedEvents:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from kube_nudge.controller.book import WorkloadKey
-from kube_nudge.controller.nextlook import NextLooks
-from kube_nudge.controller.reconciler import Outcome
+from kube_nudge.controller.reconciler import Action, Outcome
+from kube_nudge.controller.workers import NextLooks
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.runtime.queue import WorkQueue
 from tests.unit.fakes import FakeClock
@@ -34,18 +34,18 @@ def looks_over(
 
 async def test_a_failed_pass_is_retried_with_backoff_and_a_success_resets_it() -> None:
     looks, queue, _, _ = looks_over()
-    looks.after(k("w"), Outcome("failed"))
-    looks.after(k("w"), Outcome("failed"))
+    looks.after(k("w"), Outcome(Action.FAILED))
+    looks.after(k("w"), Outcome(Action.FAILED))
     assert (queue.ready_at(k("w")), queue.backoff.failures(k("w"))) == (101.0, 2)
-    looks.after(k("w"), Outcome("none"))
+    looks.after(k("w"), Outcome(Action.NONE))
     assert queue.backoff.failures(k("w")) == 0
 
 
 async def test_a_requeue_is_queued_work_and_a_follow_up_is_only_a_timer() -> None:
     looks, queue, _, _ = looks_over()
-    looks.after(k("held"), Outcome("held", requeue_after=5.0))
+    looks.after(k("held"), Outcome(Action.HELD, requeue_after=5.0))
     assert queue.ready_at(k("held")) == 105.0 and len(queue) == 1
-    looks.after(k("rolled"), Outcome("rolled", follow_up=0.01))
+    looks.after(k("rolled"), Outcome(Action.ROLLED, follow_up=0.01))
     assert queue.ready_at(k("rolled")) is None  # not work in progress (Controller.settled)
     await asyncio.sleep(0.05)
     assert queue.ready_at(k("rolled")) == 100.0  # at its deadline: queued, at once
@@ -53,11 +53,11 @@ async def test_a_requeue_is_queued_work_and_a_follow_up_is_only_a_timer() -> Non
 
 async def test_each_pass_replaces_the_follow_up_and_stopping_cancels_them() -> None:
     looks, queue, _, _ = looks_over()
-    looks.after(k("a"), Outcome("rolled", follow_up=0.01))
-    looks.after(k("a"), Outcome("none"))  # no rollout to follow now
-    looks.after(k("b"), Outcome("rolled", follow_up=0.01))
-    looks.after(k("b"), Outcome("failed"))  # keeps its follow-up
-    looks.after(k("c"), Outcome("rolled", follow_up=0.01))
+    looks.after(k("a"), Outcome(Action.ROLLED, follow_up=0.01))
+    looks.after(k("a"), Outcome(Action.NONE))  # no rollout to follow now
+    looks.after(k("b"), Outcome(Action.ROLLED, follow_up=0.01))
+    looks.after(k("b"), Outcome(Action.FAILED))  # keeps its follow-up
+    looks.after(k("c"), Outcome(Action.ROLLED, follow_up=0.01))
     looks.stop()
     await asyncio.sleep(0.05)
     assert queue.ready_at(k("a")) is None and queue.ready_at(k("c")) is None

@@ -57,13 +57,21 @@ def debounced(view: WorkloadView, *, progress: str = "1 of 1 updated") -> Worklo
 
 def seen(controller: Controller, view: WorkloadView) -> None:
     """Put ``view`` in the workload cache, as its informer does before the handler."""
-    informer = controller._workloads[DEPLOYMENT][0]  # the cache itself
+    informer = controller.cache._workloads[DEPLOYMENT][0]  # the cache itself
     informer.store[(NS, "app")] = view
 
 
+def workload_event(
+    controller: Controller, old: WorkloadView | None, new: WorkloadView | None
+) -> None:
+    """What the workload informer calls on a watch event: the cache's index, then the
+    handlers."""
+    controller.cache._workloads[DEPLOYMENT][0].handler((NS, "app"), old, new)
+
+
 def change_config(controller: Controller, before: str, after: str) -> None:
-    controller._source_changed(  # the source informer's handler
-        CONFIGMAPS, APP, configmap(LEVEL=before), configmap(LEVEL=after)
+    controller.cache._sources[APP.kind][0].handler(  # the source informer's handler
+        (APP.namespace, APP.name), configmap(LEVEL=before), configmap(LEVEL=after)
     )
 
 
@@ -76,7 +84,7 @@ async def test_a_status_update_opens_no_window_a_config_change_could_ride_in(
     ctl, clock = controller
     adopted = debounced(workload(template_hash="h1"))
     seen(ctl, adopted)
-    ctl._workload_changed(WEB, None, adopted)  # first sight: at once
+    workload_event(ctl, None, adopted)  # first sight: at once
     assert ctl.queue.ready_at(WEB) == 0.0
     await ctl.queue.get()
     ctl.queue.done(WEB)
@@ -84,7 +92,7 @@ async def test_a_status_update_opens_no_window_a_config_change_could_ride_in(
     now = clock.monotonic()
     status = debounced(adopted, progress="1 of 1 updated, 1 available")
     seen(ctl, status)
-    ctl._workload_changed(WEB, adopted, status)
+    workload_event(ctl, adopted, status)
     assert ctl.queue.ready_at(WEB) == now + DEBOUNCE  # looked at, a debounce later
     clock.advance(3.01)
     change_config(ctl, "info", "debug")
@@ -92,7 +100,7 @@ async def test_a_status_update_opens_no_window_a_config_change_could_ride_in(
     clock.advance(1.0)
     later = debounced(status, progress="1 of 1 updated, 2 available")
     seen(ctl, later)
-    ctl._workload_changed(WEB, status, later)  # neither shortens it
+    workload_event(ctl, status, later)  # neither shortens it
     change_config(ctl, "debug", "warn")  # nor restarts it
     assert ctl.queue.ready_at(WEB) == pytest.approx(now + 3.01 + DEBOUNCE)
 
@@ -105,19 +113,19 @@ async def test_a_workload_that_records_no_hash_anymore_is_looked_at_at_once(
     ctl, clock = controller
     rolled = debounced(workload(template_hash="h1"))
     seen(ctl, rolled)
-    ctl._workload_changed(WEB, None, rolled)
+    workload_event(ctl, None, rolled)
     await ctl.queue.get()
     ctl.queue.done(WEB)
     clock.advance(10.0)
     dropped = debounced(workload())
     seen(ctl, dropped)
-    ctl._workload_changed(WEB, rolled, dropped)
+    workload_event(ctl, rolled, dropped)
     assert ctl.queue.ready_at(WEB) == clock.monotonic()
 
 
 def source_seen(controller: Controller, view: SourceView) -> None:
     """Put the ConfigMap's view in the source cache, as its informer does."""
-    controller._sources[APP.kind][0].store[(APP.namespace, APP.name)] = view
+    controller.cache._sources[APP.kind][0].store[(APP.namespace, APP.name)] = view
 
 
 async def test_an_early_pass_inside_a_window_does_not_roll_the_change_it_holds(
@@ -130,7 +138,7 @@ async def test_an_early_pass_inside_a_window_does_not_roll_the_change_it_holds(
     adopted = debounced(workload(template_hash=running))
     seen(ctl, adopted)
     source_seen(ctl, configmap(LEVEL="info"))
-    ctl._workload_changed(WEB, None, adopted)
+    workload_event(ctl, None, adopted)
     await ctl.queue.get()
     assert (await ctl.reconciler.reconcile(WEB)).action == "none"  # runs what's desired
     ctl.queue.done(WEB)
@@ -156,7 +164,7 @@ async def test_the_queue_and_cache_gauges_read_the_state_when_scraped(
     view = debounced(workload(template_hash="h1"))
     seen(ctl, view)
     source_seen(ctl, configmap(LEVEL="info"))
-    ctl._workload_changed(WEB, None, view)
+    workload_event(ctl, None, view)
     assert sample("kube_nudge_queue_depth") == 1
     assert sample("kube_nudge_objects_tracked", resource=str(DEPLOYMENT.resource)) == 1
     assert sample("kube_nudge_objects_tracked", resource=str(CONFIGMAPS)) == 1

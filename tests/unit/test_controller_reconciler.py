@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.controller.reconciler import Fleet, Reconciler, WorkloadKey
+from kube_nudge.controller.book import RolloutBook
+from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import (
     Adopt,
@@ -23,8 +24,18 @@ from kube_nudge.model import (
 from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.strategies.base import Target
-from tests.unit.fakes import KEY, NS, FakeClock, RecordedEvents, sources, workload
+from kube_nudge.strategies.base import Strategy, StrategyContext, Target
+from kube_nudge.strategies.registry import Strategies
+from tests.unit.fakes import (
+    KEY,
+    NS,
+    CachedViews,
+    FakeApi,
+    FakeClock,
+    RecordedEvents,
+    sources,
+    workload,
+)
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 KEY_OF_APP: WorkloadKey = (DEPLOYMENT, NS, "app")
@@ -61,24 +72,26 @@ def reconciler_over(
     cluster = {KEY_OF_APP: workload()}
     strategy = EchoFirstStrategy(cluster)
     recorder = RecordedEvents()
-    events = BackgroundEvents(recorder.as_recorder(), on_failure=lambda: None)
-    reconciler = Reconciler(
-        hmac_key=KEY,
-        workload=cluster.get,
-        source=data.get,
-        strategies={"rollout": strategy},
-        events=events,
-        metrics=Metrics(),
-        clock=FakeClock(),
-    )
+    reconciler = reconciler_of(CachedViews(cluster, data), strategy, recorder)
     strategy.reconciler = reconciler
     return reconciler, strategy, recorder
+
+
+def reconciler_of(reader: CachedViews, strategy: Strategy, recorder: RecordedEvents) -> Reconciler:
+    """A reconciler over ``reader`` with ``strategy`` as strategy rollout, its Events kept
+    by ``recorder`` (no API server: nothing but the strategy writes)."""
+    events = BackgroundEvents(recorder.as_recorder(), on_failure=lambda: None)
+    context = StrategyContext(FakeApi().as_client(), events, Metrics(), KEY, clock=FakeClock())
+    strategies = Strategies({"rollout": strategy})
+    book = RolloutBook(reader.workload, capped=strategies.capped, metrics=context.metrics,
+                       clock=context.clock)  # fmt: skip
+    return Reconciler(reader, strategies, book, context)
 
 
 async def test_missing_config_at_first_sight_adopts_once_then_holds_despite_an_early_echo() -> None:
     reconciler, strategy, recorder = reconciler_over({})
     outcome = await reconciler.reconcile(KEY_OF_APP)
-    await reconciler.events.flush()
+    await reconciler.context.events.flush()
     assert outcome.state == "held-missing"
     assert len(strategy.writes) == 1 and strategy.writes[0].startswith("adopt ")
     assert recorder.posted[-1] == ("ConfigMissing", "not rolling: configmap/app not found")
@@ -162,12 +175,7 @@ async def test_a_higher_order_waits_while_the_lower_ones_new_template_is_not_yet
     data = sources(LEVEL="info")
     cluster: dict[WorkloadKey, WorkloadView] = {}
     strategy = EchoThenSiblingStrategy(cluster)
-    reconciler = Reconciler(
-        hmac_key=KEY, workload=cluster.get, source=data.get, strategies={"rollout": strategy},
-        events=BackgroundEvents(RecordedEvents().as_recorder(), on_failure=lambda: None),
-        metrics=Metrics(), clock=FakeClock(),
-        fleet=Fleet(consumers=lambda ref: [LOW, HIGH]),
-    )  # fmt: skip
+    reconciler = reconciler_of(CachedViews(cluster, data), strategy, RecordedEvents())
     strategy.reconciler = reconciler
     # Both completed an earlier rollout of the config in the cluster (followed as COMPLETE).
     current = assess(workload(), data.get, KEY).desired

@@ -13,6 +13,7 @@ from dataclasses import replace
 import httpx2 as httpx
 import pytest
 
+from kube_nudge.controller import following
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
@@ -83,8 +84,8 @@ def toy_workload(**recorded: str) -> WorkloadView:
 
 def seen(controller: Controller, view: WorkloadView, level: str) -> None:
     """The caches as the informers would fill them: the workload and ConfigMap app."""
-    controller._workloads[DEPLOYMENT][0].store[(NS, "app")] = view
-    controller._sources[SourceKind.CONFIGMAP][0].store[(NS, "app")] = configmap(LEVEL=level)
+    controller.cache._workloads[DEPLOYMENT][0].store[(NS, "app")] = view
+    controller.cache._sources[SourceKind.CONFIGMAP][0].store[(NS, "app")] = configmap(LEVEL=level)
 
 
 def test_a_registered_strategy_is_one_the_annotation_accepts(toy: type[ToyStrategy]) -> None:
@@ -143,7 +144,7 @@ async def test_the_controller_asks_its_own_hold(
 ) -> None:
     """`decide` asks the workload's strategy for a hold of its own (``StrategyModel.hold``),
     here the toy's on its own setting: no change is applied."""
-    monkeypatch.setattr(controller.reconciler, "events", PostedEvents())
+    monkeypatch.setattr(controller.events, "post", PostedEvents().post)
     first = desired(toy_workload(), sources(LEVEL="info"))
     annotations = {"kube-nudge.io/strategy": "toy", GREETING: "howdy"}
     howdy, _ = parse_workload(annotations, NS, product_defaults())
@@ -156,7 +157,7 @@ async def test_the_controller_asks_its_own_hold(
 async def test_its_own_objects_are_no_sources_and_its_webhook_is_served(
     controller: Controller,
 ) -> None:
-    project = controller._sources[SourceKind.CONFIGMAP][0].project
+    project = controller.cache._sources[SourceKind.CONFIGMAP][0].project
     mine = {"metadata": {"name": "c", "namespace": NS, "labels": {OWN_LABEL: "1"}}, "data": {}}
     assert project(mine) is None
     assert project({"metadata": {"name": "c", "namespace": NS}}) is not None  # any other is
@@ -178,20 +179,23 @@ async def test_a_failed_rollout_names_the_strategies_that_can_roll_back(
     that roll back (``RollingBack``), and each says what it goes back to."""
     reconciler = controller.reconciler
     posted = PostedEvents()
-    monkeypatch.setattr(reconciler, "events", posted)
+    monkeypatch.setattr(controller.events, "post", posted.post)
 
-    async def annotate(target: Target, annotations: Mapping[str, str | None]) -> None:
+    async def annotate(
+        context: object, target: Target, annotations: Mapping[str, str | None]
+    ) -> None:
         pass
 
-    monkeypatch.setattr(reconciler, "annotate", annotate)
+    monkeypatch.setattr(following, "annotate_workload", annotate)
     target = Target(DEPLOYMENT, NS, "app", toy_workload())
     failed = Tracking(Phase.FAILED, config_hash="v1-new", detail="0 of 1 updated")
-    await reconciler._record_failure(target, failed, reconciler.strategies["toy"])
+    follower = reconciler.follower
+    await follower._record_failure(target, failed, reconciler.strategies["toy"])
     assert posted.events[-1][3].endswith(
-        "; kube-nudge cannot roll it back: strategy rollout keeps no copy of the earlier "
+        "; kube-nudge cannot roll it back: strategy toy keeps no copy of the earlier "
         "config (revert the source, or use strategy snapshot)"
     )
-    await reconciler._record_failure(target, failed, reconciler.strategies["snapshot"])
+    await follower._record_failure(target, failed, reconciler.strategies["snapshot"])
     assert posted.events[-1][3].endswith(
         "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl rollout undo)"
     )

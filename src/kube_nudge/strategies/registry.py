@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from kube_nudge.model import WorkloadDefaults
+from kube_nudge.model import WorkloadDefaults, WorkloadView
 from kube_nudge.model.annotations import ANNOTATIONS, DEFAULT_STRATEGY, STRATEGY
 from kube_nudge.model.declarations import Annotation
 from kube_nudge.model.extensions import StrategyModel
@@ -37,6 +37,7 @@ from kube_nudge.strategies.snapshot import SnapshotStrategy
 __all__ = [
     "DEFAULT_STRATEGY",
     "STRATEGIES",
+    "Strategies",
     "StrategyFactory",
     "build_strategies",
     "contract",
@@ -106,9 +107,18 @@ def delivers(name: str) -> bool:
     return STRATEGIES.get(name, STRATEGIES[DEFAULT_STRATEGY]).delivers
 
 
-def build_strategies(context: StrategyContext) -> dict[str, Strategy]:
+class Strategies(dict[str, Strategy]):
+    """The strategy instances one controller built, by name."""
+
+    def capped(self, view: WorkloadView) -> bool:
+        """Whether ``view``'s strategy restarts pods (its rollouts are followed and count
+        against the flap cap)."""
+        return self[view.settings.strategy].capped
+
+
+def build_strategies(context: StrategyContext) -> Strategies:
     """One instance of every strategy, sharing ``context``."""
-    return {name: factory(context) for name, factory in STRATEGIES.items()}
+    return Strategies({name: factory(context) for name, factory in STRATEGIES.items()})
 
 
 def owned_source_labels() -> frozenset[str]:

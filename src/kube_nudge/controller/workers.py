@@ -1,7 +1,10 @@
-"""When a workload is looked at again: the one place a pass's ``Outcome`` is carried out.
+"""The workers that drain the work queue while this replica leads, and the one place a
+pass's ``Outcome`` is carried out: when each workload is looked at again.
 
-A reconcile asks to be looked at again only through its ``Outcome``; the workers loop hands
-each one to ``NextLooks.after``, once the key is done:
+``Workers`` (a runnable that needs the leader): once the caches are in, every workload is
+queued once (level-triggered: a restart or a new leader with nothing changed writes
+nothing), then N workers take keys off the queue and reconcile them. Each pass's
+``Outcome`` goes to ``NextLooks.after``, once the key is done:
 
 - ``failed`` (or the pass crashed): retried with the queue's per-key backoff;
 - ``requeue_after``: queued again after that many seconds (the end of a hold, a
@@ -21,13 +24,73 @@ each one to ``NextLooks.after``, once the key is done:
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable
 
-from kube_nudge.controller.book import WorkloadKey
-from kube_nudge.controller.reconciler import Outcome
+from kube_nudge.controller.reader import Reader, WorkloadKey
+from kube_nudge.controller.reconciler import Action, Outcome, Reconciler
+from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.queue import WorkQueue
 
-__all__ = ["NextLooks"]
+__all__ = ["NextLooks", "Workers"]
+
+log = logging.getLogger(__name__)
+
+
+class Workers:
+    """Reconciles queued workloads with N concurrent workers, only while leading."""
+
+    name = "workers"
+    needs_leader = True
+
+    def __init__(
+        self,
+        queue: WorkQueue[WorkloadKey],
+        reconciler: Reconciler,
+        looks: NextLooks,
+        reader: Reader,
+        *,
+        synced: asyncio.Event,
+        metrics: Metrics,
+        workers: int,
+    ) -> None:
+        self._queue = queue
+        self._reconciler = reconciler
+        self._looks = looks
+        self._reader = reader
+        self._synced = synced
+        self._metrics = metrics
+        self._workers = workers
+
+    async def run(self) -> None:
+        """Wait for the caches, queue every workload once, then work until cancelled."""
+        await self._synced.wait()
+        for key in self._reader.workload_keys():
+            self._queue.add(key)
+        workers = [
+            asyncio.create_task(self._work(), name=f"worker-{n}") for n in range(self._workers)
+        ]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            self._looks.stop()  # the next leader's resync follows every rollout again
+
+    async def _work(self) -> None:
+        queue = self._queue
+        while True:
+            key = await queue.get()
+            outcome = Outcome(Action.FAILED)  # a crashed pass is retried as a failed one
+            try:
+                outcome = await self._reconciler.reconcile(key)
+            except Exception:
+                self._metrics.errors.labels(stage="reconcile").inc()
+                log.exception("reconciling %s %s/%s failed", key[0], key[1], key[2])
+            finally:
+                queue.done(key)
+            self._looks.after(key, outcome)  # its next look: only what it asked for
 
 
 class NextLooks:
@@ -50,7 +113,7 @@ class NextLooks:
 
     def after(self, key: WorkloadKey, outcome: Outcome) -> None:
         """A pass over ``key`` ended with ``outcome`` (after ``WorkQueue.done``)."""
-        if outcome.action == "failed":
+        if outcome.action is Action.FAILED:
             self._queue.settle(key, failed=True)
             return
         self._follow_up(key, outcome.follow_up)

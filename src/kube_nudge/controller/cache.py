@@ -1,0 +1,272 @@
+"""The caches: one informer per watched resource and namespace, keeping projections, the
+index of which workloads consume each source, the lookups everyone else reads them through
+(``Reader``), and the gauges that report them.
+
+Like controller-runtime's cache, it only keeps state: what each change means (which keys it
+enqueues) is the handlers' (``handlers.py``), registered with ``add_handlers`` before it
+runs. It runs on every replica, so a standby's caches are warm when it takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from kube_nudge.controller.options import ControllerOptions
+from kube_nudge.controller.reader import WorkloadKey
+from kube_nudge.kube import resources
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.informer import Informer, InformerConfig, Key
+from kube_nudge.kube.resources import Resource
+from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.model import (
+    SourceKind,
+    SourceRef,
+    SourceView,
+    WorkloadView,
+    project_source,
+    project_workload,
+)
+from kube_nudge.runtime.index import ReverseIndex
+from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.registry import owned_source_labels
+
+__all__ = ["SECRET_FIELD_SELECTOR", "Cache", "Handlers"]
+
+log = logging.getLogger(__name__)
+
+#: Secrets no pod template can consume as config: skipped server-side, never listed.
+SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
+_SOURCE_RESOURCES = {
+    SourceKind.CONFIGMAP: resources.CONFIGMAPS,
+    SourceKind.SECRET: resources.SECRETS,
+}
+_SOURCE_FIELDS = {SourceKind.CONFIGMAP: None, SourceKind.SECRET: SECRET_FIELD_SELECTOR}
+
+
+class Handlers(Protocol):
+    """What the cache calls on every change of what it keeps (``handlers.py``)."""
+
+    def source_changed(
+        self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
+    ) -> None:
+        """A ConfigMap or Secret changed (None: absent)."""
+        ...
+
+    def workload_changed(
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
+    ) -> None:
+        """An opted-in workload changed (None: absent, or no longer opted in)."""
+        ...
+
+    def left_out(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
+        """A workload the projection left out (not opted in, or an opt-in that isn't one)."""
+        ...
+
+
+class Cache:
+    """Informers, index and lookups (a ``Reader``); a runnable that sets ``synced`` once
+    the initial lists are in."""
+
+    name = "cache"
+    needs_leader = False
+
+    def __init__(self, client: KubeClient, options: ControllerOptions, metrics: Metrics) -> None:
+        self._client = client
+        self._options = options
+        self._metrics = metrics
+        self._handlers: Handlers | None = None
+        self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
+        """Which workloads consume each source, kept from every workload change."""
+        self.synced = asyncio.Event()
+        scopes: tuple[str | None, ...] = options.namespaces or (None,)
+        self._scopes = scopes
+        self._sources = {
+            kind: [self._source_informer(kind, ns) for ns in scopes] for kind in SourceKind
+        }
+        self._workloads = {
+            kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+        self._running = False
+        self._gauges()
+
+    def add_handlers(self, handlers: Handlers) -> None:
+        """What each change enqueues (before ``run``; events before it are dropped)."""
+        self._handlers = handlers
+
+    # -- lookups (Reader) ------------------------------------------------------------------
+
+    def source(self, ref: SourceRef) -> SourceView | None:
+        """The cached view of a ConfigMap/Secret, if it exists (and is in scope)."""
+        for informer in self._sources[ref.kind]:
+            if informer.config.namespace in (None, ref.namespace):
+                return informer.store.get((ref.namespace, ref.name))
+        return None
+
+    def workload(self, key: WorkloadKey) -> WorkloadView | None:
+        """The cached view of an opted-in workload."""
+        kind, namespace, name = key
+        for informer in self._workloads.get(kind, ()):
+            if informer.config.namespace in (None, namespace):
+                return informer.store.get((namespace, name))
+        return None
+
+    def consumers(self, ref: SourceRef) -> frozenset[WorkloadKey]:
+        """The cached workloads whose templates consume ``ref``."""
+        return self.index.consumers(ref)
+
+    def source_keys(self, kind: SourceKind) -> list[Key]:
+        """(namespace, name) of every cached ConfigMap or Secret."""
+        return [key for informer in self._sources[kind] for key in informer.store]
+
+    def source_refs(self) -> list[SourceRef]:
+        """Every cached ConfigMap and Secret."""
+        return [SourceRef(kind, *key) for kind in SourceKind for key in self.source_keys(kind)]
+
+    def workload_keys(self) -> list[WorkloadKey]:
+        """Every opted-in workload currently cached."""
+        return [
+            (kind, namespace, name)
+            for kind, group in self._workloads.items()
+            for informer in group
+            for namespace, name in informer.store
+        ]
+
+    def informers(self) -> list[Informer[Any]]:
+        """Every informer, sources first."""
+        found: list[Informer[Any]] = [i for group in self._sources.values() for i in group]
+        return found + [i for group in self._workloads.values() for i in group]
+
+    # -- the informers ---------------------------------------------------------------------
+
+    def _source_informer(self, kind: SourceKind, namespace: str | None) -> Informer[SourceView]:
+        resource = _SOURCE_RESOURCES[kind]
+        config = InformerConfig(
+            namespace=namespace,
+            label_selector=self._options.source_selector,
+            field_selector=_SOURCE_FIELDS[kind],
+            page_size=self._options.page_size,
+            inactivity_timeout=self._options.watch_inactivity,
+        )
+
+        def on_change(key: Key, old: SourceView | None, new: SourceView | None) -> None:
+            if self._handlers is not None:
+                self._handlers.source_changed(resource, SourceRef(kind, *key), old, new)
+
+        compat = self._options.defaults.compat
+        owned = owned_source_labels()
+
+        def project(obj: dict[str, Any]) -> SourceView | None:
+            # A strategy's own objects (copies) are never sources: not kept. (Filtered here,
+            # not by a label selector on the watch: in a fault run such a watch resumed after
+            # an API server restart without the 410 that makes every other watch re-list.)
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            return None if not owned.isdisjoint(labels) else project_source(obj, compat=compat)
+
+        return Informer(
+            self._client, resource, project, on_change, config,
+            on_restart=self._restart_counter(resource),
+        )  # fmt: skip
+
+    def _workload_informer(
+        self, kind: WorkloadKind, namespace: str | None
+    ) -> Informer[WorkloadView]:
+        config = InformerConfig(
+            namespace=namespace,
+            label_selector=self._options.workload_selector,
+            page_size=self._options.page_size,
+            inactivity_timeout=self._options.watch_inactivity,
+        )
+        defaults = self._options.defaults
+
+        def project(obj: dict[str, Any]) -> WorkloadView | None:
+            view = project_workload(obj, kind.template_path, defaults, kind=kind.resource.kind)
+            if view is None and self._handlers is not None:
+                self._handlers.left_out(kind, obj)
+            return view
+
+        def on_change(key: Key, old: WorkloadView | None, new: WorkloadView | None) -> None:
+            workload = (kind, *key)
+            # The index first, as client-go's indexers: a handler reads it already updated.
+            self.index.update(workload, old.consumed if old else (), new.consumed if new else ())
+            if self._handlers is not None:
+                self._handlers.workload_changed(workload, old, new)
+
+        return Informer(
+            self._client, kind.resource, project, on_change, config,
+            on_restart=self._restart_counter(kind.resource),
+        )  # fmt: skip
+
+    def watch_kind(self, kind: WorkloadKind) -> None:
+        """Start watching a workload kind that became available after start. Its workloads
+        are queued as its informers list them; readiness does not wait for them."""
+        if any(str(known.resource) == str(kind.resource) for known in self._workloads):
+            log.warning("%s is already watched", kind)
+            return
+        informers = [self._workload_informer(kind, ns) for ns in self._scopes]
+        self._workloads[kind] = informers
+        self._gauge_tracked(kind.resource, informers)
+        self._metrics.seed_kind(kind.resource.kind)
+        if self._running:
+            self._tasks += [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
+
+    # -- gauges ----------------------------------------------------------------------------
+
+    def _gauges(self) -> None:
+        """Gauges read the state they report when scraped, never set at each call site;
+        the per-kind counters start at 0 (runtime/metrics.py says why)."""
+        metrics = self._metrics
+        for kind in self._options.kinds:
+            metrics.kind_available.labels(resource=str(kind.resource)).set(1)
+            metrics.seed_kind(kind.resource.kind)
+        metrics.seed_holds(r for model in self._options.defaults.extensions
+                           for r in model.hold_reasons)  # fmt: skip
+        for source_kind, informers in self._sources.items():
+            self._gauge_tracked(_SOURCE_RESOURCES[source_kind], informers)
+        for workload_kind, group in self._workloads.items():
+            self._gauge_tracked(workload_kind.resource, group)
+
+    def _gauge_tracked(self, resource: Resource, informers: Sequence[Informer[Any]]) -> None:
+        """``kube_nudge_objects_tracked{resource}``: the caches' sizes, read when scraped."""
+        self._metrics.objects_tracked.labels(resource=str(resource)).set_function(
+            lambda: sum(len(informer.store) for informer in informers)
+        )
+
+    def _restart_counter(self, resource: Resource) -> Any:
+        self._metrics.seed_watch(str(resource))
+
+        def count(reason: str) -> None:
+            self._metrics.watch_restarts.labels(resource=str(resource), reason=reason).inc()
+
+        return count
+
+    # -- the runnable ----------------------------------------------------------------------
+
+    @property
+    def healthy(self) -> bool:
+        """False if an informer task died."""
+        return not any(task.done() for task in self._tasks)
+
+    async def run(self) -> None:
+        """Start informers, wait for the initial lists, then serve until cancelled."""
+        informers = self.informers()
+        self._running = True
+        self._tasks = [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
+        try:
+            await asyncio.gather(*(informer.synced.wait() for informer in informers))
+            self.synced.set()
+            log.info(
+                "caches synced: %d workloads opted in, %d sources referenced",
+                len(self.workload_keys()),
+                len(self.index),
+            )
+            # An informer added later by ``watch_kind`` that dies shows in ``healthy``.
+            await asyncio.gather(*self._tasks)
+        finally:
+            self._running = False
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)

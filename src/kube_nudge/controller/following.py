@@ -1,0 +1,139 @@
+"""Following the rollouts kube-nudge started, at the start of each pass (the read step):
+a rollout that completed is announced; one that failed is recorded on the workload (once:
+``kube-nudge.io/failed``, so a restart or a new leader stops the same line and announces
+nothing twice), announced, and rolled back when asked to and the strategy can."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from kube_nudge.controller.book import RolloutBook
+from kube_nudge.controller.reader import WorkloadKey
+from kube_nudge.controller.reporter import Reporter, display
+from kube_nudge.kube.client import ApiError
+from kube_nudge.kube.events import NORMAL, WARNING
+from kube_nudge.model.annotations import FAILED, format_failed
+from kube_nudge.model.tracking import Phase, Tracking
+from kube_nudge.notifications.model import NotificationKind
+from kube_nudge.strategies.base import RollingBack, Strategy, StrategyContext, Target
+from kube_nudge.strategies.writes import annotate_workload
+
+__all__ = ["RolloutFollower"]
+
+log = logging.getLogger(__name__)
+
+
+class RolloutFollower:
+    """Announces, records and rolls back the rollouts the book follows."""
+
+    def __init__(
+        self,
+        book: RolloutBook,
+        strategies: Mapping[str, Strategy],
+        reporter: Reporter,
+        context: StrategyContext,
+    ) -> None:
+        self._book = book
+        self._strategies = strategies
+        self._reporter = reporter
+        self._context = context
+        """For the one write of its own: the failure record."""
+
+    async def follow(
+        self, key: WorkloadKey, target: Target, tracking: Tracking, strategy: Strategy
+    ) -> None:
+        """Announce a rollout that completed; record (once) and announce one that failed,
+        and roll it back if asked to (until it is: a failed rollback is tried again)."""
+        before = self._book.followed(key)
+        phase = tracking.phase
+        if phase is Phase.FAILED and not tracking.recorded:
+            await self._record_failure(target, tracking, strategy)
+        if (
+            phase is Phase.FAILED
+            and target.view.settings.rollback_on_failure
+            and isinstance(strategy, RollingBack)
+            and tracking.config_hash is not None
+            and not target.view.rolled_back
+        ):
+            await self._roll_back(target, strategy, tracking.config_hash)
+        elif phase is Phase.COMPLETE and before is Phase.ROLLING:
+            self._completed(target, tracking)
+        progress = target.view.progress
+        if progress is None or progress.observed:
+            # (An unobserved status says nothing: remembering it as rolling would announce a
+            # completion that was never a rollout, e.g. after an annotation write.)
+            self._book.follow(key, phase)
+
+    def _completed(self, target: Target, tracking: Tracking) -> None:
+        kind = target.kind.resource.kind
+        self._reporter.metrics.rollouts_finished.labels(kind=kind, outcome="complete").inc()
+        log.info(
+            "%s: rollout to %s complete (%s)", target, tracking.config_hash,
+            tracking.detail, extra=target.log_fields("complete"),
+        )  # fmt: skip
+        message = f"rollout complete: {tracking.detail}" if tracking.detail else "rollout complete"
+        self._reporter.post(target, NORMAL, "RolloutComplete", message)
+        self._reporter.announce(target, NotificationKind.COMPLETE, "RolloutComplete", message,
+                                tracking.config_hash)  # fmt: skip
+
+    async def _record_failure(self, target: Target, tracking: Tracking, strategy: Strategy) -> None:
+        """Write ``kube-nudge.io/failed`` (so a restart or a new leader stops the same line
+        and announces nothing twice), then the Warning Event."""
+        if tracking.config_hash is None:
+            return
+        now = round(self._context.clock.now(), 3)
+        await annotate_workload(
+            self._context, target, {FAILED: format_failed(tracking.config_hash, now)}
+        )
+        kind = target.kind.resource.kind
+        self._reporter.metrics.rollouts_finished.labels(kind=kind, outcome="failed").inc()
+        message = (
+            f"rollout to config {tracking.config_hash} failed: {tracking.detail or 'no progress'}"
+            f"; workloads rolling the same change are held (kube-nudge release "
+            f"{display(target)} restarts the line)"
+        ) + self._after_failure(target, strategy)
+        log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
+        self._reporter.post(target, WARNING, "RolloutFailed", message)
+        # After the record: a replica that dies in between loses this one announcement
+        # rather than a new leader sending it twice (receivers can also drop repeats by id).
+        self._reporter.announce(target, NotificationKind.FAILED, "RolloutFailed", message,
+                                tracking.config_hash)  # fmt: skip
+
+    def _after_failure(self, target: Target, strategy: Strategy) -> str:
+        """What happens next, for the failure's message."""
+        if isinstance(strategy, RollingBack) and target.view.settings.rollback_on_failure:
+            return f"; rolling back to {strategy.rolls_back_to}"
+        if isinstance(strategy, RollingBack):
+            return (
+                "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl "
+                "rollout undo)"
+            )
+        can = " or ".join(n for n, s in self._strategies.items() if isinstance(s, RollingBack))
+        instead = f", or use strategy {can}" if can else ""
+        return (
+            f"; kube-nudge cannot roll it back: strategy {strategy.name} keeps no copy of the "
+            f"earlier config (revert the source{instead})"
+        )
+
+    async def _roll_back(self, target: Target, strategy: RollingBack, failed_hash: str) -> None:
+        try:
+            done = await strategy.rollback(target, failed_hash)
+        except ApiError as exc:
+            if exc.not_found:
+                return
+            log.warning("%s: rollback failed: %s", target, exc)
+            self._reporter.post(
+                target, WARNING, "RollbackFailed",
+                f"could not roll back (tried again at the next look): {exc}",
+            )  # fmt: skip
+            raise
+        if done is None:
+            message = "no earlier revision to roll back to: held on the failed config"
+            self._reporter.post(target, WARNING, "RollbackImpossible", message)
+            return
+        log.warning("%s: %s", target, done, extra=target.log_fields("rolled-back"))
+        message = f"{done}, after a failed rollout"
+        self._reporter.post(target, WARNING, "RolledBack", message)
+        self._reporter.announce(target, NotificationKind.ROLLED_BACK, "RolledBack", message,
+                                failed_hash)  # fmt: skip

@@ -1,0 +1,242 @@
+"""What each watch event enqueues: the mapping from a change the cache saw to the workload
+keys to look at, and when (controller-runtime's ``Watches(..., EnqueueRequestsFromMapFunc)``).
+
+One table, ``EventHandlers``, names a handler per kind of event:
+
+- ``sources`` (``SourceEvents``): a ConfigMap's or Secret's change → every workload
+  consuming it (the cache's index), each in a debounce window the change opens or joins;
+  and its ``pod-selector`` pods (the ``PodReplacer``);
+- ``workloads`` (``WorkloadEvents``): a workload's own change → itself (first sight and a
+  dropped hash at once, anything else a moment later but opening no window: its own events
+  never shorten a change's window), and, when its rollout moved on, the workloads waiting
+  for another's rollout;
+- ``opt_in_errors`` (``OptInErrors``): a workload left out because its opt-in is not a
+  boolean → a Warning Event, once per message.
+
+Every key goes onto the queue through ``Enqueue``, with its pacing (``model/pacing.py``); the
+next looks (``workers.py``) use it too. Nothing here reconciles: the workers drain the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kube_nudge.controller.book import RolloutBook
+from kube_nudge.controller.reader import Reader, WorkloadKey
+from kube_nudge.controller.replacer import PodReplacer
+from kube_nudge.controller.workers import NextLooks
+from kube_nudge.kube.events import WARNING, ObjectRef
+from kube_nudge.kube.resources import Resource
+from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.model import SourceRef, SourceView, WorkloadDefaults, WorkloadView
+from kube_nudge.model.annotations import mistyped_opt_in
+from kube_nudge.model.pacing import hold_for_change, hold_for_own_event
+from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.queue import WorkQueue
+
+__all__ = ["Enqueue", "EventHandlers", "OptInErrors", "SourceEvents", "WorkloadEvents"]
+
+log = logging.getLogger(__name__)
+
+_MAX_MISTYPED = 10_000
+
+
+class Enqueue:
+    """Puts workload keys on the work queue with the pacing each kind of event gets."""
+
+    def __init__(
+        self, queue: WorkQueue[WorkloadKey], reader: Reader, *, quiet_window: float
+    ) -> None:
+        self._queue = queue
+        self._reader = reader
+        self._quiet_window = quiet_window
+
+    def at_once(self, key: WorkloadKey) -> None:
+        """Look at ``key`` now (first sight, a dropped record, a resync, a due follow-up)."""
+        self._queue.add(key)
+
+    def change(self, key: WorkloadKey, writers: Iterable[str]) -> None:
+        """A config ``key`` consumes changed: it opens a debounce window, or joins the open
+        one, sized by the workload's debounce and who wrote the change."""
+        view = self._reader.workload(key)
+        if view is not None:
+            hold = hold_for_change(view.settings.debounce, tuple(writers), self._quiet_window)
+            self._queue.add(key, hold)
+
+    def own(self, key: WorkloadKey) -> None:
+        """An event of ``key``'s own (its status, an edit, another's rollout it waits for):
+        looked at a moment later, but it opens no window a change could ride in, and never
+        extends, shortens or restarts one."""
+        view = self._reader.workload(key)
+        if view is not None:
+            debounce = view.settings.debounce
+            hold = hold_for_change(debounce, (), self._quiet_window)
+            self._queue.add_own(key, hold_for_own_event(debounce), hold)
+
+    def forget(self, key: WorkloadKey) -> None:
+        """``key`` is gone: nothing to look at."""
+        self._queue.forget(key)
+
+
+class SourceEvents:
+    """A ConfigMap's or Secret's change → the workloads consuming it, and its pods."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        enqueue: Enqueue,
+        replacer: PodReplacer,
+        events: BackgroundEvents,
+        synced: asyncio.Event,
+    ) -> None:
+        self._reader = reader
+        self._enqueue = enqueue
+        self._replacer = replacer
+        self._events = events
+        self._synced = synced
+
+    def __call__(
+        self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
+    ) -> None:
+        if new is not None and new.errors and (old is None or old.errors != new.errors):
+            self._report_errors(resource, ref, new)
+        self._replacer.source_changed(ref, old, new)
+        if old is not None and new is not None:
+            if old.settings.ignore and new.settings.ignore:
+                return  # changes to an ignored source never trigger anything
+            if old.state == new.state and old.settings == new.settings:
+                return  # labels, other annotations, or errors only
+        if not self._synced.is_set():
+            return  # every workload is queued once the initial lists are in
+        writers = new.writers if new is not None else ()
+        for key in self._reader.consumers(ref):
+            self._enqueue.change(key, writers)
+
+    def _report_errors(self, resource: Resource, ref: SourceRef, view: SourceView) -> None:
+        log.warning("%s: %s", ref, "; ".join(view.errors))
+        if not view.uid:
+            return
+        obj = ObjectRef(resource.api_version, resource.kind, ref.namespace, ref.name, view.uid)
+        self._events.post(obj, WARNING, "InvalidAnnotation", "; ".join(view.errors))
+
+
+class WorkloadEvents:
+    """A workload's own change → itself; its rollout moving on → those waiting for one."""
+
+    def __init__(
+        self, book: RolloutBook, enqueue: Enqueue, looks: NextLooks, synced: asyncio.Event
+    ) -> None:
+        self._book = book
+        self._enqueue = enqueue
+        self._looks = looks
+        self._synced = synced
+
+    def __call__(
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
+    ) -> None:
+        own_write = self._book.observed(key, new)
+        if new is not None and new.errors and (old is None or old.errors != new.errors):
+            kind = key[0]
+            log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
+        synced = self._synced.is_set()
+        if new is None:
+            self._enqueue.forget(key)
+        elif old is None and synced:
+            # First sight adopts at once: the baseline must record the config the pods
+            # started with, not what it has become a debounce window later.
+            self._enqueue.at_once(key)
+        elif synced and not (own_write and old is not None and old.same_but_records(new)):
+            if self._dropped_record(key, old, new):
+                self._enqueue.at_once(key)  # as at first sight: its next look adopts what runs
+            else:
+                # The workload's own event (its status, an edit of its spec or annotations)
+                # is looked at a debounce later, but opens no window: a config change
+                # arriving meanwhile still waits its whole window, from its own time.
+                self._enqueue.own(key)
+        if synced and old is not None and new is not None and _rollout_moved(old, new):
+            self._looks.rollout_moved(key)
+
+    def _dropped_record(
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView
+    ) -> bool:
+        """Whether an edit took away the hash kube-nudge recorded on ``key`` (a template
+        applied without it), with nothing remembered instead: the next look then adopts
+        what the sources hold, as the restarted pods read it now, so it must be now."""
+        memory = self._book.memory(key)
+        return (
+            old is not None
+            and old.applied_hash is not None
+            and new.applied_hash is None
+            and new.has_template
+            and (memory is None or memory.applied is None)
+        )
+
+
+def _rollout_moved(old: WorkloadView, new: WorkloadView) -> bool:
+    """Whether what others may wait for changed: progress, a failure, a release."""
+    return (old.progress, old.failed, old.released_at, old.rolled_at) != (
+        new.progress,
+        new.failed,
+        new.released_at,
+        new.rolled_at,
+    )
+
+
+class OptInErrors:
+    """A workload left out because its opt-in is not a boolean (`enabled: "yes"`): the
+    combined Warning Event ``InvalidAnnotation`` and a log line, once per message, as for
+    opted-in workloads (the reconciler) and sources, instead of silence."""
+
+    def __init__(self, events: BackgroundEvents, defaults: WorkloadDefaults) -> None:
+        self._events = events
+        self._defaults = defaults
+        self._reported: dict[tuple[str, str, str], str] = {}
+
+    def __call__(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+        errors = mistyped_opt_in(metadata.get("annotations"), namespace, self._defaults)
+        key = (str(kind.resource), namespace, name)
+        message = "; ".join(errors)
+        if self._reported.get(key, "") == message:
+            return
+        if not errors:
+            self._reported.pop(key, None)
+            return
+        if len(self._reported) >= _MAX_MISTYPED:  # deleted ones are never seen again
+            self._reported.clear()
+        self._reported[key] = message
+        log.warning("%s %s/%s: not opted in: %s", kind.resource.kind, namespace, name, message)
+        uid = str(metadata.get("uid") or "")
+        if uid:
+            ref = ObjectRef(kind.resource.api_version, kind.resource.kind, namespace, name, uid)
+            self._events.post(ref, WARNING, "InvalidAnnotation", message)
+
+
+@dataclass(frozen=True, slots=True)
+class EventHandlers:
+    """The table: one named handler per kind of event the cache reports."""
+
+    sources: SourceEvents
+    workloads: WorkloadEvents
+    opt_in_errors: OptInErrors
+
+    def source_changed(
+        self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
+    ) -> None:
+        """A ConfigMap or Secret changed."""
+        self.sources(resource, ref, old, new)
+
+    def workload_changed(
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
+    ) -> None:
+        """An opted-in workload changed."""
+        self.workloads(key, old, new)
+
+    def left_out(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
+        """A workload the projection left out."""
+        self.opt_in_errors(kind, obj)
