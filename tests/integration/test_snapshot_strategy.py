@@ -398,7 +398,11 @@ async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_op
             after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
             assert after["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"] == copy
             assert after["metadata"]["generation"] == rolled["metadata"]["generation"]
-            assert running.metrics.admission.labels(result="restored")._value.get() == 1
+            # What the product promises: the stored template stays on the copies, however
+            # often the API server asks. It may ask more than once for one request (an update
+            # retried after a storage conflict runs admission again), so the count is at
+            # least one, not exactly one.
+            assert running.metrics.admission.labels(result="restored")._value.get() >= 1
             await running.controller.settled(timeout=30)
             assert len(await replica_sets(kube, namespace)) == sets
 
@@ -482,9 +486,11 @@ async def test_a_copy_the_api_refuses_holds_the_workload_with_the_reason(
     await kube.create(f"/api/v1/namespaces/{namespace}/resourcequotas", {
         "metadata": {"name": "full"}, "spec": {"hard": {"configmaps": "2"}},
     })  # fmt: skip
+    # kube-controller-manager's quota controller fills in what is used; under load (CI,
+    # another cluster beside it) that took past 30 s once.
     await wait_for_object(
         kube, f"/api/v1/namespaces/{namespace}/resourcequotas", "full",
-        lambda q: (q.get("status") or {}).get("used", {}).get("configmaps") == "2", timeout=30,
+        lambda q: (q.get("status") or {}).get("used", {}).get("configmaps") == "2", timeout=120,
     )  # fmt: skip
     async with running_controller(cluster, namespace) as running:
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
