@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kube_nudge.agent import podrecord
+from kube_nudge import agentwire
 from kube_nudge.model import annotations as a
 from kube_nudge.model.declarations import Annotation, By, On
 from kube_nudge.strategies import registry
@@ -89,7 +89,7 @@ def test_only_what_users_set_is_parsed() -> None:
 
 def test_the_agents_copies_are_declared_as_the_agents() -> None:
     agents = {annotation.name for annotation in CONTRACT if annotation.by is By.AGENT}
-    assert agents == {podrecord.LOADED_AT, podrecord.LOADED_HASH, podrecord.RELOAD_FAILED_AT}
+    assert agents == {agentwire.LOADED_AT, agentwire.LOADED_HASH, agentwire.RELOAD_FAILED_AT}
 
 
 def test_the_debounce_declaration_reads_the_flag_default() -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kube_nudge import agentwire
 from kube_nudge.model import compat
 from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
 from kube_nudge.model.compat import MATCH as RELOADER_MATCH
@@ -478,20 +479,20 @@ CHANGE_CAUSE: Final = _declare(Annotation(
     values="e.g. kube-nudge: secret/db keys [password] changed",
 ))
 
-# Written on pods by the `kube-nudge agent` sidecar (its own copies of these names: the
-# agent imports nothing of the controller; a unit test keeps them equal).
+# Written on pods by the `kube-nudge agent` sidecar (names of its wire protocol, which the
+# agent shares: `kube_nudge.agentwire`).
 LOADED_AT: Final = _declare(Annotation(
-    PREFIX + "loaded-at", On.POD, By.AGENT, "when the app last reloaded successfully",
+    agentwire.LOADED_AT, On.POD, By.AGENT, "when the app last reloaded successfully",
     values="Unix seconds",
 ))
 LOADED_HASH: Final = _declare(Annotation(
-    PREFIX + "loaded-hash", On.POD, By.AGENT,
+    agentwire.LOADED_HASH, On.POD, By.AGENT,
     "what the app last reloaded: the files' hash under the agents' key, which strategy "
     "hot compares with the change it delivered",
     values="JSON",
 ))
 RELOAD_FAILED_AT: Final = _declare(Annotation(
-    PREFIX + "reload-failed-at", On.POD, By.AGENT,
+    agentwire.RELOAD_FAILED_AT, On.POD, By.AGENT,
     "when a reload last failed (validation, signal or HTTP call)",
     values="Unix seconds",
 ))

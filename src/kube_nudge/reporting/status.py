@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kube_nudge.agentwire import LOADED_AT, parse_time
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
@@ -35,8 +36,6 @@ from kube_nudge.model import (
     assess,
     project_workload,
 )
-from kube_nudge.model.annotations import LOADED_AT
-from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
@@ -291,7 +290,7 @@ async def _pods(
             annotations = metadata.get("annotations") or {}
             counts[_running_hash(annotations)] += 1
             # Its config was last read at start, or at its agent's last reload.
-            loaded_at = reported_at(annotations.get(LOADED_AT)) or 0.0
+            loaded_at = parse_time(annotations.get(LOADED_AT)) or 0.0
             read_at = max(pod_started(pod) or 0.0, loaded_at)
             if changed_at is not None and read_at and changed_at > read_at:
                 stale += 1

@@ -23,6 +23,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kube_nudge.agentwire import (
+    AGENT_KEY_SECRET,
+    LOADED_AT,
+    LOADED_HASH,
+    RELOAD_FAILED_AT,
+    parse_claim,
+    parse_time,
+)
 from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.pods import matching_pods, pod_started
@@ -39,8 +47,6 @@ from kube_nudge.model.annotations import (
     FAILED,
     HOT_RELOAD,
     KEY_ID,
-    LOADED_AT,
-    RELOAD_FAILED_AT,
     format_hash_at,
     format_rolled_at,
     parse_hash_at,
@@ -48,8 +54,6 @@ from kube_nudge.model.annotations import (
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.hot import (
-    AGENT_KEY_SECRET,
-    LOADED_HASH,
     NotReproducible,
     PodReport,
     Verdict,
@@ -58,8 +62,6 @@ from kube_nudge.model.hot import (
     check_claim,
     claim_sources,
     judge,
-    parse_claim,
-    reported_at,
     restart_reasons,
     started_after,
 )
@@ -110,7 +112,7 @@ class HotStrategy(AdoptsBaseline):
         """A change delivered in place (``kube-nudge.io/hot-reload`` on the pod) once the
         pod's agent reloaded at or after it (``kube-nudge.io/loaded-at``), for status."""
         delivered = parse_hash_at(annotations.get(HOT_RELOAD))
-        loaded_at = reported_at(annotations.get(LOADED_AT))
+        loaded_at = parse_time(annotations.get(LOADED_AT))
         if delivered is not None and loaded_at is not None and loaded_at >= delivered[1]:
             return delivered[0]
         return None
@@ -360,8 +362,8 @@ def pod_report(pod: Mapping[str, Any], checked: Mapping[str, str | None]) -> Pod
     return PodReport(
         name=name,
         started=pod_started(pod),
-        loaded_at=reported_at(annotations.get(LOADED_AT)),
-        failed_at=reported_at(annotations.get(RELOAD_FAILED_AT)),
+        loaded_at=parse_time(annotations.get(LOADED_AT)),
+        failed_at=parse_time(annotations.get(RELOAD_FAILED_AT)),
         terminating=_terminating(pod),
         loaded_delivered=name in checked and why_not is None,
         why_not=why_not or "",
