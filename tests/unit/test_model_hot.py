@@ -18,7 +18,8 @@ from kube_nudge.agentwire import (
 )
 from kube_nudge.model import Apply
 from kube_nudge.model.hashing import ABSENT
-from kube_nudge.model.hot import (
+from kube_nudge.model.references import SourceKind, SourceRef, discover
+from kube_nudge.strategies.hot.rules import (
     POLL_SECONDS,
     PodReport,
     VerdictKind,
@@ -26,7 +27,6 @@ from kube_nudge.model.hot import (
     restart_reasons,
     started_after,
 )
-from kube_nudge.model.references import SourceKind, SourceRef, discover
 
 NS = "team"
 APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from kube_nudge.agent.watch import dir_hash, directory_files, loaded_hash
 from kube_nudge.agentwire import AGENT_KEY_SECRET, Claim, key_id, parse_claim
-from kube_nudge.model.hot import (
+from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.strategies.hot.rules import (
     NotReproducible,
     agent_dir_hash,
     agent_key,
@@ -26,7 +27,6 @@ from kube_nudge.model.hot import (
     claim_sources,
     volume_files,
 )
-from kube_nudge.model.references import SourceKind, SourceRef
 from tests.agent_support import KEY, kubelet_write
 
 NS = "team"

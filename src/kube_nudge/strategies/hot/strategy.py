@@ -1,5 +1,5 @@
 """The ``hot`` strategy: deliver a change to running pods without a rollout when every
-changed key reaches them through a refreshed volume, else roll (see ``model.hot``).
+changed key reaches them through a refreshed volume, else roll (the pure rules: ``rules``).
 
 A hot change is recorded on the workload's metadata (the adoption baseline becomes the
 new hash, and ``kube-nudge.io/hot-reload`` says which change waits for confirmation), so a
@@ -53,7 +53,9 @@ from kube_nudge.model.annotations import (
 )
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
-from kube_nudge.model.hot import (
+from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.strategies.base import StrategyContext, Target, changes_field
+from kube_nudge.strategies.hot.rules import (
     NotReproducible,
     PodReport,
     Verdict,
@@ -65,8 +67,6 @@ from kube_nudge.model.hot import (
     restart_reasons,
     started_after,
 )
-from kube_nudge.model.references import SourceKind, SourceRef
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.hot.settings import HOT_FALLBACK, HOT_MODEL, hot_reload, hot_settings
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
