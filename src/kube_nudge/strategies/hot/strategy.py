@@ -98,6 +98,9 @@ class HotStrategy(AdoptsBaseline):
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
     model = HOT_MODEL
+    #: A rollout, by any strategy, supersedes the change being delivered in place
+    #: (``SupersededByRollouts``).
+    superseded_by_rollouts = (HOT_RELOAD,)
 
     def __init__(self, context: StrategyContext) -> None:
         super().__init__(context)
@@ -116,6 +119,12 @@ class HotStrategy(AdoptsBaseline):
         if delivered is not None and loaded_at is not None and loaded_at >= delivered[1]:
             return delivered[0]
         return None
+
+    @staticmethod
+    def pod_reloaded_at(annotations: Mapping[str, Any]) -> float | None:
+        """When the pod's agent last reloaded its config (``kube-nudge.io/loaded-at``), for
+        status (``PodReloads``)."""
+        return parse_time(annotations.get(LOADED_AT))
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll."""
@@ -227,6 +236,7 @@ class HotStrategy(AdoptsBaseline):
                 rolled_at=(*recent, now),
                 cause=f"hot reload failed: {why}",
                 key_id=assessment.key_id,
+                superseded=self._context.rollouts.superseded,
             )
             await patch_workload(self._context, target, patch)
             self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
