@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kube_nudge.agentwire import LOADED_AT
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS
-from kube_nudge.model.annotations import LOADED_AT
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration import manifests
 from tests.integration.controller_support import until

@@ -52,7 +52,7 @@ def test_each_name_is_declared_once_and_is_a_module_constant() -> None:
     }
     assert set(names) <= constants
     assert copies.SNAPSHOT_FOR == "kube-nudge.io/snapshot-for"
-    assert a.LOADED_HASH == "kube-nudge.io/loaded-hash"
+    assert agentwire.LOADED_HASH == "kube-nudge.io/loaded-hash"
 
 
 def test_parsed_declarations_fill_the_settings_fields() -> None:

@@ -10,9 +10,9 @@ from typing import Any, cast
 
 import pytest
 
+from kube_nudge.agentwire import LOADED_AT
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model.annotations import LOADED_AT
 from kube_nudge.reporting.status import UNVERIFIED, collect
 
 

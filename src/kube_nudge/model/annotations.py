@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kube_nudge import agentwire
 from kube_nudge.model import compat
 from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
 from kube_nudge.model.compat import MATCH as RELOADER_MATCH
@@ -418,14 +417,6 @@ CONFIG_HASH: Final = _declare(Annotation(
     PREFIX + "config-hash", On.POD_TEMPLATE, By.CONTROLLER,
     "the hash of the consumed config the pods run; writing it rolls the workload",
 ))
-#: Which stand-in (an immutable copy) stands for which source in this template,
-#: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
-#: brings back the copies of its time (see `model.standins`).
-SNAPSHOTS: Final = _declare(Annotation(
-    PREFIX + "snapshots", On.POD_TEMPLATE, By.CONTROLLER,
-    "which copy stands for which source, on a template that names copies",
-    values='JSON, e.g. {"configmap/app-1a2b3c4d5e6f":"app"}',
-))
 #: Adoption never touches the pod template, so opting in (or migrating hundreds of workloads
 #: with --compat) restarts nothing; the first rollout removes it.
 BASELINE_HASH: Final = _declare(Annotation(
@@ -448,13 +439,6 @@ KEY_ID: Final = _declare(Annotation(
     "(reveals nothing about the key)",
     values="8 hex digits of an HMAC under the key",
 ))
-#: A template whose own hash differs while this one still equals the desired hash was
-#: reverted on purpose (`kubectl rollout undo`): left alone until the config changes again.
-ROLLED_TO: Final = _declare(Annotation(
-    PREFIX + "rolled-to", On.WORKLOAD_METADATA, By.CONTROLLER,
-    "with strategies that name copies: the hash it last rolled to; a template that differs "
-    "was reverted on purpose",
-))
 #: Kept on the workload so that a restart or a new leader still stops the line (and
 #: notifies once).
 FAILED: Final = _declare(Annotation(
@@ -463,38 +447,12 @@ FAILED: Final = _declare(Annotation(
     "announces nothing twice",
     values="HASH@UNIX_SECONDS",
 ))
-#: Removed once every pod reloaded it, or by the fallback. The time is when the change
-#: was delivered: a reload at or after it counts.
-HOT_RELOAD: Final = _declare(Annotation(
-    PREFIX + "hot-reload", On.WORKLOAD_METADATA, By.CONTROLLER,
-    "strategy hot: a change delivered in place; on the workload until every pod confirmed "
-    "it (or the fallback), on each pod as the nudge that makes its kubelet refresh volumes",
-    values="HASH@UNIX_SECONDS",
-))
 #: Copied by the Deployment controller onto the new ReplicaSet, where
 #: `kubectl rollout history` shows it in its CHANGE-CAUSE column.
 CHANGE_CAUSE: Final = _declare(Annotation(
     "kubernetes.io/change-cause", On.WORKLOAD_METADATA, By.CONTROLLER,
     "with each rollout: why, so kubectl rollout history shows it",
     values="e.g. kube-nudge: secret/db keys [password] changed",
-))
-
-# Written on pods by the `kube-nudge agent` sidecar (names of its wire protocol, which the
-# agent shares: `kube_nudge.agentwire`).
-LOADED_AT: Final = _declare(Annotation(
-    agentwire.LOADED_AT, On.POD, By.AGENT, "when the app last reloaded successfully",
-    values="Unix seconds",
-))
-LOADED_HASH: Final = _declare(Annotation(
-    agentwire.LOADED_HASH, On.POD, By.AGENT,
-    "what the app last reloaded: the files' hash under the agents' key, which strategy "
-    "hot compares with the change it delivered",
-    values="JSON",
-))
-RELOAD_FAILED_AT: Final = _declare(Annotation(
-    agentwire.RELOAD_FAILED_AT, On.POD, By.AGENT,
-    "when a reload last failed (validation, signal or HTTP call)",
-    values="Unix seconds",
 ))
 
 # fmt: on
@@ -779,9 +737,9 @@ def format_rolled_at(stamps: tuple[float, ...] | list[float]) -> str:
 
 
 def parse_hash_at(value: object) -> tuple[str, float] | None:
-    """`<config hash>@<unix seconds>` (`kube-nudge.io/failed`, `kube-nudge.io/hot-reload`)
-    as (config hash, Unix seconds); None if absent or unreadable (which only ever forgets
-    a record: a line is not stopped by garbage)."""
+    """`<config hash>@<unix seconds>` (`kube-nudge.io/failed`, and a strategy's records of
+    its own) as (config hash, Unix seconds); None if absent or unreadable (which only
+    ever forgets a record: a line is not stopped by garbage)."""
     if not isinstance(value, str):
         return None
     config_hash, _, stamp = value.rpartition("@")

@@ -11,8 +11,9 @@ strategy:
   ``WorkloadSettings.extras`` under its name (read with ``Extras.of``);
 - ``view``: what it needs of a workload's metadata annotations, kept in
   ``WorkloadView.extras`` under its name;
-- ``uses_stand_ins``: its templates name stand-ins in place of sources
-  (``model.standins``), so the projection records what only such a workload has;
+- ``stand_ins`` and ``rolled_to``: the annotations in which it records the stand-ins its
+  templates name in place of sources (``model.standins``) and the hash it last rolled to,
+  so the projection sees through its stand-ins and records what only such a workload has;
 - ``hold``: a decision it vetoes (``model.decide`` asks the workload's strategy), and
   ``hold_reasons``, every reason it holds for (its own metric labels);
 - ``status``: a state ``kube-nudge status`` gives a workload it is delivering to.
@@ -83,7 +84,13 @@ class StrategyModel:
     config: its state and detail, or None."""
     rolls_back: bool = False
     """It keeps earlier configs, so ``kube-nudge.io/on-failure: rollback`` is valid with it."""
-    uses_stand_ins: bool = False
-    """Its templates name stand-ins in place of sources: it records the hash it rolled to
-    (``kube-nudge.io/rolled-to``), as an undo brings back earlier stand-ins on purpose, and
-    sources its template names directly are to be pointed back at their stand-ins."""
+    stand_ins: str = ""
+    """Set when its templates name stand-ins in place of sources: the pod-template
+    annotation (one of its ``annotations``) recording which stands for which source
+    (``model.standins``). The projection reads it on every workload, whichever strategy it
+    uses now: what a template consumes are the sources behind its stand-ins. For its own
+    workloads, sources a template names directly are to be pointed back at their stand-ins."""
+    rolled_to: str = ""
+    """With ``stand_ins``: the workload-metadata annotation (one of its ``annotations``)
+    recording the hash it last rolled to, as an undo brings back earlier stand-ins on
+    purpose (``WorkloadView.rolled_to``)."""

@@ -45,7 +45,6 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import (
     FAILED,
-    HOT_RELOAD,
     KEY_ID,
     format_hash_at,
     format_rolled_at,
@@ -67,7 +66,13 @@ from kube_nudge.strategies.hot.rules import (
     restart_reasons,
     started_after,
 )
-from kube_nudge.strategies.hot.settings import HOT_FALLBACK, HOT_MODEL, hot_reload, hot_settings
+from kube_nudge.strategies.hot.settings import (
+    HOT_FALLBACK,
+    HOT_MODEL,
+    HOT_RELOAD,
+    hot_reload,
+    hot_settings,
+)
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,

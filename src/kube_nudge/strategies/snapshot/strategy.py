@@ -35,7 +35,6 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
@@ -61,7 +60,7 @@ from kube_nudge.strategies.snapshot.copies import (
     copy_name,
     is_copy_of,
 )
-from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
+from kube_nudge.strategies.snapshot.model import ROLLED_TO, SNAPSHOT_MODEL, SNAPSHOTS
 from kube_nudge.strategies.snapshot.webhook import REVIEW_RESULTS, SnapshotWebhook
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
