@@ -11,7 +11,7 @@ from typing import Any
 
 from kube_nudge import agentwire
 from kube_nudge.model import annotations as a
-from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.strategies import registry
 from kube_nudge.strategies.snapshot import copies
 

@@ -12,9 +12,8 @@ from kube_nudge.model.annotations import (
     BASELINE_HASH,
     FAILED,
     ROLLOUT_WINDOW,
-    format_failed,
-    format_hash_at,
 )
+from kube_nudge.model.records import format_failed, format_hash_at
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge.strategies.registry import model_extensions

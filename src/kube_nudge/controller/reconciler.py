@@ -40,8 +40,9 @@ from kube_nudge.model import (
     decide,
     describe_apply,
 )
-from kube_nudge.model.annotations import FAILED, format_failed
+from kube_nudge.model.annotations import FAILED
 from kube_nudge.model.gates import Sibling, gate
+from kube_nudge.model.records import format_failed
 from kube_nudge.model.tracking import Phase, Tracking, progress_deadline
 from kube_nudge.notifications.model import Notification, NotificationKind
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock

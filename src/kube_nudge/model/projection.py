@@ -22,18 +22,13 @@ from kube_nudge.model.annotations import (
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
-    SourceSettings,
-    WorkloadDefaults,
-    WorkloadSettings,
-    parse_failed,
-    parse_rolled_at,
     parse_source,
     parse_workload,
 )
-from kube_nudge.model.extensions import NO_EXTRAS, Extras, StrategyModel
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
 from kube_nudge.model.progress import Progress, progress_of
+from kube_nudge.model.records import parse_failed, parse_rolled_at
 from kube_nudge.model.references import (
     Consumption,
     SourceKind,
@@ -41,6 +36,14 @@ from kube_nudge.model.references import (
     consume_all,
     discover,
     merge,
+)
+from kube_nudge.model.shapes import (
+    NO_EXTRAS,
+    Extras,
+    SourceSettings,
+    StrategyShape,
+    WorkloadDefaults,
+    WorkloadSettings,
 )
 from kube_nudge.model.sharing import shared
 from kube_nudge.model.standins import parse_stand_ins, restore_sources
@@ -277,7 +280,7 @@ def _stand_ins(
     return {}
 
 
-def _stand_in_strategy(strategy: str, defaults: WorkloadDefaults) -> StrategyModel | None:
+def _stand_in_strategy(strategy: str, defaults: WorkloadDefaults) -> StrategyShape | None:
     """The strategy called `strategy` if it points templates at stand-ins, else None."""
     for extension in defaults.extensions:
         if extension.name == strategy and extension.stand_ins:

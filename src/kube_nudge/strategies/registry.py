@@ -18,8 +18,8 @@ from typing import Any, Protocol
 
 from kube_nudge.model import WorkloadDefaults
 from kube_nudge.model.annotations import ANNOTATIONS, DEFAULT_STRATEGY, STRATEGY
-from kube_nudge.model.declarations import Annotation
 from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model.shapes import Annotation
 from kube_nudge.strategies.base import (
     ExtendsModel,
     Host,

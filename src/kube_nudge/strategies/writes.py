@@ -32,7 +32,8 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import CHANGE_CAUSE, FAILED, KEY_ID, format_rolled_at
+from kube_nudge.model.annotations import CHANGE_CAUSE, FAILED, KEY_ID
+from kube_nudge.model.records import format_rolled_at
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = [

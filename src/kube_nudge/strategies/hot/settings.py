@@ -12,16 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT
-from kube_nudge.model.annotations import (
-    PREFIX,
-    WorkloadSettings,
-    go_duration,
-    parse_hash_at,
-)
-from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.model.annotations import PREFIX, go_duration
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.parsing import duration_between, one_of
 from kube_nudge.model.projection import WorkloadView
+from kube_nudge.model.records import parse_hash_at
+from kube_nudge.model.shapes import Annotation, By, On, WorkloadSettings
 
 __all__ = [
     "DEFAULT_HOT_DEADLINE",

@@ -43,15 +43,10 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import (
-    FAILED,
-    KEY_ID,
-    format_hash_at,
-    format_rolled_at,
-    parse_hash_at,
-)
+from kube_nudge.model.annotations import FAILED, KEY_ID
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
+from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.hot.rules import (

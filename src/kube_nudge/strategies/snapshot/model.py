@@ -10,10 +10,10 @@ from typing import Final
 
 from kube_nudge.model.annotations import PREFIX
 from kube_nudge.model.decide import Assessment, Hold
-from kube_nudge.model.declarations import Annotation, By, On
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.memory import WorkloadMemory
 from kube_nudge.model.projection import WorkloadView
+from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.strategies.snapshot.copies import COPY_ANNOTATIONS
 
 __all__ = ["NAME", "ROLLED_TO", "SNAPSHOTS", "SNAPSHOT_MODEL"]
