@@ -3,7 +3,7 @@
 - A key is queued at most once. One pass over it serves every reason it was queued for
   (reconciles are level-triggered), and it is ready at the earliest of them:
   - ``add(key, hold)``, a change: opens a window, or joins the one already open, so changes
-    arriving inside it coalesce into one reconcile. The window ends (``Hold.end``) when the
+    arriving inside it coalesce into one reconcile. The window ends (``Pacing.end``) when the
     fixed part (``hold.debounce`` from when it opened) is over and, with a quiet window
     (``hold.quiet``, ``debounce: auto``), once no change has arrived for that long, but
     never later than ``hold.cap`` after it opened. A longer debounce asked while the window
@@ -42,7 +42,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from kube_nudge.model.pacing import Hold
+from kube_nudge.model.pacing import Pacing
 from kube_nudge.runtime.backoff import Backoff
 
 K = TypeVar("K", bound=Hashable)
@@ -56,13 +56,13 @@ class _Window:
     fixed: tuple[float, float]
     """(start, length) of the fixed part (the debounce)."""
     last: float
-    hold: Hold
+    hold: Pacing
 
     @property
     def end(self) -> float:
         return self.hold.end(self.opened, self.fixed[0] + self.fixed[1], self.last)
 
-    def join(self, now: float, hold: Hold, *, change: bool) -> None:
+    def join(self, now: float, hold: Pacing, *, change: bool) -> None:
         """Another change (``change``) or an own event of the key arrived at ``now``."""
         self.fixed = _join(self.fixed, (now, hold.debounce))
         if change:
@@ -72,7 +72,7 @@ class _Window:
         quiet = 0.0
         if hold.quiet > 0:
             quiet = max(hold.quiet, self.hold.quiet) if change else self.hold.quiet
-        self.hold = Hold(hold.debounce, quiet, hold.cap)
+        self.hold = Pacing(hold.debounce, quiet, hold.cap)
 
 
 @dataclass(slots=True)
@@ -93,7 +93,7 @@ class _Pending:
             return min(self.at, self.window.end)
         return min(self.at, self.own)
 
-    def change(self, now: float, hold: Hold) -> None:
+    def change(self, now: float, hold: Pacing) -> None:
         """A change: open a window, or join (and maybe resize) the open one; the key's own
         events waiting without a window now wait for it."""
         if self.window is None:
@@ -102,7 +102,7 @@ class _Pending:
             self.window.join(now, hold, change=True)
         self.own = math.inf
 
-    def own_event(self, now: float, delay: float, hold: Hold) -> None:
+    def own_event(self, now: float, delay: float, hold: Pacing) -> None:
         if self.window is None:
             self.own = min(self.own, now + delay)
         else:
@@ -143,27 +143,27 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._queued) + len(self._dirty)
 
-    def add(self, key: K, hold: Hold | float = 0.0) -> None:
+    def add(self, key: K, hold: Pacing | float = 0.0) -> None:
         """Queue ``key`` for a change: ready at the end of the window it opens or joins (see
         the module's text); a float holds it that many seconds (a fixed window); with
         nothing to hold it, now."""
         now = self._monotonic()
-        if not isinstance(hold, Hold):
-            hold = Hold(debounce=max(hold, 0.0))
+        if not isinstance(hold, Pacing):
+            hold = Pacing(debounce=max(hold, 0.0))
         if hold.immediate:
             self._at(key, now)
         else:
             self._update(key, lambda pending: pending.change(now, hold))
 
-    def add_own(self, key: K, delay: float, hold: Hold | float | None = None) -> None:
+    def add_own(self, key: K, delay: float, hold: Pacing | float | None = None) -> None:
         """Queue ``key`` for one of its own events: ready after ``delay`` seconds, opening no
         window a later change could ride in, and never extending, shortening or restarting
         one; ``hold`` is what a change of the key would be held by now (its debounce may
         have changed: that takes effect on an open window), by default a fixed window of
         ``delay``."""
         now, delay = self._monotonic(), max(delay, 0.0)
-        if not isinstance(hold, Hold):
-            hold = Hold(debounce=delay if hold is None else max(hold, 0.0))
+        if not isinstance(hold, Pacing):
+            hold = Pacing(debounce=delay if hold is None else max(hold, 0.0))
         self._update(key, lambda pending: pending.own_event(now, delay, hold))
 
     def _at(self, key: K, ready_at: float) -> None:
