@@ -45,11 +45,11 @@ from bench.progress import say
 from bench.scenarios import Context, Metrics
 from bench.stats import latency_summary, percentile
 from bench.tools import Tool, ToolError, ToolSettings
+from kube_nudge.agentwire import AGENT_KEY_FIELD, AGENT_KEY_SECRET, LOADED_AT
 from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS, SERVICEACCOUNTS
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
-from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT
-from kube_nudge.model.hot import AGENT_KEY_FIELD, AGENT_KEY_SECRET
+from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev.chartapply import apply_documents
 from kube_nudge_dev.hotapp import ACCOUNT, HOT, app_deployment, grant_in_force
 from kube_nudge_dev.image import build_image

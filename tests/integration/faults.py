@@ -23,10 +23,10 @@ from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, REPLICASETS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, template_annotation
-from kube_nudge.model.annotations import SNAPSHOTS
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.reporting.desired import desired_hash
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
+from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.agent.keys import key_id
 from kube_nudge.agent.watch import loaded_hash
+from kube_nudge.agentwire import key_id
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
 from kube_nudge_dev import manifests

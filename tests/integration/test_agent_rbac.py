@@ -19,14 +19,8 @@ import yaml
 
 from kube_nudge.agent.config import ApiSpec
 from kube_nudge.agent.metrics import AgentMetrics
-from kube_nudge.agent.podrecord import (
-    LOADED_AT,
-    LOADED_HASH,
-    RELOAD_FAILED_AT,
-    PodRecorder,
-    PodRef,
-    RecordWorker,
-)
+from kube_nudge.agent.podrecord import PodRecorder, PodRef, RecordWorker
+from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
 from kube_nudge_dev import chart, manifests

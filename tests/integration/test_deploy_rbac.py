@@ -31,9 +31,11 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import template_annotation
-from kube_nudge.model.annotations import HOT_RELOAD, POD_SELECTOR, SNAPSHOTS
+from kube_nudge.model.annotations import POD_SELECTOR
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
+from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import chart, manifests
 from kube_nudge_dev.chartapply import ADMISSION, CHART_KINDS, apply_documents
 from kube_nudge_dev.cluster import LocalCluster

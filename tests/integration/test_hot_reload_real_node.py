@@ -28,7 +28,14 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.agent.keys import key_id
+from kube_nudge.agentwire import (
+    AGENT_KEY_FIELD,
+    AGENT_KEY_SECRET,
+    LOADED_AT,
+    LOADED_HASH,
+    RELOAD_FAILED_AT,
+    key_id,
+)
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.pods import pod_started
 from kube_nudge.kube.resources import (
@@ -40,9 +47,8 @@ from kube_nudge.kube.resources import (
     SERVICEACCOUNTS,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model.annotations import HOT_RELOAD, LOADED_AT, RELOAD_FAILED_AT
-from kube_nudge.model.hot import AGENT_KEY_FIELD, AGENT_KEY_SECRET, LOADED_HASH
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev import manifests
 from kube_nudge_dev.chartapply import apply_documents, cluster_scoped
 from kube_nudge_dev.cluster import LocalCluster

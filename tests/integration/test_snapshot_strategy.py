@@ -23,13 +23,13 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import source_state, template_annotation
-from kube_nudge.model.annotations import SNAPSHOTS
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.reporting.status import collect
 from kube_nudge.runtime.http import HttpServer, TlsFiles
 from kube_nudge.strategies.snapshot import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL, copy_name
+from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED

@@ -24,7 +24,8 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import KEY_ID, format_rolled_at
+from kube_nudge.model.annotations import KEY_ID
+from kube_nudge.model.records import format_rolled_at
 from kube_nudge_dev import manifests
 
 

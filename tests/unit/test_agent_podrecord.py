@@ -15,9 +15,6 @@ import pytest
 from kube_nudge.agent.config import ApiSpec
 from kube_nudge.agent.metrics import AgentMetrics
 from kube_nudge.agent.podrecord import (
-    LOADED_AT,
-    LOADED_HASH,
-    RELOAD_FAILED_AT,
     PodRecorder,
     PodRef,
     RecordFailed,
@@ -25,6 +22,7 @@ from kube_nudge.agent.podrecord import (
     loaded_annotations,
     pod_from_env,
 )
+from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT
 from tests.agent_support import Recorder, serve, stop
 from tests.tls_support import certificate_pair
 

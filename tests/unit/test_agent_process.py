@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from kube_nudge.agent import LEAN_EXCLUDED
-from kube_nudge.agent.keys import key_id
-from kube_nudge.agent.podrecord import LOADED_HASH
-from kube_nudge.agent.watch import HASH_DOMAIN, dir_hash, directory_files, loaded_hash
+from kube_nudge.agent.watch import dir_hash, directory_files, loaded_hash
+from kube_nudge.agentwire import HASH_DOMAIN, LOADED_HASH, key_id
 from tests.agent_support import (  # noqa: F401 # the fixture http
     KEY,
     WAIT,
@@ -50,8 +49,9 @@ def test_the_agents_import_closure_is_the_standard_library() -> None:
     loaded = json.loads(out)
     ours = [m for m in loaded if m.split(".")[0] == "kube_nudge"]
     others = [m for m in loaded if m.split(".")[0] != "kube_nudge"]
-    # The agent's own modules, and the one stdlib-only module it shares (log line fields).
-    shared = {"kube_nudge", "kube_nudge.logrecords"}
+    # The agent's own modules, and the stdlib-only modules it shares (log line fields, the
+    # wire protocol of what it writes on its pod).
+    shared = {"kube_nudge", "kube_nudge.logrecords", "kube_nudge.agentwire"}
     assert all(m in shared or m.startswith("kube_nudge.agent") for m in ours), ours
     assert [m for m in others if m.split(".")[0] not in sys.stdlib_module_names] == []
     assert not [m for m in loaded if m.startswith(LEAN_EXCLUDED)]

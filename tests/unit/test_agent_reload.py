@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kube_nudge.agent.config import HttpSpec, SignalSpec, ValidateSpec
-from kube_nudge.agent.keys import HashKey, key_id, random_key
+from kube_nudge.agent.keys import HashKey, random_key
 from kube_nudge.agent.main import Agent
 from kube_nudge.agent.metrics import AgentMetrics
 from kube_nudge.agent.reload import (
@@ -30,6 +30,7 @@ from kube_nudge.agent.reload import (
     find_processes,
 )
 from kube_nudge.agent.watch import Watcher, loaded_hash, snapshot
+from kube_nudge.agentwire import key_id
 from tests.agent_support import (  # noqa: F401 # the fixtures app and http
     KEY,
     App,

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.agent.keys import key_id
 from kube_nudge.agent.watch import (
     MISSING,
     Watcher,
@@ -22,6 +21,7 @@ from kube_nudge.agent.watch import (
     loaded_hash,
     snapshot,
 )
+from kube_nudge.agentwire import key_id
 from tests.agent_support import KEY, kubelet_write
 from tests.unit.fakes import FakeClock
 

@@ -25,9 +25,9 @@ from cryptography import x509
 
 from kube_nudge.agent.config import build_config
 from kube_nudge.agent.keys import DEFAULT_KEY_FILE
+from kube_nudge.agentwire import AGENT_KEY_SECRET
 from kube_nudge.app.cli import build_parser
 from kube_nudge.app.run_command import RUN
-from kube_nudge.model.hot import AGENT_KEY_SECRET
 from kube_nudge.runtime.http import TLS_CHECK_SECONDS
 from kube_nudge.strategies.snapshot import WEBHOOK_PATH
 from kube_nudge_dev import chart

@@ -13,7 +13,7 @@ MAX_LINES = 60
 SRC = Path(kube_nudge.__file__).parent
 
 #: Files that are declarations as data (the annotation contract), exempt as a whole.
-DECLARATION_FILES = frozenset({"model/declarations.py", "model/annotations.py"})
+DECLARATION_FILES = frozenset({"model/annotations.py"})
 #: Functions that only declare, one item after another; each still over the limit (a stale
 #: entry fails, so the list only shrinks).
 DECLARATIONS = {

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kube_nudge.agent import podrecord
+from kube_nudge import agentwire
 from kube_nudge.model import annotations as a
-from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.strategies import registry
 from kube_nudge.strategies.snapshot import copies
 
@@ -52,7 +52,7 @@ def test_each_name_is_declared_once_and_is_a_module_constant() -> None:
     }
     assert set(names) <= constants
     assert copies.SNAPSHOT_FOR == "kube-nudge.io/snapshot-for"
-    assert a.LOADED_HASH == "kube-nudge.io/loaded-hash"
+    assert agentwire.LOADED_HASH == "kube-nudge.io/loaded-hash"
 
 
 def test_parsed_declarations_fill_the_settings_fields() -> None:
@@ -89,7 +89,7 @@ def test_only_what_users_set_is_parsed() -> None:
 
 def test_the_agents_copies_are_declared_as_the_agents() -> None:
     agents = {annotation.name for annotation in CONTRACT if annotation.by is By.AGENT}
-    assert agents == {podrecord.LOADED_AT, podrecord.LOADED_HASH, podrecord.RELOAD_FAILED_AT}
+    assert agents == {agentwire.LOADED_AT, agentwire.LOADED_HASH, agentwire.RELOAD_FAILED_AT}
 
 
 def test_the_debounce_declaration_reads_the_flag_default() -> None:

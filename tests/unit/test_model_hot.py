@@ -8,22 +8,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kube_nudge.agent import keys, podrecord
-from kube_nudge.model import Apply
-from kube_nudge.model.annotations import LOADED_AT, RELOAD_FAILED_AT
-from kube_nudge.model.hashing import ABSENT
-from kube_nudge.model.hot import (
+from kube_nudge.agentwire import (
     AGENT_KEY_FIELD,
+    LOADED_AT,
     LOADED_HASH,
     MIN_KEY_BYTES,
+    RELOAD_FAILED_AT,
+    key_id,
+)
+from kube_nudge.model import Apply
+from kube_nudge.model.hashing import ABSENT
+from kube_nudge.model.references import SourceKind, SourceRef, discover
+from kube_nudge.strategies.hot.rules import (
     POLL_SECONDS,
     PodReport,
     VerdictKind,
-    agent_key_id,
     judge,
     restart_reasons,
     started_after,
 )
-from kube_nudge.model.references import SourceKind, SourceRef, discover
 
 NS = "team"
 APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")
@@ -173,10 +176,11 @@ def test_the_verdict_is_total_and_consistent(
 
 
 def test_the_agent_writes_what_the_controller_reads() -> None:
-    assert (podrecord.LOADED_AT, podrecord.RELOAD_FAILED_AT) == (LOADED_AT, RELOAD_FAILED_AT)
-    assert podrecord.LOADED_HASH == LOADED_HASH
-    key = b"k" * 16
-    assert keys.key_id(key) == agent_key_id(key)
+    # Both sides take the names, the key and the hash from one wire protocol (agentwire):
+    # what is left to check is that the agent writes under those names and that key.
+    assert set(podrecord.loaded_annotations("h", 1.0)) == {LOADED_HASH, LOADED_AT}
+    assert set(podrecord.failed_annotations(1.0)) == {RELOAD_FAILED_AT}
+    key = b"k" * MIN_KEY_BYTES
+    assert keys.HashKey.fixed(key).id == key_id(key)
     # The agent's default key file is the Secret's key, mounted.
     assert keys.DEFAULT_KEY_FILE.endswith(f"/{AGENT_KEY_FIELD}")
-    assert keys.MIN_KEY_BYTES == MIN_KEY_BYTES

@@ -16,20 +16,17 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kube_nudge.agent.keys import key_id
 from kube_nudge.agent.watch import dir_hash, directory_files, loaded_hash
-from kube_nudge.model.hot import (
-    AGENT_KEY_SECRET,
-    Claim,
+from kube_nudge.agentwire import AGENT_KEY_SECRET, Claim, key_id, parse_claim
+from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.strategies.hot.rules import (
     NotReproducible,
     agent_dir_hash,
     agent_key,
     check_claim,
     claim_sources,
-    parse_claim,
     volume_files,
 )
-from kube_nudge.model.references import SourceKind, SourceRef
 from tests.agent_support import KEY, kubelet_write
 
 NS = "team"

@@ -10,7 +10,7 @@ from kube_nudge.model.pacing import (
     AUTO_CAP,
     DEFAULT_QUIET_WINDOW,
     OWN_EVENT_DELAY,
-    Hold,
+    Pacing,
     hold_for_change,
     hold_for_own_event,
     quiet_window_for,
@@ -18,15 +18,15 @@ from kube_nudge.model.pacing import (
 
 
 def test_auto_holds_for_the_quiet_window_of_the_slowest_writer() -> None:
-    assert hold_for_change(None) == Hold(quiet=DEFAULT_QUIET_WINDOW, cap=AUTO_CAP)
-    assert hold_for_change(None, ("helm",)) == Hold(quiet=0.05, cap=2.0)
-    assert hold_for_change(None, ("kubectl-client-side-apply",)) == Hold(quiet=1.0, cap=2.0)
-    assert hold_for_change(None, ("helm", "kubectl-replace")) == Hold(quiet=0.5, cap=2.0)
-    assert hold_for_change(None, ("kubectl",), quiet_window=0.1) == Hold(quiet=0.1, cap=2.0)
+    assert hold_for_change(None) == Pacing(quiet=DEFAULT_QUIET_WINDOW, cap=AUTO_CAP)
+    assert hold_for_change(None, ("helm",)) == Pacing(quiet=0.05, cap=2.0)
+    assert hold_for_change(None, ("kubectl-client-side-apply",)) == Pacing(quiet=1.0, cap=2.0)
+    assert hold_for_change(None, ("helm", "kubectl-replace")) == Pacing(quiet=0.5, cap=2.0)
+    assert hold_for_change(None, ("kubectl",), quiet_window=0.1) == Pacing(quiet=0.1, cap=2.0)
 
 
 def test_a_duration_is_a_fixed_window_and_zero_looks_at_once() -> None:
-    assert hold_for_change(2.0, ("kubectl-client-side-apply",)) == Hold(debounce=2.0)
+    assert hold_for_change(2.0, ("kubectl-client-side-apply",)) == Pacing(debounce=2.0)
     assert hold_for_change(0.0).immediate
     assert hold_for_change(None, ("kubectl-client-side-apply",), quiet_window=0).immediate
 
@@ -49,7 +49,7 @@ def test_a_slow_writer_never_gets_a_shorter_window_than_the_default() -> None:
 def test_a_quiet_window_ends_after_its_last_change_and_by_its_cap(
     opened: float, gaps: list[float], quiet: float, cap: float
 ) -> None:
-    hold = Hold(quiet=quiet, cap=cap)
+    hold = Pacing(quiet=quiet, cap=cap)
     last = opened + sum(gaps)
     end = hold.end(opened, opened, last)
     assert end <= opened + max(cap, quiet) + 1e-9

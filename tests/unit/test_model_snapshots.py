@@ -25,7 +25,7 @@ from kube_nudge.model import (
     project_workload,
     source_state,
 )
-from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOTS, WorkloadDefaults
+from kube_nudge.model.annotations import WorkloadDefaults
 from kube_nudge.model.references import SourceRef, rename_references
 from kube_nudge.model.standins import format_stand_ins as format_snapshots
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
@@ -40,7 +40,7 @@ from kube_nudge.strategies.snapshot.copies import (
     copy_name,
     is_copy_of,
 )
-from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
+from kube_nudge.strategies.snapshot.model import ROLLED_TO, SNAPSHOT_MODEL, SNAPSHOTS
 
 KEY = b"k" * 32
 #: The workloads here use strategy snapshot: decided with what it adds to the model.

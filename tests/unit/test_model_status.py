@@ -11,12 +11,11 @@ from kube_nudge.model import CONFIG_HASH, WorkloadDefaults, WorkloadView, projec
 from kube_nudge.model.annotations import (
     BASELINE_HASH,
     FAILED,
-    HOT_RELOAD,
     ROLLOUT_WINDOW,
-    format_failed,
-    format_hash_at,
 )
+from kube_nudge.model.records import format_failed, format_hash_at
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
+from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge.strategies.registry import model_extensions
 
 THURSDAY = 0.0  # 1970-01-01 00:00 UTC

@@ -12,11 +12,10 @@ from kube_nudge.model.annotations import (
     APPROVED_AT,
     FAILED,
     RELEASED_AT,
-    format_failed,
-    parse_failed,
 )
 from kube_nudge.model.gates import TURN_RETRY, Sibling, gate
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE, progress_of, rollout_complete
+from kube_nudge.model.records import format_failed, parse_failed
 from kube_nudge.model.tracking import Phase, Tracking, track
 from kube_nudge.strategies.registry import product_defaults
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from kube_nudge.agentwire import LOADED_AT
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model.annotations import LOADED_AT
 from kube_nudge.reporting.status import UNVERIFIED, collect
 from kube_nudge_dev import manifests
 from tests.unit.fakes import FakeApi, stored

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kube_nudge.model.pacing import Hold
+from kube_nudge.model.pacing import Pacing
 from kube_nudge.runtime.backoff import Backoff
 from kube_nudge.runtime.queue import WorkQueue
 from tests.unit.fakes import FakeClock
@@ -211,41 +211,41 @@ def test_a_quiet_window_extends_while_changes_arrive_up_to_its_cap() -> None:
     first; the slowest writer seen in the window sets the quiet window."""
     clock = FakeClock(0.0)
     queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
-    queue.add("w", Hold(quiet=0.05, cap=2.0))
+    queue.add("w", Pacing(quiet=0.05, cap=2.0))
     assert queue.ready_at("w") == pytest.approx(0.05)
     clock.advance(0.04)
-    queue.add("w", Hold(quiet=0.05, cap=2.0))  # the next write of the same apply
+    queue.add("w", Pacing(quiet=0.05, cap=2.0))  # the next write of the same apply
     assert queue.ready_at("w") == pytest.approx(0.09)
-    queue.add("w", Hold(quiet=0.4, cap=2.0))  # a slower writer: its window
+    queue.add("w", Pacing(quiet=0.4, cap=2.0))  # a slower writer: its window
     assert queue.ready_at("w") == pytest.approx(0.44)
     clock.advance(0.01)
-    queue.add("w", Hold(quiet=0.05, cap=2.0))  # a faster one never shortens it
+    queue.add("w", Pacing(quiet=0.05, cap=2.0))  # a faster one never shortens it
     assert queue.ready_at("w") == pytest.approx(0.45)
     for _ in range(10):  # a stream that never goes quiet
         clock.advance(0.3)
-        queue.add("w", Hold(quiet=0.4, cap=2.0))
+        queue.add("w", Pacing(quiet=0.4, cap=2.0))
     assert queue.ready_at("w") == pytest.approx(2.0)
 
 
 def test_own_events_never_extend_a_quiet_window() -> None:
     clock = FakeClock(0.0)
     queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
-    auto = Hold(quiet=0.05, cap=2.0)
+    auto = Pacing(quiet=0.05, cap=2.0)
     queue.add("w", auto)
     clock.advance(0.03)
     queue.add_own("w", 1.0, auto)  # the Deployment's status, an unrelated edit
     assert queue.ready_at("w") == pytest.approx(0.05)
-    queue.add_own("w", 1.0, Hold(debounce=3.0))  # its debounce raised to 3 s meanwhile
+    queue.add_own("w", 1.0, Pacing(debounce=3.0))  # its debounce raised to 3 s meanwhile
     assert queue.ready_at("w") == pytest.approx(3.0)
 
 
 def test_a_quiet_window_without_a_change_waits_the_own_delay() -> None:
     clock = FakeClock(0.0)
     queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
-    queue.add_own("w", 1.0, Hold(quiet=0.05, cap=2.0))
+    queue.add_own("w", 1.0, Pacing(quiet=0.05, cap=2.0))
     assert queue.ready_at("w") == 1.0
     clock.advance(0.5)
-    queue.add("w", Hold(quiet=0.05, cap=2.0))  # a change gets its own window, not the 1 s
+    queue.add("w", Pacing(quiet=0.05, cap=2.0))  # a change gets its own window, not the 1 s
     assert queue.ready_at("w") == pytest.approx(0.55)
 
 
@@ -254,7 +254,7 @@ async def test_a_retry_inside_a_window_leaves_the_window_open() -> None:
     change early: the window stays, and the key comes back at its end."""
     clock = FakeClock(0.0)
     queue: WorkQueue[str] = WorkQueue(monotonic=clock.monotonic)
-    queue.add("w", Hold(quiet=1.0, cap=2.0))
+    queue.add("w", Pacing(quiet=1.0, cap=2.0))
     queue.add("w")  # a follow-up, now
     assert await asyncio.wait_for(queue.get(), 1) == "w"
     assert queue.window_open("w")

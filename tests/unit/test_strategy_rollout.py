@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH, ROLLED_AT
-from kube_nudge.model.annotations import KEY_ID, parse_rolled_at
+from kube_nudge.model.annotations import KEY_ID
+from kube_nudge.model.records import parse_rolled_at
 from kube_nudge.strategies.writes import CHANGE_CAUSE, rollout_patch
 
 

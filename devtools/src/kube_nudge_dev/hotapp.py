@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kube_nudge.agentwire import LOADED_AT
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS
-from kube_nudge.model.annotations import LOADED_AT
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.nodepods import AGENT_KEY_VOLUME, agent_sidecar, on_real_node, python_container

@@ -1,7 +1,9 @@
 """``kube-nudge agent``: a sidecar that reloads an app in place when its mounted config changes.
 
-Standard library only (plus ``kube_nudge.__version__``), so a running agent stays small: it
-must never import the controller's layers or their dependencies (see ``LEAN_EXCLUDED``).
+Standard library only (plus ``kube_nudge.__version__`` and the two stdlib-only modules it shares
+with the controller: ``kube_nudge.logrecords``, its log lines, and ``kube_nudge.agentwire``,
+what it writes on its pod), so a running agent stays small: it must never import the
+controller's layers or their dependencies (see ``LEAN_EXCLUDED``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ default at ``DEFAULT_KEY_FILE``). Any pod of the namespace could mount that Secr
 so it tells the pod nothing new; whoever reads pods elsewhere, or scrapes /metrics, sees
 only HMACs under a key they don't have and can't test guesses of a Secret's values.
 
+The key's format and public name are the wire protocol's (``kube_nudge.agentwire``).
 Without the file the key is random, made at start: the hash then tells only whether the
 files changed, and no controller can confirm this pod's reloads by it. The file is looked at
 again on every poll: an optional Secret volume is filled once the Secret exists, and a key
@@ -15,26 +16,18 @@ can be rotated; the agent then records what it loaded under the new key.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import os
 import secrets
 
+from kube_nudge.agentwire import AGENT_KEY_FIELD, MIN_KEY_BYTES, key_id, usable_key
+
 log = logging.getLogger("kube_nudge.agent")
 
-DEFAULT_KEY_FILE = "/var/run/secrets/kube-nudge.io/agent-key/key"
-MIN_KEY_BYTES = 16
+DEFAULT_KEY_FILE = f"/var/run/secrets/kube-nudge.io/agent-key/{AGENT_KEY_FIELD}"
 RANDOM_KEY_BYTES = 32
-_KEY_ID_DOMAIN = b"kube-nudge-agent/key-id"
 
 _Stat = tuple[int, int, int, int]
-
-
-def key_id(key: bytes) -> str:
-    """A key's public name: 8 hex digits of an HMAC under it (nothing that helps to guess
-    the key); the controller compares it with its own key's."""
-    return hmac.new(key, _KEY_ID_DOMAIN, hashlib.sha256).hexdigest()[:8]
 
 
 def read_key(path: str) -> bytes:
@@ -42,10 +35,10 @@ def read_key(path: str) -> bytes:
     showing the key) when unreadable or shorter than 16 bytes."""
     try:
         with open(path, "rb") as f:
-            key = f.read().strip()
+            key = usable_key(f.read())
     except OSError as exc:
         raise ValueError(f"{path!r}: cannot read it ({exc.strerror})") from None
-    if len(key) < MIN_KEY_BYTES:
+    if key is None:
         raise ValueError(f"{path!r}: an HMAC key needs at least {MIN_KEY_BYTES} bytes")
     return key
 

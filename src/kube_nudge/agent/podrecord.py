@@ -2,7 +2,7 @@
 
 One JSON merge patch of annotations (after a reload ``kube-nudge.io/loaded-hash`` and
 ``kube-nudge.io/loaded-at``, after a failed one ``kube-nudge.io/reload-failed-at``, Unix
-seconds; the controller's strategy ``hot`` reads them) to
+seconds: the wire protocol of ``kube_nudge.agentwire``, which strategy ``hot`` reads) to
 ``/api/v1/namespaces/NS/pods/NAME`` with field manager ``kube-nudge-agent``, authenticated
 by the service account token (read again for every request: projected tokens rotate) over
 TLS verified with the service account CA. The pod's name and namespace come from the
@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from kube_nudge.agent.config import ApiSpec, shown_url
 from kube_nudge.agent.metrics import AgentMetrics
 from kube_nudge.agent.reload import USER_AGENT, Sleep, backoff_delays
+from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT, format_time
 
-LOADED_HASH = "kube-nudge.io/loaded-hash"
-LOADED_AT = "kube-nudge.io/loaded-at"
-RELOAD_FAILED_AT = "kube-nudge.io/reload-failed-at"
 FIELD_MANAGER = "kube-nudge-agent"
 MERGE_PATCH = "application/merge-patch+json"
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -64,19 +62,14 @@ class RecordFailed(Exception):
     """The patch was not applied; the message says why and what to do."""
 
 
-def format_loaded_at(at: float) -> str:
-    """The value of ``kube-nudge.io/loaded-at`` (Unix seconds, millisecond precision)."""
-    return f"{at:.3f}"
-
-
 def loaded_annotations(content_hash: str, at: float) -> dict[str, str]:
     """What records ``content_hash`` as loaded at ``at``."""
-    return {LOADED_HASH: content_hash, LOADED_AT: format_loaded_at(at)}
+    return {LOADED_HASH: content_hash, LOADED_AT: format_time(at)}
 
 
 def failed_annotations(at: float) -> dict[str, str]:
     """What records a reload that failed at ``at`` (the app keeps what it loaded)."""
-    return {RELOAD_FAILED_AT: format_loaded_at(at)}
+    return {RELOAD_FAILED_AT: format_time(at)}
 
 
 def patch_body(annotations: Mapping[str, str]) -> bytes:

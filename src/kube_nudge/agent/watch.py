@@ -10,26 +10,23 @@ file's SHA-256, kept in memory only, never shown; the caller decides whether it 
 what the app loaded.
 
 What the agent shows (on its pod, in /metrics, in its log) is always keyed: per directory,
-``dir_hash`` (version 2), HMAC-SHA256 under the key over ``b"kube-nudge-agent/v2\\n"`` and
-then, for each file in the order of its path's bytes (relative to the directory; for a
-kubelet directory, to ``..data``), the path as a field (its length as 8 bytes big-endian,
-then its bytes) and the 32-byte SHA-256 of its content. Entries whose names start with
-``..`` are never part of it. The recorded ``kube-nudge.io/loaded-hash`` (``claim``) is the
-JSON ``{"dirs": {DIR: HASH or null}, "key": KEY_ID}`` (null: missing), which the controller
-reproduces from the ConfigMaps and Secrets it delivered (``kube_nudge.model.hot``).
+``dir_hash``, the wire protocol's ``directory_hash`` (``kube_nudge.agentwire``) of its files,
+each path relative to the directory (for a kubelet directory, to ``..data``). Entries whose
+names start with ``..`` are never part of it. The recorded ``kube-nudge.io/loaded-hash``
+(``claim``) is the protocol's claim of those hashes, which the controller reproduces from the
+ConfigMaps and Secrets it delivered (``kube_nudge.strategies.hot``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
 
+from kube_nudge.agentwire import directory_hash, format_claim
+
 DATA = "..data"
-HASH_DOMAIN = b"kube-nudge-agent/v2\n"
 _READ_CHUNK = 64 * 1024
 _SWAP_RETRIES = 5
 
@@ -132,12 +129,7 @@ def dir_hash(key: bytes, files: Files) -> str:
     """The keyed hash of one directory's files (see the module docstring), as hex."""
     if not key:
         raise ValueError("the loaded hash needs a key")
-    digest = hmac.new(key, HASH_DOMAIN, hashlib.sha256)
-    for rel, file_digest in files:
-        name = os.fsencode(rel)
-        digest.update(len(name).to_bytes(8, "big") + name)
-        digest.update(file_digest)
-    return digest.hexdigest()
+    return directory_hash(key, ((os.fsencode(rel), file_digest) for rel, file_digest in files))
 
 
 def dir_hashes(loaded: Snapshot, key: bytes) -> dict[str, str | None]:
@@ -148,8 +140,7 @@ def dir_hashes(loaded: Snapshot, key: bytes) -> dict[str, str | None]:
 def claim(loaded: Snapshot, key: bytes, key_name: str) -> str:
     """The value of ``kube-nudge.io/loaded-hash`` for ``loaded`` under ``key`` (whose id is
     ``key_name``)."""
-    body = {"dirs": dir_hashes(loaded, key), "key": key_name}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return format_claim(dir_hashes(loaded, key), key_name)
 
 
 def loaded_hash(dirs: tuple[str, ...], key: bytes, key_name: str) -> str:

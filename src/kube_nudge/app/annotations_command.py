@@ -14,7 +14,7 @@ import sys
 import textwrap
 from collections.abc import Iterable
 
-from kube_nudge.model.declarations import Annotation, By
+from kube_nudge.model.shapes import Annotation, By
 
 __all__ = ["ANNOTATIONS_COMMAND", "AnnotationsCommand", "markdown_table", "text_listing"]
 

@@ -33,7 +33,8 @@ from kube_nudge.app.flags import add_cluster_flags, check_namespace
 from kube_nudge.app.wait_command import NamedObject, parse_target
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model.annotations import APPROVED_AT, RELEASED_AT, format_rolled_at
+from kube_nudge.model.annotations import APPROVED_AT, RELEASED_AT
+from kube_nudge.model.records import format_rolled_at
 
 __all__ = ["APPROVE", "RELEASE", "StampCommand"]
 

@@ -13,7 +13,8 @@ from kube_nudge.controller.reader import WorkloadKey
 from kube_nudge.controller.reporter import Reporter, display
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
-from kube_nudge.model.annotations import FAILED, format_failed
+from kube_nudge.model.annotations import FAILED
+from kube_nudge.model.records import format_failed
 from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import RollingBack, Strategy, StrategyContext, Target

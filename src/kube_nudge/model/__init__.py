@@ -5,9 +5,6 @@ from kube_nudge.model.annotations import (
     BASELINE_HASH,
     CONFIG_HASH,
     ROLLED_AT,
-    SourceSettings,
-    WorkloadDefaults,
-    WorkloadSettings,
     cross_namespace_allowed,
     parse_duration,
     parse_source,
@@ -55,6 +52,7 @@ from kube_nudge.model.references import (
     discover,
     merge,
 )
+from kube_nudge.model.shapes import SourceSettings, WorkloadDefaults, WorkloadSettings
 from kube_nudge.model.visibility import Visibility, visible_sources, without_excluded
 
 __all__ = [

@@ -5,6 +5,9 @@ line of documentation), and the parsing of a workload's and a source's settings 
 Adding an annotation a user sets on a workload takes its declaration below (which also
 makes its name constant) and the field of `WorkloadSettings` it fills; README's table
 (`tools/readme_annotations.py`) and `kube-nudge annotations` follow from the declaration.
+The shapes (`Annotation`, the settings, `WorkloadDefaults`) are `model.shapes`, a leaf,
+re-exported here with what they are parsed from; the formats of kube-nudge's records on a
+workload (`rolled-at`, `failed`) are `model.records`.
 
 Parsing never raises. Each invalid annotation yields one message naming the
 annotation and the (truncated) bad value, and its field falls back to the default,
@@ -14,8 +17,6 @@ All annotations are parsed even when the workload is not opted in.
 
 from __future__ import annotations
 
-import contextlib
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -24,8 +25,6 @@ from kube_nudge.model import compat
 from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
 from kube_nudge.model.compat import MATCH as RELOADER_MATCH
 from kube_nudge.model.compat import SOURCE_SWITCHES, WORKLOAD_SWITCHES, translate_workload
-from kube_nudge.model.declarations import Annotation, By, On, ParseContext, Parser
-from kube_nudge.model.extensions import NO_EXTRAS, Extras, StrategyModel
 from kube_nudge.model.parsing import (
     FALSE_SPELLINGS,
     TRUE_SPELLINGS,
@@ -42,8 +41,26 @@ from kube_nudge.model.parsing import (
 from kube_nudge.model.quoting import show
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.selectors import check_label_selector
+from kube_nudge.model.shapes import (
+    DEFAULT_DEBOUNCE,
+    DEFAULT_MAX_ROLLOUTS,
+    DEFAULT_ROLLOUT_WINDOW,
+    DEFAULT_STRATEGY,
+    DEFAULT_STRATEGY_NAMES,
+    NO_EXTRAS,
+    STRATEGY_ROLLOUT,
+    Annotation,
+    By,
+    Extras,
+    On,
+    ParseContext,
+    Parser,
+    SourceSettings,
+    WorkloadDefaults,
+    WorkloadSettings,
+)
 from kube_nudge.model.sharing import shared
-from kube_nudge.model.windows import RolloutWindow, parse_window
+from kube_nudge.model.windows import parse_window
 
 # The annotation and label names (ENABLED, DEBOUNCE, ...) are module constants too, made by
 # their declarations below; `ANNOTATIONS` lists them all.
@@ -71,9 +88,6 @@ __all__ = [
     "WorkloadSettings",
     "cross_namespace_allowed",
     "debounce_seconds",
-    "format_failed",
-    "format_hash_at",
-    "format_rolled_at",
     "go_duration",
     "is_dns_label",
     "is_dns_subdomain",
@@ -81,9 +95,6 @@ __all__ = [
     "parse_bool",
     "parse_debounce",
     "parse_duration",
-    "parse_failed",
-    "parse_hash_at",
-    "parse_rolled_at",
     "parse_source",
     "parse_workload",
     "rollout_cap",
@@ -91,24 +102,14 @@ __all__ = [
 
 PREFIX: Final = "kube-nudge.io/"
 
-DEFAULT_DEBOUNCE: Final[float | None] = None
-"""``auto``: a short quiet window that extends while changes arrive (model/pacing.py)."""
 AUTO_DEBOUNCE: Final = "auto"
 MAX_DEBOUNCE: Final = 3600.0
-DEFAULT_MAX_ROLLOUTS: Final = 3
 MAX_MAX_ROLLOUTS: Final = 1000
-DEFAULT_ROLLOUT_WINDOW: Final = 300.0
 MIN_ROLLOUT_WINDOW: Final = 1.0
 MAX_ROLLOUT_WINDOW: Final = 86400.0
 MIN_PROGRESS_DEADLINE: Final = 1.0
 MAX_PROGRESS_DEADLINE: Final = 86400.0
 MAX_ROLLOUT_ORDER: Final = 1_000_000
-STRATEGY_ROLLOUT: Final = "rollout"
-DEFAULT_STRATEGY: Final = STRATEGY_ROLLOUT
-#: Strategy names the model accepts when no registry is given (the app passes the
-#: registry's names, `strategies.registry.strategy_names()`, through
-#: `WorkloadDefaults.strategies`).
-DEFAULT_STRATEGY_NAMES: Final = (STRATEGY_ROLLOUT,)
 ADOPT_ROLL_STALE: Final = "roll-stale"
 ADOPT_NEVER_ROLL: Final = "never-roll"
 APPROVAL_REQUIRED: Final = "required"
@@ -117,7 +118,6 @@ ON_FAILURE_ROLLBACK: Final = "rollback"
 SHARE_ALL: Final = "*"
 COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
 COMPAT_RELOADER: Final = compat.AUTO
-_MAX_ROLLED_AT = 100  # a malformed or hostile annotation costs at most this many numbers
 
 _KINDS: Final = frozenset(kind.value for kind in SourceKind)
 _NO_REFS: frozenset[SourceRef] = frozenset()
@@ -417,14 +417,6 @@ CONFIG_HASH: Final = _declare(Annotation(
     PREFIX + "config-hash", On.POD_TEMPLATE, By.CONTROLLER,
     "the hash of the consumed config the pods run; writing it rolls the workload",
 ))
-#: Which stand-in (an immutable copy) stands for which source in this template,
-#: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
-#: brings back the copies of its time (see `model.standins`).
-SNAPSHOTS: Final = _declare(Annotation(
-    PREFIX + "snapshots", On.POD_TEMPLATE, By.CONTROLLER,
-    "which copy stands for which source, on a template that names copies",
-    values='JSON, e.g. {"configmap/app-1a2b3c4d5e6f":"app"}',
-))
 #: Adoption never touches the pod template, so opting in (or migrating hundreds of workloads
 #: with --compat) restarts nothing; the first rollout removes it.
 BASELINE_HASH: Final = _declare(Annotation(
@@ -447,13 +439,6 @@ KEY_ID: Final = _declare(Annotation(
     "(reveals nothing about the key)",
     values="8 hex digits of an HMAC under the key",
 ))
-#: A template whose own hash differs while this one still equals the desired hash was
-#: reverted on purpose (`kubectl rollout undo`): left alone until the config changes again.
-ROLLED_TO: Final = _declare(Annotation(
-    PREFIX + "rolled-to", On.WORKLOAD_METADATA, By.CONTROLLER,
-    "with strategies that name copies: the hash it last rolled to; a template that differs "
-    "was reverted on purpose",
-))
 #: Kept on the workload so that a restart or a new leader still stops the line (and
 #: notifies once).
 FAILED: Final = _declare(Annotation(
@@ -462,38 +447,12 @@ FAILED: Final = _declare(Annotation(
     "announces nothing twice",
     values="HASH@UNIX_SECONDS",
 ))
-#: Removed once every pod reloaded it, or by the fallback. The time is when the change
-#: was delivered: a reload at or after it counts.
-HOT_RELOAD: Final = _declare(Annotation(
-    PREFIX + "hot-reload", On.WORKLOAD_METADATA, By.CONTROLLER,
-    "strategy hot: a change delivered in place; on the workload until every pod confirmed "
-    "it (or the fallback), on each pod as the nudge that makes its kubelet refresh volumes",
-    values="HASH@UNIX_SECONDS",
-))
 #: Copied by the Deployment controller onto the new ReplicaSet, where
 #: `kubectl rollout history` shows it in its CHANGE-CAUSE column.
 CHANGE_CAUSE: Final = _declare(Annotation(
     "kubernetes.io/change-cause", On.WORKLOAD_METADATA, By.CONTROLLER,
     "with each rollout: why, so kubectl rollout history shows it",
     values="e.g. kube-nudge: secret/db keys [password] changed",
-))
-
-# Written on pods by the `kube-nudge agent` sidecar (its own copies of these names: the
-# agent imports nothing of the controller; a unit test keeps them equal).
-LOADED_AT: Final = _declare(Annotation(
-    PREFIX + "loaded-at", On.POD, By.AGENT, "when the app last reloaded successfully",
-    values="Unix seconds",
-))
-LOADED_HASH: Final = _declare(Annotation(
-    PREFIX + "loaded-hash", On.POD, By.AGENT,
-    "what the app last reloaded: the files' hash under the agents' key, which strategy "
-    "hot compares with the change it delivered",
-    values="JSON",
-))
-RELOAD_FAILED_AT: Final = _declare(Annotation(
-    PREFIX + "reload-failed-at", On.POD, By.AGENT,
-    "when a reload last failed (validation, signal or HTTP call)",
-    values="Unix seconds",
 ))
 
 # fmt: on
@@ -506,74 +465,7 @@ WORKLOAD_ANNOTATIONS: Final = tuple(a for a in ANNOTATIONS if a.on is On.WORKLOA
 SOURCE_ANNOTATIONS: Final = tuple(a for a in ANNOTATIONS if a.on is On.SOURCE and a.field)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadSettings:
-    """What a workload's annotations ask of the controller (`WORKLOAD_ANNOTATIONS` name
-    the field each fills)."""
-
-    enabled: bool
-    extra: tuple[SourceRef, ...]
-    """Sources named by annotation, sorted: consumed whole and not optional."""
-    exclude: frozenset[SourceRef]
-    debounce: float | None
-    """Seconds to wait for further changes before rolling (a fixed window from the first);
-    None: ``auto``, a quiet window that extends while changes arrive (model/pacing.py)."""
-    max_rollouts: int
-    rollout_window: float
-    """At most `max_rollouts` rollouts per `rollout_window` seconds."""
-    strategy: str
-    roll_stale_on_adoption: bool = True
-    """`kube-nudge.io/adopt`: roll at first sight when the pods started before the config
-    they consume last changed (`roll-stale`, the default), or never (`never-roll`)."""
-    only_kinds: frozenset[SourceKind] | None = None
-    """With --compat (Reloader's per-type auto): only sources of these kinds count."""
-    only_named: frozenset[SourceRef] | None = None
-    """With --compat (Reloader's reload lists): only these sources count."""
-    only_matched: bool = False
-    """With --compat (Reloader's search): only sources with Reloader's `match` count."""
-    rollout_order: int | None = None
-    """`kube-nudge.io/rollout-order`; None: not ordered (neither waits nor is waited for)."""
-    progress_deadline: float | None = None
-    """`kube-nudge.io/progress-deadline` in seconds; None: the workload's own, or 10 min."""
-    approval_required: bool = False
-    rollback_on_failure: bool = False
-    window: RolloutWindow | None = None
-    """`kube-nudge.io/rollout-window`: changes roll only while it is open."""
-    extras: Extras = NO_EXTRAS
-    """What the registered strategies parsed of their own annotations, by strategy name
-    (each reads its own with an accessor of its package, through `Extras.of`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadDefaults:
-    """Controller-wide defaults (from flags) that a workload's annotations override, and
-    the strategy names that exist. Passed in once; nothing re-reads raw annotations later."""
-
-    debounce: float | None = DEFAULT_DEBOUNCE
-    max_rollouts: int = DEFAULT_MAX_ROLLOUTS
-    rollout_window: float = DEFAULT_ROLLOUT_WINDOW
-    strategy: str = DEFAULT_STRATEGY
-    strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGY_NAMES)
-    compat: bool = False
-    """Also opt in workloads annotated for Wave or Reloader."""
-    extensions: tuple[StrategyModel, ...] = ()
-    """What the registered strategies add to the model (`model.extensions`), default first."""
-
-
 _PRODUCT_DEFAULTS = WorkloadDefaults()
-
-
-@dataclass(frozen=True, slots=True)
-class SourceSettings:
-    """What a ConfigMap's or Secret's annotations ask of the controller."""
-
-    ignore: bool
-    share_with: frozenset[str]
-    """Namespaces whose workloads may name this source; `*` means all."""
-    matched: bool = False
-    """With --compat: Reloader's `match` annotation (counts for `search` workloads)."""
-    pod_selector: str | None = None
-    """`kube-nudge.io/pod-selector`: the pods to replace when the data changes; None: none."""
 
 
 def parse_workload(
@@ -756,46 +648,3 @@ def _field(
     except ValueError as exc:
         errors.append(str(exc))
         return default
-
-
-def parse_rolled_at(value: object) -> tuple[float, ...]:
-    """The timestamps of `kube-nudge.io/rolled-at`, sorted; anything unreadable is skipped
-    (it only ever makes the flap cap more lenient)."""
-    if not isinstance(value, str):
-        return ()
-    stamps = []
-    for part in value.split(",", _MAX_ROLLED_AT)[:_MAX_ROLLED_AT]:
-        with contextlib.suppress(ValueError):
-            stamp = float(part)
-            if math.isfinite(stamp) and stamp > 0:
-                stamps.append(stamp)
-    return tuple(sorted(stamps))
-
-
-def format_rolled_at(stamps: tuple[float, ...] | list[float]) -> str:
-    """The value of `kube-nudge.io/rolled-at` for `stamps` (millisecond precision)."""
-    return ",".join(f"{t:.3f}" for t in stamps)
-
-
-def parse_hash_at(value: object) -> tuple[str, float] | None:
-    """`<config hash>@<unix seconds>` (`kube-nudge.io/failed`, `kube-nudge.io/hot-reload`)
-    as (config hash, Unix seconds); None if absent or unreadable (which only ever forgets
-    a record: a line is not stopped by garbage)."""
-    if not isinstance(value, str):
-        return None
-    config_hash, _, stamp = value.rpartition("@")
-    try:
-        moment = float(stamp)
-    except ValueError:
-        return None
-    return (config_hash, moment) if config_hash and math.isfinite(moment) else None
-
-
-def format_hash_at(config_hash: str, moment: float) -> str:
-    """`<config hash>@<unix seconds>`, as `parse_hash_at` reads it."""
-    return f"{config_hash}@{moment:.3f}"
-
-
-#: `kube-nudge.io/failed`: the rollout to that hash failed then.
-parse_failed = parse_hash_at
-format_failed = format_hash_at

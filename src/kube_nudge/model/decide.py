@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
-from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.hashing import (
     ABSENT,
     SourceState,
@@ -35,6 +34,7 @@ __all__ = [
     "Decision",
     "Hold",
     "Noop",
+    "StrategyHold",
     "assess",
     "decide",
     "describe_apply",
@@ -158,6 +158,16 @@ class Apply:
 Decision = Noop | Adopt | Hold | Apply
 
 
+class StrategyHold(Protocol):
+    """What ``decide`` asks of the workload's strategy (its ``model.extensions.StrategyModel``,
+    which is made of this module's types: it is not imported here)."""
+
+    @property
+    def hold(self) -> Callable[[WorkloadView, Assessment, WorkloadMemory], Hold | None] | None:
+        """A hold of its own for a workload whose config is complete, or None."""
+        ...
+
+
 def decide(
     view: WorkloadView,
     assessment: Assessment,
@@ -166,7 +176,7 @@ def decide(
     *,
     capped: bool = True,
     oldest_pod_start: float | None = None,
-    strategy: StrategyModel | None = None,
+    strategy: StrategyHold | None = None,
 ) -> Decision:
     """What to do for `view` at wall-clock time `now` (Unix seconds). `capped` applies the
     flap cap (strategies that restart nothing may not need it). `oldest_pod_start` is when
@@ -221,7 +231,7 @@ def decide(
 
 
 def _own_hold(
-    strategy: StrategyModel | None,
+    strategy: StrategyHold | None,
     view: WorkloadView,
     assessment: Assessment,
     memory: WorkloadMemory,

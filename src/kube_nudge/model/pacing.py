@@ -34,7 +34,7 @@ __all__ = [
     "DEFAULT_QUIET_WINDOW",
     "OWN_EVENT_DELAY",
     "WRITER_QUIET_WINDOWS",
-    "Hold",
+    "Pacing",
     "hold_for_change",
     "hold_for_own_event",
     "quiet_window_for",
@@ -61,10 +61,11 @@ so about three times the largest gap measured."""
 
 
 @dataclass(frozen=True, slots=True)
-class Hold:
-    """How long a change waits: at least ``debounce`` after the first change of its window,
-    and (``quiet`` > 0) until ``quiet`` seconds pass without another, but no longer than
-    ``cap`` after the first. ``Hold()`` looks at once."""
+class Pacing:
+    """How long a change waits (its debounce; not ``model.decide.Hold``, a decision to hold
+    a workload): at least ``debounce`` after the first change of its window, and
+    (``quiet`` > 0) until ``quiet`` seconds pass without another, but no longer than ``cap``
+    after the first. ``Pacing()`` looks at once."""
 
     debounce: float = 0.0
     quiet: float = 0.0
@@ -93,13 +94,13 @@ def quiet_window_for(writers: Iterable[str], default: float = DEFAULT_QUIET_WIND
 
 def hold_for_change(
     debounce: float | None, writers: Iterable[str] = (), quiet_window: float = DEFAULT_QUIET_WINDOW
-) -> Hold:
-    """The hold of a source change for a workload whose debounce is ``debounce`` (None:
+) -> Pacing:
+    """The pacing of a source change for a workload whose debounce is ``debounce`` (None:
     ``auto``)."""
     if debounce is not None:
-        return Hold(debounce=debounce)
+        return Pacing(debounce=debounce)
     quiet = quiet_window_for(writers, quiet_window) if quiet_window > 0 else 0.0
-    return Hold(quiet=quiet, cap=AUTO_CAP) if quiet > 0 else Hold()
+    return Pacing(quiet=quiet, cap=AUTO_CAP) if quiet > 0 else Pacing()
 
 
 def hold_for_own_event(debounce: float | None) -> float:

@@ -22,20 +22,13 @@ from kube_nudge.model.annotations import (
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
-    ROLLED_TO,
-    SNAPSHOTS,
-    SourceSettings,
-    WorkloadDefaults,
-    WorkloadSettings,
-    parse_failed,
-    parse_rolled_at,
     parse_source,
     parse_workload,
 )
-from kube_nudge.model.extensions import NO_EXTRAS, Extras
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
 from kube_nudge.model.progress import Progress, progress_of
+from kube_nudge.model.records import parse_failed, parse_rolled_at
 from kube_nudge.model.references import (
     Consumption,
     SourceKind,
@@ -43,6 +36,14 @@ from kube_nudge.model.references import (
     consume_all,
     discover,
     merge,
+)
+from kube_nudge.model.shapes import (
+    NO_EXTRAS,
+    Extras,
+    SourceSettings,
+    StrategyShape,
+    WorkloadDefaults,
+    WorkloadSettings,
 )
 from kube_nudge.model.sharing import shared
 from kube_nudge.model.standins import parse_stand_ins, restore_sources
@@ -159,8 +160,8 @@ class WorkloadView:
     released_at: float = 0.0
     """`kube-nudge.io/released-at`: the flap cap ignores rollouts before it."""
     rolled_to: str | None = None
-    """With a strategy that uses stand-ins: the hash kube-nudge last rolled it to
-    (`kube-nudge.io/rolled-to`)."""
+    """With a strategy that uses stand-ins: the hash kube-nudge last rolled it to (its
+    `StrategyModel.rolled_to` annotation)."""
     stand_ins: frozenset[tuple[SourceKind, str]] = frozenset()
     """(kind, name) of the stand-ins its template references instead of sources
     (`model.standins`), whichever strategy it uses now."""
@@ -231,14 +232,14 @@ def project_workload(
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
     # A template may name stand-ins: what it consumes are the sources they stand for.
-    copies = parse_stand_ins(template_annotation(obj, template_path, SNAPSHOTS))
+    stand_ins = _stand_ins(obj, template_path, defaults)
     direct: frozenset[SourceRef] = _NONE
-    stands_in = _uses_stand_ins(settings.strategy, defaults)
-    if stands_in:
-        direct = frozenset(ref for ref in consumed if (ref.kind, ref.name) not in copies)
-    consumed = restore_sources(consumed, copies) if copies else consumed
+    own = _stand_in_strategy(settings.strategy, defaults)
+    if own is not None:
+        direct = frozenset(ref for ref in consumed if (ref.kind, ref.name) not in stand_ins)
+    consumed = restore_sources(consumed, stand_ins) if stand_ins else consumed
     consumed = merge(consumed, consume_all(settings.extra, "annotation"))
-    rolled_to = annotations.get(ROLLED_TO) if stands_in else None
+    rolled_to = annotations.get(own.rolled_to) if own is not None and own.rolled_to else None
     baseline = annotations.get(BASELINE_HASH)
     return WorkloadView(
         namespace=namespace,
@@ -257,7 +258,7 @@ def project_workload(
         pod_selector=pod_selector(obj),
         released_at=max(parse_rolled_at(annotations.get(RELEASED_AT)), default=0.0),
         rolled_to=rolled_to if isinstance(rolled_to, str) else None,
-        stand_ins=frozenset(copies) if copies else _NONE,
+        stand_ins=frozenset(stand_ins) if stand_ins else _NONE,
         direct_sources=direct,
         progress=progress_of(kind, obj),
         failed=parse_failed(annotations.get(FAILED)),
@@ -266,9 +267,25 @@ def project_workload(
     )
 
 
-def _uses_stand_ins(strategy: str, defaults: WorkloadDefaults) -> bool:
-    """Whether the strategy called `strategy` points templates at stand-ins."""
-    return any(e.uses_stand_ins for e in defaults.extensions if e.name == strategy)
+def _stand_ins(
+    obj: Mapping[str, Any], template_path: TemplatePath, defaults: WorkloadDefaults
+) -> dict[tuple[SourceKind, str], str]:
+    """The stand-in-to-source mapping the template records, as the first strategy that
+    names stand-ins and finds its annotation on it reads it; none without one."""
+    for extension in defaults.extensions:
+        if extension.stand_ins and (
+            found := parse_stand_ins(template_annotation(obj, template_path, extension.stand_ins))
+        ):
+            return found
+    return {}
+
+
+def _stand_in_strategy(strategy: str, defaults: WorkloadDefaults) -> StrategyShape | None:
+    """The strategy called `strategy` if it points templates at stand-ins, else None."""
+    for extension in defaults.extensions:
+        if extension.name == strategy and extension.stand_ins:
+            return extension
+    return None
 
 
 def _view_extras(

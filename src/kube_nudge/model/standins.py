@@ -1,8 +1,8 @@
 """Stand-ins: objects a pod template names in place of the ConfigMaps and Secrets it
-consumes, and the template annotation that records which stands for which source
-(``kube-nudge.io/snapshots``, written by the strategy that makes them). Every strategy must
-see through them, whichever a workload uses now: what a workload consumes are the sources
-they stand for, and a rollout by another strategy names the sources again.
+consumes, and the template annotation that records which stands for which source (written
+by the strategy that makes them, which names it in its ``StrategyModel.stand_ins``). Every
+strategy must see through them, whichever a workload uses now: what a workload consumes are
+the sources they stand for, and a rollout by another strategy names the sources again.
 """
 
 from __future__ import annotations

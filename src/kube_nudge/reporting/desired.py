@@ -17,16 +17,14 @@ from kube_nudge.model import (
     SourceKind,
     SourceRef,
     SourceView,
-    WorkloadDefaults,
     WorkloadView,
     assess,
     project_source,
     project_workload,
 )
+from kube_nudge.strategies.registry import product_defaults
 
 JSON = dict[str, Any]
-
-_EVERY_WORKLOAD = WorkloadDefaults(compat=True)
 
 
 async def read_source(client: KubeClient, ref: SourceRef) -> JSON | None:
@@ -52,7 +50,9 @@ async def desired_hash(
 
     ``cache`` (optional) lets a caller checking many workloads read each source once.
     """
-    view = project_workload(workload, kind.template_path, _EVERY_WORKLOAD, opted_out_too=True)
+    # Every registered strategy's: a template may name one's stand-ins, whose sources count.
+    defaults = product_defaults(compat=True)
+    view = project_workload(workload, kind.template_path, defaults, opted_out_too=True)
     if view is None:  # pragma: no cover - opted_out_too always projects
         raise AssertionError("projection refused a workload")
     views = await source_views(client, view, cache if cache is not None else {})

@@ -35,14 +35,18 @@ from kube_nudge.model import (
     assess,
     project_workload,
 )
-from kube_nudge.model.annotations import LOADED_AT
-from kube_nudge.model.hot import reported_at
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
 from kube_nudge.reporting.desired import JSON, read_source, source_views
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
-from kube_nudge.strategies.registry import delivers, model_extensions, pod_config, product_defaults
+from kube_nudge.strategies.registry import (
+    delivers,
+    model_extensions,
+    pod_config,
+    pod_reloaded_at,
+    product_defaults,
+)
 
 __all__ = [
     "DRIFT_STATES",
@@ -290,8 +294,9 @@ async def _pods(
                 continue
             annotations = metadata.get("annotations") or {}
             counts[_running_hash(annotations)] += 1
-            # Its config was last read at start, or at its agent's last reload.
-            loaded_at = reported_at(annotations.get(LOADED_AT)) or 0.0
+            # Its config was last read at start, or when it last re-read it in place (as a
+            # strategy that delivers in place reads its annotations: ``PodReloads``).
+            loaded_at = pod_reloaded_at(annotations) or 0.0
             read_at = max(pod_started(pod) or 0.0, loaded_at)
             if changed_at is not None and read_at and changed_at > read_at:
                 stale += 1

@@ -5,13 +5,20 @@ chosen per workload by ``kube-nudge.io/strategy``, carries out *how*. A new stra
 new package with a class satisfying ``Strategy`` plus one entry in ``registry.py``.
 
 What a strategy needs beyond adopting and applying is an optional hook here, which the
-registry or the reconciler looks for, so a strategy has only the hooks it uses:
+registry or the reconciler looks for, so a strategy has only the hooks it uses (the shared
+writes, ``writes.py``, reach theirs through ``StrategyContext.rollouts``, which the registry
+fills in):
 
 - ``Maintaining``: objects of its own to keep in order on every pass (snapshot, hot);
 - ``RollingBack``: puts a workload whose rollout failed back on an earlier config;
 - ``OwnsSources``: ConfigMaps/Secrets it makes itself, which the source watches leave out;
 - ``ServesWebhooks``: admission webhooks it serves, from the controller's caches (``Host``);
 - ``PodConfig``: the config a pod runs when the strategy delivered it in place (status);
+- ``PodReloads``: when a pod last re-read its config in place (status);
+- ``SupersededByRollouts``: what it records of a change it is delivering without a rollout,
+  which any rollout removes;
+- ``NamesStandIns``: how a rollout by another strategy takes its stand-ins (snapshot's
+  copies) off a template, naming the sources again;
 - ``ExtendsModel``: its annotations, settings, view extras, holds and status states, which
   the registry hands to the model (``model.extensions.StrategyModel``).
 """
@@ -22,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
@@ -46,14 +53,18 @@ __all__ = [
     "ExtendsModel",
     "Host",
     "Maintaining",
+    "NamesStandIns",
     "NotYet",
     "OwnsSources",
     "PodConfig",
+    "PodReloads",
     "Refused",
     "RollingBack",
+    "RolloutDuties",
     "ServesWebhooks",
     "Strategy",
     "StrategyContext",
+    "SupersededByRollouts",
     "Target",
     "Webhook",
     "changes_field",
@@ -124,6 +135,35 @@ def changes_field(plan: Apply) -> dict[str, list[str]] | None:
     return {str(ref): keys for ref, keys in plan.changes.items()}
 
 
+@runtime_checkable
+class NamesStandIns(Protocol):
+    """Optional, on the strategy class: a strategy whose templates name stand-ins in place
+    of sources (snapshot's copies) says how a rollout by another strategy names the sources
+    again (stand-ins would keep old data forever)."""
+
+    @staticmethod
+    def leave_stand_ins(
+        target: Target, workload: JSON, plan: Apply, recorded: Mapping[str, str | None]
+    ) -> dict[str, Any] | None:
+        """The rollout patch of ``workload`` (read in full: the patch carries its
+        resourceVersion) that points its template back at the sources, with ``recorded``
+        (what every rollout records) on its metadata; None when nothing of this strategy's
+        is on it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutDuties:
+    """What every rollout owes the registered strategies, whichever strategy makes it (the
+    registry's ``build_strategies`` fills it in from their hooks)."""
+
+    superseded: tuple[str, ...] = ()
+    """Annotations a rollout removes from the workload's metadata (``SupersededByRollouts``)."""
+    stand_ins: tuple[NamesStandIns, ...] = ()
+    """The strategies whose stand-ins a rollout by another takes off the template
+    (``NamesStandIns``), asked in order."""
+
+
 @dataclass(frozen=True, slots=True)
 class StrategyContext:
     """What every strategy may use: the API client, Events, metrics, and the installation
@@ -136,6 +176,8 @@ class StrategyContext:
     notify: Callable[[Notification], None] = field(default=lambda _: None, repr=False)
     """Sends a notification to the configured receivers; never blocks, never raises."""
     clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
+    rollouts: RolloutDuties = field(default=RolloutDuties(), repr=False)
+    """What every rollout owes the registered strategies (``build_strategies`` sets it)."""
 
 
 class Refused(Exception):
@@ -228,6 +270,27 @@ class PodConfig(Protocol):
         """The hash of the config delivered in place that the pod confirmed, or None: it
         runs its template's."""
         ...
+
+
+@runtime_checkable
+class PodReloads(Protocol):
+    """Optional, on the strategy class: a strategy whose pods re-read their config while
+    running (hot's reload agent) tells when a pod last did, by the pod's own annotations:
+    ``kube-nudge status`` counts a pod stale only for a change after it."""
+
+    @staticmethod
+    def pod_reloaded_at(annotations: Mapping[str, Any]) -> float | None:
+        """When the pod last re-read its config in place (Unix seconds), or None."""
+        ...
+
+
+@runtime_checkable
+class SupersededByRollouts(Protocol):
+    """Optional, on the strategy class: annotations on a workload's metadata that record a
+    change the strategy is delivering without a rollout (hot's ``kube-nudge.io/hot-reload``).
+    A rollout by any strategy supersedes that change: its patch removes them."""
+
+    superseded_by_rollouts: tuple[str, ...]
 
 
 class HostOptions(Protocol):

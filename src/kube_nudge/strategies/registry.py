@@ -1,7 +1,8 @@
 """Every strategy, by the name ``kube-nudge.io/strategy`` selects it with, and what the
 rest of kube-nudge asks of them all: their names, which deliver, the labels of the objects
-they own, the webhooks they serve, the config a pod runs when one delivered it in place,
-what they add to the model and the annotation contract as a whole.
+they own, the webhooks they serve, the config a pod runs when one delivered it in place and
+when it last re-read it, what every rollout owes them, what they add to the model and the
+annotation contract as a whole.
 
 Adding a strategy: a new package with a class satisfying ``strategies.base.Strategy``
 (plus the optional hooks there it needs), and one entry here (or ``register`` for one
@@ -17,16 +18,20 @@ from typing import Any, Protocol
 
 from kube_nudge.model import WorkloadDefaults, WorkloadView
 from kube_nudge.model.annotations import ANNOTATIONS, DEFAULT_STRATEGY, STRATEGY
-from kube_nudge.model.declarations import Annotation
 from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model.shapes import Annotation
 from kube_nudge.strategies.base import (
     ExtendsModel,
     Host,
+    NamesStandIns,
     OwnsSources,
     PodConfig,
+    PodReloads,
+    RolloutDuties,
     ServesWebhooks,
     Strategy,
     StrategyContext,
+    SupersededByRollouts,
     Webhook,
 )
 from kube_nudge.strategies.hot import HotStrategy
@@ -45,8 +50,10 @@ __all__ = [
     "model_extensions",
     "owned_source_labels",
     "pod_config",
+    "pod_reloaded_at",
     "product_defaults",
     "register",
+    "rollout_duties",
     "strategy_names",
     "unregister",
     "webhooks",
@@ -117,8 +124,25 @@ class Strategies(dict[str, Strategy]):
 
 
 def build_strategies(context: StrategyContext) -> Strategies:
-    """One instance of every strategy, sharing ``context``."""
+    """One instance of every strategy, sharing ``context`` with what every rollout owes
+    them all (``rollout_duties``)."""
+    context = replace(context, rollouts=rollout_duties())
     return Strategies({name: factory(context) for name, factory in STRATEGIES.items()})
+
+
+def rollout_duties() -> RolloutDuties:
+    """What every rollout, by whichever strategy, owes the registered strategies: the
+    records of changes delivered in place it supersedes, and who takes stand-ins off."""
+    factories = [STRATEGIES[name] for name in strategy_names()]
+    return RolloutDuties(
+        superseded=tuple(
+            annotation
+            for factory in factories
+            if isinstance(factory, SupersededByRollouts)
+            for annotation in factory.superseded_by_rollouts
+        ),
+        stand_ins=tuple(factory for factory in factories if isinstance(factory, NamesStandIns)),
+    )
 
 
 def owned_source_labels() -> frozenset[str]:
@@ -148,6 +172,20 @@ def pod_config(annotations: Mapping[str, Any]) -> str | None:
         if isinstance(factory, PodConfig) and (found := factory.pod_config(annotations)):
             return found
     return None
+
+
+def pod_reloaded_at(annotations: Mapping[str, Any]) -> float | None:
+    """When a pod last re-read its config in place, by its own annotations (the latest any
+    strategy tells), else None: at its start."""
+    return max(
+        (
+            found
+            for factory in STRATEGIES.values()
+            if isinstance(factory, PodReloads)
+            and (found := factory.pod_reloaded_at(annotations)) is not None
+        ),
+        default=None,
+    )
 
 
 def model_extensions() -> tuple[StrategyModel, ...]:

@@ -1,7 +1,9 @@
 """How kube-nudge writes a workload, shared by every strategy: the rollout patch (the hash
 on the pod template), the adoption baseline, annotations on its metadata, and a patch built
 from a fresh read. Strategy ``rollout`` is these writes and nothing else; the others call
-them where they roll or adopt as it does.
+them where they roll or adopt as it does. They name no strategy: what a rollout owes the
+others (removing their records of a change delivered in place, taking their stand-ins off
+the template) comes through ``StrategyContext.rollouts`` from the strategies' hooks.
 
 Writes are JSON merge patches that touch kube-nudge's annotations only, carry the
 workload's uid as a precondition (a deleted-and-recreated workload answers 409 instead of
@@ -13,7 +15,7 @@ was deleted meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
@@ -30,18 +32,8 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import (
-    CHANGE_CAUSE,
-    FAILED,
-    HOT_RELOAD,
-    KEY_ID,
-    ROLLED_TO,
-    SNAPSHOTS,
-    format_rolled_at,
-)
-from kube_nudge.model.podtemplate import get_pod_spec, template_annotation
-from kube_nudge.model.references import rename_references
-from kube_nudge.model.standins import parse_stand_ins, pod_spec_patch
+from kube_nudge.model.annotations import CHANGE_CAUSE, FAILED, KEY_ID
+from kube_nudge.model.records import format_rolled_at
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
 __all__ = [
@@ -74,22 +66,29 @@ def rollout_patch(
     rolled_at: Sequence[float],
     cause: str,
     key_id: str,
+    superseded: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The merge patch that rolls the workload to ``config_hash``, records the recent
-    rollouts (``rolled_at``, this one included) for the flap cap, and says why."""
-    annotations = _recorded(rolled_at, key_id, cause)
+    rollouts (``rolled_at``, this one included) for the flap cap, and says why;
+    ``superseded``: what it removes for the other strategies (``context.rollouts``)."""
+    annotations = _recorded(rolled_at, key_id, cause, superseded)
     patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
     patch.setdefault("metadata", {}).update({"uid": uid, "annotations": annotations})
     return patch
 
 
-def rollout_annotations(plan: Apply, key_id: str, cause: str) -> dict[str, Any]:
+def rollout_annotations(
+    plan: Apply, key_id: str, cause: str, superseded: Iterable[str] = ()
+) -> dict[str, Any]:
     """What every rollout records on the workload's metadata (a merge patch fragment):
-    recent rollout times for the flap cap, why, the key, and the baseline's removal."""
-    return _recorded(plan.rolled_at, key_id, cause)
+    recent rollout times for the flap cap, why, the key, and the removal of the baseline
+    and of ``superseded`` (``context.rollouts``)."""
+    return _recorded(plan.rolled_at, key_id, cause, superseded)
 
 
-def _recorded(rolled_at: Sequence[float], key_id: str, cause: str) -> dict[str, Any]:
+def _recorded(
+    rolled_at: Sequence[float], key_id: str, cause: str, superseded: Iterable[str]
+) -> dict[str, Any]:
     annotations: dict[str, Any] = {
         ROLLED_AT: format_rolled_at(list(rolled_at)),
         CHANGE_CAUSE: f"kube-nudge: {cause}"[:1024],
@@ -100,7 +99,8 @@ def _recorded(rolled_at: Sequence[float], key_id: str, cause: str) -> dict[str, 
     # then outranked the template's hash: a restart rolled the workload again.)
     annotations[BASELINE_HASH] = None
     annotations[FAILED] = None  # a new rollout: an earlier failure no longer stops a line
-    annotations[HOT_RELOAD] = None  # strategy hot: a rollout supersedes a change in place
+    # A strategy's record of a change it delivers without a rollout: this one supersedes it.
+    annotations.update(dict.fromkeys(superseded))
     return annotations
 
 
@@ -156,12 +156,15 @@ class AdoptsBaseline:
 async def roll(
     context: StrategyContext, target: Target, plan: Apply, assessment: Assessment
 ) -> None:
-    """Write the new hash on the pod template: the workload rolls."""
+    """Write the new hash on the pod template: the workload rolls. A template that names
+    another strategy's stand-ins names the sources again."""
     what = describe_apply(plan, assessment.states, target.namespace)
+    superseded = context.rollouts.superseded
     if target.view.stand_ins:
+        recorded = rollout_annotations(plan, assessment.key_id, what, superseded)
 
         async def build(workload: JSON) -> dict[str, Any]:
-            return leave_snapshots(target, workload, plan, assessment.key_id, what)
+            return _leave_stand_ins(context, target, workload, plan, recorded)
 
         await patch_fresh(context, target, build)
     else:
@@ -172,6 +175,7 @@ async def roll(
             rolled_at=plan.rolled_at,
             cause=what,
             key_id=assessment.key_id,
+            superseded=superseded,
         )
         await patch_workload(context, target, patch)
     context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
@@ -229,21 +233,16 @@ async def annotate_workload(
     await patch_workload(context, target, patch)
 
 
-def leave_snapshots(
-    target: Target, workload: JSON, plan: Apply, key_id: str, cause: str
+def _leave_stand_ins(
+    context: StrategyContext, target: Target, workload: JSON, plan: Apply, recorded: dict[str, Any]
 ) -> dict[str, Any]:
-    """The rollout patch of a workload switched away from strategy ``snapshot``: its
-    template names the sources again (copies would keep old data forever); the copies go
-    with the revisions that still use them."""
-    path = target.kind.template_path
-    pod_spec = get_pod_spec(workload, path) or {}
-    mapping = parse_stand_ins(template_annotation(workload, path, SNAPSHOTS))
-    restored = rename_references(pod_spec, lambda kind, name: mapping.get((kind, name)))
-    patch = pod_spec_patch(
-        path, pod_spec, restored, {CONFIG_HASH: plan.config_hash, SNAPSHOTS: None}
-    )
-    patch["metadata"] = {
-        **workload_preconditions(workload),
-        "annotations": {**rollout_annotations(plan, key_id, cause), ROLLED_TO: None},
-    }
+    """The rollout patch of ``workload`` (read in full) by the strategy whose stand-ins its
+    template names (``NamesStandIns``); with none of them on it any more, the plain one,
+    preconditioned on the read all the same."""
+    for strategy in context.rollouts.stand_ins:
+        patch = strategy.leave_stand_ins(target, workload, plan, recorded)
+        if patch is not None:
+            return patch
+    patch = annotation_patch(target.kind.template_path, CONFIG_HASH, plan.config_hash)
+    patch["metadata"] = {**workload_preconditions(workload), "annotations": recorded}
     return patch

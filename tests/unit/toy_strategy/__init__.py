@@ -24,9 +24,9 @@ from kube_nudge.model import (
     WorkloadSettings,
     WorkloadView,
 )
-from kube_nudge.model.declarations import Annotation, By, On
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.parsing import one_of
+from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.runtime.http import HttpServer
 from kube_nudge.strategies.base import Host, StrategyContext, Target, Webhook
 

@@ -5,7 +5,7 @@ A key is due at the earliest of its reasons:
 
 - a change (``Pending.change``, the work queue's ``add(key, hold)``): opens a window, or
   joins the one already open, so changes arriving inside it coalesce into one reconcile.
-  The window ends (``Hold.end``) when the fixed part (``hold.debounce`` from when it
+  The window ends (``Pacing.end``) when the fixed part (``hold.debounce`` from when it
   opened) is over and, with a quiet window (``hold.quiet``, ``debounce: auto``), once no
   change has arrived for that long, but never later than ``hold.cap`` after it opened. A
   longer debounce asked while the window is open (the workload's debounce was raised) makes
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kube_nudge.model.pacing import Hold
+from kube_nudge.model.pacing import Pacing
 
 __all__ = ["Pending", "Window"]
 
@@ -38,14 +38,14 @@ class Window:
     fixed: tuple[float, float]
     """(start, length) of the fixed part (the debounce)."""
     last: float
-    hold: Hold
+    hold: Pacing
 
     @property
     def end(self) -> float:
         """When the window ends (monotonic seconds)."""
         return self.hold.end(self.opened, self.fixed[0] + self.fixed[1], self.last)
 
-    def join(self, now: float, hold: Hold, *, change: bool) -> None:
+    def join(self, now: float, hold: Pacing, *, change: bool) -> None:
         """Another change (``change``) or an own event of the key arrived at ``now``."""
         self.fixed = _join(self.fixed, (now, hold.debounce))
         if change:
@@ -55,7 +55,7 @@ class Window:
         quiet = 0.0
         if hold.quiet > 0:
             quiet = max(hold.quiet, self.hold.quiet) if change else self.hold.quiet
-        self.hold = Hold(hold.debounce, quiet, hold.cap)
+        self.hold = Pacing(hold.debounce, quiet, hold.cap)
 
 
 @dataclass(slots=True)
@@ -81,7 +81,7 @@ class Pending:
         """Due by ``at`` whatever else holds the key (a look, a retry, a requeue)."""
         self.at = min(self.at, at)
 
-    def change(self, now: float, hold: Hold) -> None:
+    def change(self, now: float, hold: Pacing) -> None:
         """A change: open a window, or join (and maybe resize) the open one; the key's own
         events waiting without a window now wait for it."""
         if self.window is None:
@@ -90,7 +90,7 @@ class Pending:
             self.window.join(now, hold, change=True)
         self.own = math.inf
 
-    def own_event(self, now: float, delay: float, hold: Hold) -> None:
+    def own_event(self, now: float, delay: float, hold: Pacing) -> None:
         """An event of the key's own: due ``delay`` after ``now`` unless a window is open,
         which it joins (``hold`` may resize its fixed part)."""
         if self.window is None:

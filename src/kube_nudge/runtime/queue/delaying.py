@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from kube_nudge.model.pacing import Hold
+from kube_nudge.model.pacing import Pacing
 from kube_nudge.runtime.queue.debounce import Pending
 from kube_nudge.runtime.queue.dedup import DedupQueue
 
@@ -52,13 +52,13 @@ class DelayingQueue(Generic[K]):
         """Keys queued, processed ones with a reason to come back included."""
         return len(self._pending)
 
-    def add(self, key: K, hold: Hold | float = 0.0) -> None:
+    def add(self, key: K, hold: Pacing | float = 0.0) -> None:
         """Queue ``key`` for a change: due at the end of the window it opens or joins
         (``debounce``); a float holds it that many seconds (a fixed window); with nothing
         to hold it, now."""
         now = self._monotonic()
-        if not isinstance(hold, Hold):
-            hold = Hold(debounce=max(hold, 0.0))
+        if not isinstance(hold, Pacing):
+            hold = Pacing(debounce=max(hold, 0.0))
         pending = self._pending_for(key)
         if hold.immediate:
             pending.at_most(now)
@@ -66,15 +66,15 @@ class DelayingQueue(Generic[K]):
             pending.change(now, hold)
         self._schedule(key, pending)
 
-    def add_own(self, key: K, delay: float, hold: Hold | float | None = None) -> None:
+    def add_own(self, key: K, delay: float, hold: Pacing | float | None = None) -> None:
         """Queue ``key`` for one of its own events: due after ``delay`` seconds, opening no
         window a later change could ride in, and never extending, shortening or restarting
         one; ``hold`` is what a change of the key would be held by now (its debounce may
         have changed: that takes effect on an open window), by default a fixed window of
         ``delay``."""
         now, delay = self._monotonic(), max(delay, 0.0)
-        if not isinstance(hold, Hold):
-            hold = Hold(debounce=delay if hold is None else max(hold, 0.0))
+        if not isinstance(hold, Pacing):
+            hold = Pacing(debounce=delay if hold is None else max(hold, 0.0))
         pending = self._pending_for(key)
         pending.own_event(now, delay, hold)
         self._schedule(key, pending)

@@ -1,8 +1,9 @@
 """What strategy ``hot`` adds to the model (handed down through ``StrategyModel``): its
-annotations ``kube-nudge.io/hot-fallback`` and ``kube-nudge.io/hot-deadline``, declared once
-here and parsed by the model's loop into ``HotSettings``; the change it is delivering in
-place, kept of a workload's ``kube-nudge.io/hot-reload`` (``hot_reload``); and the state
-``kube-nudge status`` gives a workload while its pods confirm it (``reloading``)."""
+annotations, declared once here: ``kube-nudge.io/hot-fallback`` and
+``kube-nudge.io/hot-deadline``, parsed by the model's loop into ``HotSettings``; the change it
+is delivering in place, kept of a workload's ``kube-nudge.io/hot-reload`` (``hot_reload``);
+what the pods' reload agents write (the names of their wire protocol, ``agentwire``); and
+the state ``kube-nudge status`` gives a workload while its pods confirm it (``reloading``)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kube_nudge.model.annotations import (
-    HOT_RELOAD,
-    PREFIX,
-    WorkloadSettings,
-    go_duration,
-    parse_hash_at,
-)
-from kube_nudge.model.declarations import Annotation, By, On
+from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT
+from kube_nudge.model.annotations import PREFIX, go_duration
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.parsing import duration_between, one_of
 from kube_nudge.model.projection import WorkloadView
+from kube_nudge.model.records import parse_hash_at
+from kube_nudge.model.shapes import Annotation, By, On, WorkloadSettings
 
 __all__ = [
     "DEFAULT_HOT_DEADLINE",
@@ -28,6 +25,7 @@ __all__ = [
     "HOT_DEADLINE",
     "HOT_FALLBACK",
     "HOT_MODEL",
+    "HOT_RELOAD",
     "HotSettings",
     "hot_reload",
     "hot_settings",
@@ -71,9 +69,37 @@ _DEADLINE = Annotation(
     parse=duration_between(MIN_HOT_DEADLINE, MAX_HOT_DEADLINE, "5s and 1h", "2m"),
     default=DEFAULT_HOT_DEADLINE,
 )
+#: Removed once every pod reloaded it, or by the fallback (and by any rollout). The time is
+#: when the change was delivered: a reload at or after it counts.
+_RELOAD = Annotation(
+    PREFIX + "hot-reload", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "strategy hot: a change delivered in place; on the workload until every pod confirmed "
+    "it (or the fallback), on each pod as the nudge that makes its kubelet refresh volumes",
+    values="HASH@UNIX_SECONDS",
+)
+# Written on pods by the `kube-nudge agent` sidecar (the names of its wire protocol, which
+# the agent shares: `kube_nudge.agentwire`).
+_AGENT_ANNOTATIONS = (
+    Annotation(
+        LOADED_AT, On.POD, By.AGENT, "when the app last reloaded successfully",
+        values="Unix seconds",
+    ),
+    Annotation(
+        LOADED_HASH, On.POD, By.AGENT,
+        "what the app last reloaded: the files' hash under the agents' key, which strategy "
+        "hot compares with the change it delivered",
+        values="JSON",
+    ),
+    Annotation(
+        RELOAD_FAILED_AT, On.POD, By.AGENT,
+        "when a reload last failed (validation, signal or HTTP call)",
+        values="Unix seconds",
+    ),
+)
 # fmt: on
 HOT_FALLBACK: Final = _FALLBACK.name
 HOT_DEADLINE: Final = _DEADLINE.name
+HOT_RELOAD: Final = _RELOAD.name
 #: Its annotations users set on a workload, in the order of README's table.
 HOT_ANNOTATIONS: Final = (_FALLBACK, _DEADLINE)
 
@@ -107,7 +133,7 @@ def _status(view: WorkloadView, running_other: int) -> tuple[str, str] | None:
 HOT_MODEL: Final = StrategyModel(
     NAME,
     doc="hot reloads in place what refreshed volumes carry and rolls for the rest",
-    annotations=HOT_ANNOTATIONS,
+    annotations=(*HOT_ANNOTATIONS, _RELOAD, *_AGENT_ANNOTATIONS),
     settings=HotSettings,
     view=_view,
     status=_status,

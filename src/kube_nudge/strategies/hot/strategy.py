@@ -1,5 +1,5 @@
 """The ``hot`` strategy: deliver a change to running pods without a rollout when every
-changed key reaches them through a refreshed volume, else roll (see ``model.hot``).
+changed key reaches them through a refreshed volume, else roll (the pure rules: ``rules``).
 
 A hot change is recorded on the workload's metadata (the adoption baseline becomes the
 new hash, and ``kube-nudge.io/hot-reload`` says which change waits for confirmation), so a
@@ -23,6 +23,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from kube_nudge.agentwire import (
+    AGENT_KEY_SECRET,
+    LOADED_AT,
+    LOADED_HASH,
+    RELOAD_FAILED_AT,
+    parse_claim,
+    parse_time,
+)
 from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.pods import matching_pods, pod_started
@@ -35,21 +43,13 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import (
-    FAILED,
-    HOT_RELOAD,
-    KEY_ID,
-    LOADED_AT,
-    RELOAD_FAILED_AT,
-    format_hash_at,
-    format_rolled_at,
-    parse_hash_at,
-)
+from kube_nudge.model.annotations import FAILED, KEY_ID
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
-from kube_nudge.model.hot import (
-    AGENT_KEY_SECRET,
-    LOADED_HASH,
+from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
+from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.strategies.base import StrategyContext, Target, changes_field
+from kube_nudge.strategies.hot.rules import (
     NotReproducible,
     PodReport,
     Verdict,
@@ -58,14 +58,16 @@ from kube_nudge.model.hot import (
     check_claim,
     claim_sources,
     judge,
-    parse_claim,
-    reported_at,
     restart_reasons,
     started_after,
 )
-from kube_nudge.model.references import SourceKind, SourceRef
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
-from kube_nudge.strategies.hot.settings import HOT_FALLBACK, HOT_MODEL, hot_reload, hot_settings
+from kube_nudge.strategies.hot.settings import (
+    HOT_FALLBACK,
+    HOT_MODEL,
+    HOT_RELOAD,
+    hot_reload,
+    hot_settings,
+)
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
@@ -96,6 +98,9 @@ class HotStrategy(AdoptsBaseline):
     capped = True  # hot reloads count against kube-nudge.io/max-rollouts too
     delivers = True
     model = HOT_MODEL
+    #: A rollout, by any strategy, supersedes the change being delivered in place
+    #: (``SupersededByRollouts``).
+    superseded_by_rollouts = (HOT_RELOAD,)
 
     def __init__(self, context: StrategyContext) -> None:
         super().__init__(context)
@@ -110,10 +115,16 @@ class HotStrategy(AdoptsBaseline):
         """A change delivered in place (``kube-nudge.io/hot-reload`` on the pod) once the
         pod's agent reloaded at or after it (``kube-nudge.io/loaded-at``), for status."""
         delivered = parse_hash_at(annotations.get(HOT_RELOAD))
-        loaded_at = reported_at(annotations.get(LOADED_AT))
+        loaded_at = parse_time(annotations.get(LOADED_AT))
         if delivered is not None and loaded_at is not None and loaded_at >= delivered[1]:
             return delivered[0]
         return None
+
+    @staticmethod
+    def pod_reloaded_at(annotations: Mapping[str, Any]) -> float | None:
+        """When the pod's agent last reloaded its config (``kube-nudge.io/loaded-at``), for
+        status (``PodReloads``)."""
+        return parse_time(annotations.get(LOADED_AT))
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll."""
@@ -225,6 +236,7 @@ class HotStrategy(AdoptsBaseline):
                 rolled_at=(*recent, now),
                 cause=f"hot reload failed: {why}",
                 key_id=assessment.key_id,
+                superseded=self._context.rollouts.superseded,
             )
             await patch_workload(self._context, target, patch)
             self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
@@ -360,8 +372,8 @@ def pod_report(pod: Mapping[str, Any], checked: Mapping[str, str | None]) -> Pod
     return PodReport(
         name=name,
         started=pod_started(pod),
-        loaded_at=reported_at(annotations.get(LOADED_AT)),
-        failed_at=reported_at(annotations.get(RELOAD_FAILED_AT)),
+        loaded_at=parse_time(annotations.get(LOADED_AT)),
+        failed_at=parse_time(annotations.get(RELOAD_FAILED_AT)),
         terminating=_terminating(pod),
         loaded_delivered=name in checked and why_not is None,
         why_not=why_not or "",

@@ -15,14 +15,14 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kube_nudge.model.annotations import CONFIG_HASH, SNAPSHOTS, WorkloadDefaults
+from kube_nudge.model.annotations import CONFIG_HASH, WorkloadDefaults
 from kube_nudge.model.hashing import SourceState
 from kube_nudge.model.podtemplate import TemplatePath, get_template, template_annotation
 from kube_nudge.model.projection import project_workload
 from kube_nudge.model.references import SourceKind, SourceRef, rename_references
 from kube_nudge.model.standins import parse_stand_ins
 from kube_nudge.strategies.snapshot.copies import copy_name
-from kube_nudge.strategies.snapshot.model import NAME
+from kube_nudge.strategies.snapshot.model import NAME, SNAPSHOTS
 
 __all__ = ["restore_snapshot_template"]
 

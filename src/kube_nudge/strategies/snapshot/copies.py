@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kube_nudge.model.annotations import PREFIX
-from kube_nudge.model.declarations import Annotation, By, On
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.hashing import SourceState
 from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.shapes import Annotation, By, On
 
 __all__ = [
     "COPY_ANNOTATIONS",

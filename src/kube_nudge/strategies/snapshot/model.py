@@ -1,5 +1,6 @@
-"""What strategy ``snapshot`` adds to the model (handed down through ``StrategyModel``):
-the labels of its copies in the annotation contract, that its templates name stand-ins
+"""What strategy ``snapshot`` adds to the model (handed down through ``StrategyModel``): its
+annotations in the contract (which copy stands for which source on a template, the hash it
+last rolled a workload to, the labels of its copies), that its templates name stand-ins
 (the copies), that it can roll back, and the hold of a workload someone rolled back to
 earlier copies (``kubectl rollout undo``)."""
 
@@ -7,15 +8,38 @@ from __future__ import annotations
 
 from typing import Final
 
+from kube_nudge.model.annotations import PREFIX
 from kube_nudge.model.decide import Assessment, Hold
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.memory import WorkloadMemory
 from kube_nudge.model.projection import WorkloadView
+from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.strategies.snapshot.copies import COPY_ANNOTATIONS
 
-__all__ = ["NAME", "SNAPSHOT_MODEL"]
+__all__ = ["NAME", "ROLLED_TO", "SNAPSHOTS", "SNAPSHOT_MODEL"]
 
 NAME: Final = "snapshot"
+
+# A table: one declaration a paragraph, as dense as the README row it makes.
+# fmt: off
+#: Which stand-in (an immutable copy) stands for which source in this template,
+#: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
+#: brings back the copies of its time (see `model.standins`).
+_SNAPSHOTS = Annotation(
+    PREFIX + "snapshots", On.POD_TEMPLATE, By.CONTROLLER,
+    "which copy stands for which source, on a template that names copies",
+    values='JSON, e.g. {"configmap/app-1a2b3c4d5e6f":"app"}',
+)
+#: A template whose own hash differs while this one still equals the desired hash was
+#: reverted on purpose (`kubectl rollout undo`): left alone until the config changes again.
+_ROLLED_TO = Annotation(
+    PREFIX + "rolled-to", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "with strategies that name copies: the hash it last rolled to; a template that differs "
+    "was reverted on purpose",
+)
+# fmt: on
+SNAPSHOTS: Final = _SNAPSHOTS.name
+ROLLED_TO: Final = _ROLLED_TO.name
 
 
 def _held_if_rolled_back(
@@ -51,9 +75,10 @@ def _rolled_back(view: WorkloadView) -> Hold:
 SNAPSHOT_MODEL: Final = StrategyModel(
     NAME,
     doc="snapshot rolls onto immutable copies of the config",
-    annotations=COPY_ANNOTATIONS,
+    annotations=(_SNAPSHOTS, _ROLLED_TO, *COPY_ANNOTATIONS),
     hold=_held_if_rolled_back,
     hold_reasons=("rolled-back", "refused"),
     rolls_back=True,
-    uses_stand_ins=True,
+    stand_ins=SNAPSHOTS,
+    rolled_to=ROLLED_TO,
 )

@@ -35,7 +35,6 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import ROLLED_TO, SNAPSHOTS
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
@@ -61,7 +60,7 @@ from kube_nudge.strategies.snapshot.copies import (
     copy_name,
     is_copy_of,
 )
-from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
+from kube_nudge.strategies.snapshot.model import ROLLED_TO, SNAPSHOT_MODEL, SNAPSHOTS
 from kube_nudge.strategies.snapshot.webhook import REVIEW_RESULTS, SnapshotWebhook
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
@@ -114,6 +113,29 @@ class SnapshotStrategy(AdoptsBaseline):
     def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
         """Its admission webhook: a re-applied manifest keeps its copies (``ServesWebhooks``)."""
         return (SnapshotWebhook(host, hmac_key),)
+
+    @staticmethod
+    def leave_stand_ins(
+        target: Target, workload: JSON, plan: Apply, recorded: Mapping[str, str | None]
+    ) -> dict[str, Any] | None:
+        """The rollout patch of a workload switched away from this strategy
+        (``NamesStandIns``): its template names the sources again (copies would keep old
+        data forever); the copies go with the revisions that still use them."""
+        path = target.kind.template_path
+        mapping_text = template_annotation(workload, path, SNAPSHOTS)
+        if mapping_text is None and ROLLED_TO not in _annotations(workload):
+            return None  # nothing of this strategy's on it (any more)
+        pod_spec = get_pod_spec(workload, path) or {}
+        mapping = parse_stand_ins(mapping_text)
+        restored = rename_references(pod_spec, lambda kind, name: mapping.get((kind, name)))
+        patch = pod_spec_patch(
+            path, pod_spec, restored, {CONFIG_HASH: plan.config_hash, SNAPSHOTS: None}
+        )
+        patch["metadata"] = {
+            **workload_preconditions(workload),
+            "annotations": {**recorded, ROLLED_TO: None},
+        }
+        return patch
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Make the copies, point the template at them: the workload rolls."""
@@ -180,7 +202,9 @@ class SnapshotStrategy(AdoptsBaseline):
         patch["metadata"] = {
             **workload_preconditions(workload),
             "annotations": {
-                **rollout_annotations(plan, assessment.key_id, cause),
+                **rollout_annotations(
+                    plan, assessment.key_id, cause, self._context.rollouts.superseded
+                ),
                 ROLLED_TO: plan.config_hash,
             },
         }
@@ -512,6 +536,10 @@ class SnapshotStrategy(AdoptsBaseline):
             raise
         self._context.metrics.writes.labels(kind=resource.kind).inc()
         return True
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
 
 
 def _revision_number(revision: Mapping[str, Any]) -> int:

@@ -16,13 +16,8 @@ the change once its agent's claim equals the data delivered, or once it started 
 change; a claim of other data (old files, a wrong key, a directory that isn't a config
 volume) is never a confirmation, however fresh its `loaded-at`.
 
-The agent's directory hash (version 2; the agent's own copy is `kube_nudge.agent.watch`,
-and a property test keeps the two equal): HMAC-SHA256 under the key over
-`b"kube-nudge-agent/v2\\n"` and then, for each file in the order of its path's UTF-8 bytes,
-the path as a field (8 bytes big-endian length, then the bytes) and the 32-byte SHA-256 of
-its content. The key id: the first 8 hex digits of HMAC-SHA256(key,
-`b"kube-nudge-agent/key-id"`). The annotation: JSON `{"dirs": {DIR: HASH or null}, "key":
-KEY_ID}` (null: the directory was missing).
+The annotations, the key, the directory hash and the claim are the agent's wire protocol,
+``kube_nudge.agentwire``, which the agent writes with: here only the kubelet's side of it.
 """
 
 from __future__ import annotations
@@ -30,17 +25,22 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import hmac
-import json
 import math
 import posixpath
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from kube_nudge.model.annotations import LOADED_HASH
+from kube_nudge.agentwire import (
+    AGENT_KEY_FIELD,
+    AGENT_KEY_SECRET,
+    MIN_KEY_BYTES,
+    Claim,
+    directory_hash,
+    key_id,
+    usable_key,
+)
 from kube_nudge.model.decide import Apply
 from kube_nudge.model.hashing import ABSENT, SourceState
 from kube_nudge.model.references import (
@@ -52,24 +52,16 @@ from kube_nudge.model.references import (
 )
 
 __all__ = [
-    "AGENT_KEY_FIELD",
-    "AGENT_KEY_SECRET",
-    "LOADED_HASH",
-    "MIN_KEY_BYTES",
     "POLL_SECONDS",
-    "Claim",
     "NotReproducible",
     "PodReport",
     "Verdict",
     "VerdictKind",
     "agent_dir_hash",
     "agent_key",
-    "agent_key_id",
     "check_claim",
     "claim_sources",
     "judge",
-    "parse_claim",
-    "reported_at",
     "restart_reasons",
     "started_after",
     "volume_files",
@@ -194,28 +186,7 @@ def started_after(started: float | None, since: float) -> bool:
     return started is not None and started >= math.floor(since) + 1
 
 
-def reported_at(value: object) -> float | None:
-    """A time the reload agent wrote on its pod (Unix seconds); None if absent or unreadable."""
-    if not isinstance(value, str):
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) else None
-
-
 # -- Confirmation by hash ------------------------------------------------------------------
-
-#: The Secret, in each namespace whose pods run the agent, with the agents' HMAC key (at
-#: `AGENT_KEY_FIELD`, 16 bytes or more); the agent's container mounts it.
-AGENT_KEY_SECRET = "kube-nudge-agent-key"  # noqa: S105  # nosec B105 # a name, not a key
-AGENT_KEY_FIELD = "key"
-MIN_KEY_BYTES = 16
-_DIR_DOMAIN = b"kube-nudge-agent/v2\n"
-_KEY_ID_DOMAIN = b"kube-nudge-agent/key-id"
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-_HEX8 = re.compile(r"[0-9a-f]{8}")
 
 Sources = Mapping[SourceRef, Mapping[str, Any] | None]
 """Sources as read from the API server (None: not found), for the moment of one check."""
@@ -226,27 +197,11 @@ class NotReproducible(Exception):
     naming volumes, sources and keys, never values."""
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """What an agent says it loaded: its key's id, and each watched directory's hash
-    (None: the directory was missing)."""
-
-    key_id: str
-    dirs: Mapping[str, str | None]
-
-
-def agent_key_id(key: bytes) -> str:
-    """The public name of an agent key (it reveals nothing that helps to guess the key)."""
-    return hmac.new(key, _KEY_ID_DOMAIN, hashlib.sha256).hexdigest()[:8]
-
-
 def agent_dir_hash(key: bytes, files: Mapping[str, bytes]) -> str:
     """The agent's hash of a directory holding ``files`` (relative path -> content)."""
-    mac = hmac.new(key, _DIR_DOMAIN, hashlib.sha256)
-    for name in sorted(path.encode("utf-8", "surrogatepass") for path in files):
-        mac.update(len(name).to_bytes(8, "big") + name)
-        mac.update(hashlib.sha256(files[name.decode("utf-8", "surrogatepass")]).digest())
-    return mac.hexdigest()
+    by_name = {path.encode("utf-8", "surrogatepass"): content for path, content in files.items()}
+    digests = ((name, hashlib.sha256(by_name[name]).digest()) for name in sorted(by_name))
+    return directory_hash(key, digests)
 
 
 def agent_key(secret: Mapping[str, Any] | None) -> bytes:
@@ -259,36 +214,15 @@ def agent_key(secret: Mapping[str, Any] | None) -> bytes:
         )
     encoded = (secret.get("data") or {}).get(AGENT_KEY_FIELD)
     try:
-        key = base64.b64decode(encoded, validate=True).strip() if isinstance(encoded, str) else b""
+        raw = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
     except (binascii.Error, ValueError):
-        key = b""
-    if len(key) < MIN_KEY_BYTES:
+        raw = b""
+    key = usable_key(raw)
+    if key is None:
         raise NotReproducible(
             f"Secret {AGENT_KEY_SECRET} has no {AGENT_KEY_FIELD!r} of {MIN_KEY_BYTES} bytes or more"
         )
     return key
-
-
-def parse_claim(value: object) -> Claim | None:
-    """The agent's `kube-nudge.io/loaded-hash`, or None if absent or not this version's."""
-    if not isinstance(value, str):
-        return None
-    try:
-        raw = json.loads(value)
-    except ValueError:
-        return None
-    if not isinstance(raw, dict) or set(raw) != {"dirs", "key"}:
-        return None
-    key_id, dirs = raw["key"], raw["dirs"]
-    if not isinstance(key_id, str) or not _HEX8.fullmatch(key_id) or not isinstance(dirs, dict):
-        return None
-    if not all(isinstance(d, str) and d.startswith("/") and _is_hash(h) for d, h in dirs.items()):
-        return None
-    return Claim(key_id, dict(dirs))
-
-
-def _is_hash(value: object) -> bool:
-    return value is None or (isinstance(value, str) and _HEX64.fullmatch(value) is not None)
 
 
 # The kubelet's layout of a volume: `MakePayload` of its configMap and secret volume
@@ -480,10 +414,10 @@ def check_claim(
     ``key``; else why not (names, never values)."""
     if claim is None:
         return "its kube-nudge.io/loaded-hash is missing or not of this version"
-    if claim.key_id != agent_key_id(key):
+    if claim.key_id != key_id(key):
         return (
             f"its agent hashes with key {claim.key_id}, not {AGENT_KEY_SECRET}'s "
-            f"({agent_key_id(key)}): mount that Secret into the agent"
+            f"({key_id(key)}): mount that Secret into the agent"
         )
     if not claim.dirs:
         return "its agent watches no directory"
