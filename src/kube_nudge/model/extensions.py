@@ -20,7 +20,10 @@ workload need:
 ``StrategyModel`` adds its decisions, which need the view and the decision's types:
 
 - ``hold``: a decision it vetoes (``model.decide`` asks the workload's strategy);
-- ``status``: a state ``kube-nudge status`` gives a workload it is delivering to.
+- ``status``: a state ``kube-nudge status`` gives a workload it is delivering to;
+- ``delivery``: how it brings a decided change to the pods (roll, reload in place, only
+  announce), what ``kube-nudge plan`` says it will do; the strategy carries out the same
+  rule when it applies.
 """
 
 from __future__ import annotations
@@ -28,12 +31,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kube_nudge.model.decide import Assessment, Hold
+from kube_nudge.model.decide import Apply, Assessment, Hold
 from kube_nudge.model.memory import WorkloadMemory
 from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.shapes import StrategyShape
 
-__all__ = ["StrategyModel"]
+__all__ = ["Delivery", "StrategyModel"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """How a strategy brings a decided change to the pods."""
+
+    verb: str
+    """``roll`` (the workload's own rollout), ``reload`` (in place, no restart) or
+    ``notify`` (announced only)."""
+    detail: str = ""
+    """Why, in words (names and keys, never values); empty: the verb says it all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,3 +59,5 @@ class StrategyModel(StrategyShape):
     status: Callable[[WorkloadView, int], tuple[str, str] | None] | None = None
     """For an adopted workload using it whose hash matches, and how many pods run another
     config: its state and detail, or None."""
+    delivery: Callable[[WorkloadView, Apply, Assessment], Delivery] | None = None
+    """How it delivers ``Apply`` to the workload's pods; None: it rolls them."""

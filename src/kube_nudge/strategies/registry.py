@@ -45,6 +45,7 @@ __all__ = [
     "Strategies",
     "StrategyFactory",
     "build_strategies",
+    "capped_by_name",
     "contract",
     "delivers",
     "model_extensions",
@@ -106,6 +107,12 @@ def unregister(name: str) -> None:
 def strategy_names() -> tuple[str, ...]:
     """The names ``kube-nudge.io/strategy`` accepts, default first."""
     return (DEFAULT_STRATEGY, *sorted(name for name in STRATEGIES if name != DEFAULT_STRATEGY))
+
+
+def capped_by_name() -> dict[str, bool]:
+    """Whether each strategy restarts pods (its rollouts count against the flap cap), by
+    name, before any instance exists (``kube-nudge plan``)."""
+    return {name: bool(getattr(factory, "capped", True)) for name, factory in STRATEGIES.items()}
 
 
 def delivers(name: str) -> bool:

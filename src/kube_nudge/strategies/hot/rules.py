@@ -41,8 +41,10 @@ from kube_nudge.agentwire import (
     key_id,
     usable_key,
 )
-from kube_nudge.model.decide import Apply
+from kube_nudge.model.decide import Apply, Assessment
+from kube_nudge.model.extensions import Delivery
 from kube_nudge.model.hashing import ABSENT, SourceState
+from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.references import (
     INIT_SUFFIX,
     SUBPATH_SUFFIX,
@@ -61,6 +63,8 @@ __all__ = [
     "agent_key",
     "check_claim",
     "claim_sources",
+    "delivery",
+    "in_place_blockers",
     "judge",
     "restart_reasons",
     "started_after",
@@ -96,6 +100,31 @@ def restart_reasons(
             through = ", ".join(_frozen_via(use)) or "a reference read at start"
             reasons.append(f"{label} keys [{', '.join(frozen)}] are read only at start ({through})")
     return reasons
+
+
+def in_place_blockers(view: WorkloadView, plan: Apply, assessment: Assessment) -> list[str]:
+    """Why ``plan`` must roll ``view`` instead of reloading in place (empty: it reloads):
+    keys only a restart delivers (``restart_reasons``), pods it can't find, or a template
+    that still names another strategy's stand-ins. What ``HotStrategy.apply`` does, and what
+    ``kube-nudge plan`` says it will."""
+    reasons = restart_reasons(plan, assessment.visible, assessment.states, view.namespace)
+    if not view.pod_selector:
+        reasons.append("its pods can't be found (no spec.selector)")
+    if view.stand_ins:
+        reasons.append("its template still names snapshot copies")
+    return reasons
+
+
+def delivery(view: WorkloadView, plan: Apply, assessment: Assessment) -> Delivery:
+    """Strategy hot's ``StrategyModel.delivery``: reload in place, or roll and why."""
+    blockers = in_place_blockers(view, plan, assessment)
+    if blockers:
+        return Delivery("roll", f"cannot reload in place: {'; '.join(blockers)}; rolls instead")
+    return Delivery(
+        "reload",
+        "reloaded in place by each pod's agent: every changed key it reads "
+        "reaches its pods through a refreshed volume",
+    )
 
 
 def _frozen_via(use: Consumption) -> list[str]:

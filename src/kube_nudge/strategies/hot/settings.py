@@ -18,6 +18,7 @@ from kube_nudge.model.parsing import duration_between, one_of
 from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.records import parse_hash_at
 from kube_nudge.model.shapes import Annotation, By, On, WorkloadSettings
+from kube_nudge.strategies.hot.rules import delivery
 
 __all__ = [
     "DEFAULT_HOT_DEADLINE",
@@ -137,4 +138,5 @@ HOT_MODEL: Final = StrategyModel(
     settings=HotSettings,
     view=_view,
     status=_status,
+    delivery=delivery,
 )

@@ -57,8 +57,8 @@ from kube_nudge.strategies.hot.rules import (
     agent_key,
     check_claim,
     claim_sources,
+    in_place_blockers,
     judge,
-    restart_reasons,
     started_after,
 )
 from kube_nudge.strategies.hot.settings import (
@@ -129,11 +129,7 @@ class HotStrategy(AdoptsBaseline):
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll."""
         view = target.view
-        reasons = restart_reasons(plan, assessment.visible, assessment.states, target.namespace)
-        if not view.pod_selector:
-            reasons.append("its pods can't be found (no spec.selector)")
-        if view.stand_ins:
-            reasons.append("its template still names snapshot copies")
+        reasons = in_place_blockers(view, plan, assessment)
         if reasons:
             self._context.metrics.hot_reloads.labels(outcome="rolled").inc()
             message = f"cannot reload in place: {'; '.join(reasons)}; rolling instead"

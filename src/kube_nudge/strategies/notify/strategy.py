@@ -13,8 +13,15 @@ from __future__ import annotations
 import logging
 
 from kube_nudge.kube.events import NORMAL
-from kube_nudge.model import Adopt, Apply, Assessment, describe_apply, describe_versions
-from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model import (
+    Adopt,
+    Apply,
+    Assessment,
+    WorkloadView,
+    describe_apply,
+    describe_versions,
+)
+from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field, notification
 
@@ -23,13 +30,18 @@ __all__ = ["NotifyStrategy"]
 log = logging.getLogger(__name__)
 
 
+def announced(view: WorkloadView, plan: Apply, assessment: Assessment) -> Delivery:
+    """Its ``StrategyModel.delivery``: a change is only announced."""
+    return Delivery("notify", "announced (Event ConfigChanged, receivers), never restarted")
+
+
 class NotifyStrategy:
     """Tell, don't restart."""
 
     name = "notify"
     capped = False  # an Event per change; the recorder folds repeats into one count
     delivers = False  # `kube-nudge status` shows its workloads as notify-only
-    model = StrategyModel(name, doc="notify only posts an Event ConfigChanged")
+    model = StrategyModel(name, doc="notify only posts an Event ConfigChanged", delivery=announced)
 
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
