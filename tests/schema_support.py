@@ -7,12 +7,21 @@ from pathlib import Path
 
 from jsonschema import Draft202012Validator
 
-SCHEMA_FILE = Path(__file__).parents[1] / "docs" / "schemas" / "status-v1.json"
+SCHEMAS = Path(__file__).parents[1] / "docs" / "schemas"
+SCHEMA_FILE = SCHEMAS / "status-v1.json"
 
 
 def status_validator() -> Draft202012Validator:
     """A validator of ``kube-nudge status -o json`` documents (docs/schemas/status-v1.json),
     the schema itself checked first."""
     schema = json.loads(SCHEMA_FILE.read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def plan_validator() -> Draft202012Validator:
+    """A validator of ``kube-nudge plan -o json`` documents (docs/schemas/plan-v1.json), the
+    schema itself checked first."""
+    schema = json.loads((SCHEMAS / "plan-v1.json").read_text())
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)

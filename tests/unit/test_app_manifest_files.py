@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.app.manifest_files import read_manifests
+from kube_nudge.app.manifest_files import Manifest, read_manifests
 
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {LEVEL: info}\n"
 SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: shop}\n"
 
 
-def names(found: list[object]) -> list[str]:
-    return [f"{m.kind}/{m.name}" for m in found]  # type: ignore[attr-defined]
+def names(found: list[Manifest]) -> list[str]:
+    return [f"{m.kind}/{m.name}" for m in found]
 
 
 def test_documents_lists_and_json_in_order(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kube_nudge.model.pacing import Hold
+from kube_nudge.model.pacing import Pacing
 from kube_nudge.runtime.queue.delaying import DelayingQueue
 from tests.unit.fakes import FakeClock
 
@@ -62,12 +62,12 @@ async def test_a_key_goes_in_the_order_it_came_due_even_after_others_were_found_
     """A pass in progress when its key's window ends: another key came due before it, and
     goes first once both are handed out."""
     queue, clock = queue_at()
-    queue.add("k", Hold(quiet=1.0, cap=1.6))
+    queue.add("k", Pacing(quiet=1.0, cap=1.6))
     queue.add("k")  # a look now, inside the window
     key = await asyncio.wait_for(queue.get(), 1)
     queue.add_after("a", 1.2)
     clock.advance(2.0)
-    queue.add("k", Hold(quiet=1.0, cap=1.6))  # a change past the window's cap: due at 1.6
+    queue.add("k", Pacing(quiet=1.0, cap=1.6))  # a change past the window's cap: due at 1.6
     assert queue.ready_at("k") == 1.6
     queue.done(key)
     assert [await next_key(queue) for _ in range(2)] == ["a", "k"]
@@ -80,7 +80,7 @@ async def test_a_change_holds_back_a_key_due_but_not_yet_taken() -> None:
     queue.add_own("w", 1.0)
     clock.advance(1.5)
     queue.add("x")  # hands down what is due: w, then x
-    queue.add("w", Hold(quiet=0.5, cap=2.0))  # the change
+    queue.add("w", Pacing(quiet=0.5, cap=2.0))  # the change
     assert queue.ready_at("w") == 2.0
     assert await next_key(queue) == "x"
     await nothing_due(queue)
@@ -90,7 +90,7 @@ async def test_a_change_holds_back_a_key_due_but_not_yet_taken() -> None:
 
 async def test_a_window_ending_during_its_keys_pass_brings_it_back_when_done() -> None:
     queue, clock = queue_at()
-    queue.add("w", Hold(quiet=1.0, cap=2.0))
+    queue.add("w", Pacing(quiet=1.0, cap=2.0))
     queue.add("w")  # a look now, inside the change's window
     key = await asyncio.wait_for(queue.get(), 1)
     assert queue.window_open(key) and queue.ready_at(key) == 1.0

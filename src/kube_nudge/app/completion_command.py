@@ -73,7 +73,8 @@ def describe(parser: argparse.ArgumentParser) -> list[Subcommand]:
                 takes_value=takes_value,
                 choices=tuple(str(c) for c in action.choices or ()),
                 is_file=takes_value and (
-                    action.dest.endswith(("file", "kubeconfig")) or metavar in ("FILE", "DIR")
+                    action.dest.endswith(("file", "kubeconfig"))
+                    or metavar.startswith(("FILE", "DIR"))
                     or action.dest in ("watch", "hmac_key_file")
                 ),
             ))  # fmt: skip

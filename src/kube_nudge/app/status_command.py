@@ -32,6 +32,7 @@ from kube_nudge.app.flags import (
     check_namespaces,
     read_installation_key,
 )
+from kube_nudge.app.tables import fit
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.reporting.status import WorkloadStatus, collect, status_document
 
@@ -142,9 +143,9 @@ def render_table(rows: Sequence[WorkloadStatus], *, width: int = 80, colour: boo
     widths = [min(max(len(r[i]) for r in table), cap) for i, cap in enumerate((40, 11, 12))]
     lines = []
     for n, (workload, state, pods, detail) in enumerate(table):
-        cells = [_fit(workload, widths[0]), state.ljust(widths[1]), _fit(pods, widths[2])]
+        cells = [fit(workload, widths[0]), state.ljust(widths[1]), fit(pods, widths[2])]
         head = "  ".join(cells) + "  "
-        line = head + _fit(detail, max(width - len(head), 10)).rstrip()
+        line = head + fit(detail, max(width - len(head), 10)).rstrip()
         if colour and n:
             code = _COLOURS.get(state, "31")
             line = line.replace(state, f"\x1b[{code}m{state}\x1b[0m", 1)
@@ -162,10 +163,6 @@ def _pods(row: WorkloadStatus) -> str:
     if row.stale_pods:
         return f"{total} ({row.stale_pods} stale)"
     return str(total)
-
-
-def _fit(text: str, width: int) -> str:
-    return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
 
 
 STATUS = StatusCommand()

@@ -1,0 +1,226 @@
+"""``kube-nudge plan``: what a config change would roll, reload, evict, announce or hold,
+before it is applied.
+
+Against the live cluster (the default) it reads, never writes, and needs what ``status``
+needs; with ``--base`` it compares two sets of manifests with no cluster at all (a pull
+request check). The decisions are the controller's own rules (``model.preview``), the
+inputs are read by ``reporting.plan`` and planned by ``reporting.planning``.
+
+Exit code 0 when nothing would roll, reload or be evicted, 1 when something would (as
+``kubectl diff`` does), 2 on bad flags or manifests, 5 when the API server is unreachable
+or refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
+from kube_nudge.app.flags import (
+    add_cluster_flags,
+    add_key_flags,
+    check_key_flags,
+    check_namespace,
+    read_installation_key,
+)
+from kube_nudge.app.manifest_files import Manifest, read_manifests
+from kube_nudge.app.tables import fit
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model.preview import Verb
+from kube_nudge.reporting.plan import live_inputs, offline_inputs, sort_objects
+from kube_nudge.reporting.planning import Inputs, Plan, PlanRow, plan_rows
+from kube_nudge.strategies.registry import capped_by_name, model_extensions, product_defaults
+
+__all__ = ["PLAN", "PlanCommand", "render_markdown", "render_table"]
+
+_MIN_WIDTH = 100
+_COLOURS = {"roll": "33", "reload": "33", "evict": "33", "hold": "31", "unknown": "31"}
+
+
+class PlanCommand:
+    """Say what kube-nudge would do when manifests are applied."""
+
+    name = "plan"
+    help = "say what applying manifests would roll, reload, evict or hold (exit 1 if any)"
+    exit_codes = (
+        (0, "nothing would roll, reload or be evicted"),
+        (1, "something would roll, reload or be evicted"),
+        (EXIT_USAGE, "a bad flag, manifest or kubeconfig; nothing was sent"),
+        (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+    )
+
+    def configure(self, parser: argparse.ArgumentParser) -> None:
+        """The flags of ``kube-nudge plan``."""
+        parser.description = (
+            "For every workload a change of ConfigMaps and Secrets in the manifests reaches: "
+            "whether kube-nudge rolls it, reloads it in place, announces it, evicts its pods "
+            "(pod-selector) or holds it, and why. Against the live cluster (read-only), or "
+            "with --base against other manifests, offline."
+        )
+        add = parser.add_argument
+        add(
+            "-f",
+            "--filename",
+            action="append",
+            default=[],
+            dest="files",
+            required=True,
+            metavar="FILE|DIR|-",
+            help="manifests to apply (repeatable; - reads stdin)",
+        )
+        add("-R", "--recursive", action="store_true", help="read directories' subdirectories")
+        add(
+            "--base",
+            action="append",
+            default=[],
+            metavar="FILE|DIR",
+            help="the manifests before (repeatable): plan offline, with no cluster",
+        )
+        add("--namespace", "-n", help="namespace of manifests that name none (default: the "
+            "context's; offline: default)")  # fmt: skip
+        add("--output", "-o", choices=["table", "json", "markdown"], default="table",
+            help="output format")  # fmt: skip
+        add_cluster_flags(parser)
+        add_key_flags(parser)
+
+    def execute(self, args: argparse.Namespace) -> int:
+        """Validate everything, read, plan, print; the exit code."""
+        if args.namespace is not None:
+            try:
+                check_namespace("--namespace", args.namespace)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        check_key_flags(args)
+        if "-" in args.base:
+            raise UsageError("--base -: the base can't be standard input; give files")
+        head = _manifests(args.files, args.recursive)
+        base = _manifests(args.base, args.recursive) if args.base else None
+        plan = _offline(base, head, args) if base is not None else _live(head, args)
+        print(_render(plan, args.output), end="")
+        return 1 if plan.acting else 0
+
+
+def _manifests(paths: Sequence[str], recursive: bool) -> list[Manifest]:
+    try:
+        return read_manifests(paths, recursive=recursive)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _plan(inputs: Inputs, notes: list[str]) -> Plan:
+    models = {model.name: model for model in model_extensions()}
+    rows = plan_rows(inputs, now=time.time(), models=models, capped=capped_by_name())
+    return Plan(rows, live=inputs.live, notes=notes)
+
+
+def _offline(base: list[Manifest], head: list[Manifest], args: argparse.Namespace) -> Plan:
+    namespace = args.namespace or "default"
+    defaults = product_defaults(compat=args.compat)
+    inputs = offline_inputs(
+        sort_objects((m.obj for m in base), namespace, BUILTIN_KINDS),
+        sort_objects((m.obj for m in head), namespace, BUILTIN_KINDS),
+        defaults=defaults,
+    )
+    return _plan(inputs, [
+        "offline: what needs the cluster is not known (the hashes recorded on workloads, the "
+        "flap cap, a stopped line, how many pods a pod-selector names); sources no manifest "
+        "names are taken to exist unchanged; a rollout window is judged as if applied now",
+    ])  # fmt: skip
+
+
+def _live(head: list[Manifest], args: argparse.Namespace) -> Plan:
+    client = connect(args)
+    try:
+        return asyncio.run(_read_live(client, head, args))
+    except ApiError as exc:
+        raise api_failure(exc, client) from None
+
+
+async def _read_live(client: KubeClient, head: list[Manifest], args: argparse.Namespace) -> Plan:
+    try:
+        key = await read_installation_key(client, args, sys.stderr)
+        namespace = args.namespace or client.default_namespace
+        given = sort_objects((m.obj for m in head), namespace, BUILTIN_KINDS)
+        defaults = product_defaults(compat=args.compat)
+        inputs = await live_inputs(client, given, defaults=defaults, hmac_key=key)
+    finally:
+        await client.aclose()
+    notes = []
+    if key is None:
+        notes.append(
+            f"without the installation key (get on secret {args.state_namespace}/"
+            f"{args.hmac_secret}): each workload is taken to run the config in the cluster now"
+        )
+    return _plan(inputs, notes)
+
+
+def _render(plan: Plan, output: str) -> str:
+    if output == "json":
+        return json.dumps(plan.document(), indent=2) + "\n"
+    if output == "markdown":
+        return render_markdown(plan)
+    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    width = max(shutil.get_terminal_size((_MIN_WIDTH, 24)).columns, _MIN_WIDTH)
+    return render_table(plan, width=width, colour=colour)
+
+
+def render_table(plan: Plan, *, width: int = _MIN_WIDTH, colour: bool = False) -> str:
+    """The plan as aligned columns that fit ``width``; REASON is cut to fit."""
+    lines = [plan.summary()]
+    lines += [f"note: {note}" for note in plan.notes]
+    if plan.rows:
+        table = [("WORKLOAD", "ACTION", "SOURCES", "REASON")]
+        table += [(_workload(r), str(r.action), _sources(r), _reason(r)) for r in plan.rows]
+        widths = [min(max(len(r[i]) for r in table), cap) for i, cap in enumerate((44, 7, 30))]
+        for n, (workload, action, sources, reason) in enumerate(table):
+            cells = [fit(workload, widths[0]), action.ljust(widths[1]), fit(sources, widths[2])]
+            head = "  ".join(cells) + "  "
+            line = (head + fit(reason, max(width - len(head), 20))).rstrip()
+            if colour and n and action in _COLOURS:
+                line = line.replace(action, f"\x1b[{_COLOURS[action]}m{action}\x1b[0m", 1)
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(plan: Plan) -> str:
+    """The plan for a pull-request comment: the summary first, then a table."""
+    lines = [f"**kube-nudge plan:** {plan.summary()}", ""]
+    lines += [f"> {note}" for note in plan.notes] + ([""] if plan.notes else [])
+    if plan.rows:
+        lines += ["| Workload | Action | Sources | Why |", "|---|---|---|---|"]
+        lines += [
+            f"| `{_workload(r)}` | **{r.action}** | {_md(_sources(r))} | {_md(_reason(r))} |"
+            for r in plan.rows
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _workload(row: PlanRow) -> str:
+    return f"{row.namespace}/{row.kind}/{row.name}"
+
+
+def _sources(row: PlanRow) -> str:
+    return "; ".join(row.sources) or "-"
+
+
+def _reason(row: PlanRow) -> str:
+    if row.action is Verb.HOLD and row.until is not None:
+        until = datetime.fromtimestamp(row.until, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"{row.reason} (until {until} at the latest)"
+    return row.reason
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+PLAN = PlanCommand()

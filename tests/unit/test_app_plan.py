@@ -1,0 +1,200 @@
+"""``kube-nudge plan --base``: the offline plan of a change between two sets of manifests,
+its three outputs, its exit codes, and no Secret value in any of them. (Against the live
+cluster: tests/integration/test_plan.py.)"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kube_nudge.app.cli import main
+from kube_nudge_dev import manifests
+from tests.schema_support import plan_validator
+
+CANARY = "s3cr3t-canary-value"
+ENABLED = {"kube-nudge.io/enabled": "true"}
+
+
+def volume_spec(source: str = "app") -> dict[str, Any]:
+    return manifests.pod_spec(
+        containers=[{"name": "app", "image": "x:1",
+                     "volumeMounts": [{"name": "c", "mountPath": "/c"}]}],
+        volumes=[{"name": "c", "configMap": {"name": source}}],
+    )  # fmt: skip
+
+
+def fleet(
+    level: str, *, image: str = "registry.invalid/app:1", more: dict[str, Any] | None = None
+) -> list[Any]:
+    """ConfigMap app (LEVEL, OTHER), Secret db, and the workloads reading them."""
+    web = manifests.deployment("web", spec=manifests.env_consumer("LEVEL"), annotations=ENABLED)
+    web["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+              "stringData": {"password": CANARY}}  # fmt: skip
+    return [
+        manifests.configmap("app", {"LEVEL": level, "OTHER": "same"}),
+        secret,
+        web,
+        manifests.deployment("hotone", spec=volume_spec(),
+                             annotations={**ENABLED, "kube-nudge.io/strategy": "hot"}),
+        manifests.deployment("told", spec=manifests.env_consumer("LEVEL"),
+                             annotations={**ENABLED, "kube-nudge.io/strategy": "notify"}),
+        manifests.deployment("gated", spec=manifests.env_consumer("LEVEL"),
+                             annotations={**ENABLED, "kube-nudge.io/approval": "required"}),
+        manifests.deployment("bystander", spec=manifests.env_consumer("LEVEL")),
+        *(more or {}).values(),
+    ]  # fmt: skip
+
+
+def write(path: Path, docs: list[Any]) -> str:
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def plan(tmp_path: Path, base: list[Any], head: list[Any], *flags: str) -> tuple[int, str, str]:
+    return _run(["plan", "-f", write(tmp_path / "head.yaml", head),
+                 "--base", write(tmp_path / "base.yaml", base), *flags])  # fmt: skip
+
+
+def _run(args: list[str]) -> tuple[int, str, str]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def rows(document: str) -> dict[str, dict[str, Any]]:
+    found = json.loads(document)
+    assert list(plan_validator().iter_errors(found)) == []
+    return {f"{w['kind']}/{w['name']}": w for w in found["workloads"]}
+
+
+def test_each_action_with_its_sources_and_reason(tmp_path: Path) -> None:
+    code, out, _ = plan(tmp_path, fleet("info"), fleet("debug"), "-o", "json")
+    assert code == 1
+    got = {name: (w["action"], w["sources"]) for name, w in rows(out).items()}
+    level = ["configmap/app [LEVEL]"]
+    assert got == {
+        "Deployment/web": ("roll", level),
+        "Deployment/hotone": ("reload", level),
+        "Deployment/told": ("notify", level),
+        "Deployment/gated": ("hold", level),
+        "Deployment/bystander": ("none", []),
+    }
+    assert rows(out)["Deployment/gated"]["hold"] == "approval"
+    assert rows(out)["Deployment/bystander"]["reason"] == "not opted in (kube-nudge.io/enabled)"
+
+
+def test_a_change_of_a_key_only_some_read_reaches_only_those(tmp_path: Path) -> None:
+    base = fleet("info")
+    head = fleet("info")
+    head[0]["data"]["OTHER"] = "changed"
+    code, out, _ = plan(tmp_path, base, head, "-o", "json")
+    found = rows(out)
+    assert found["Deployment/web"]["reason"] == "configmap/app: no key it reads changes"
+    # Only the one mounting the whole ConfigMap reads OTHER too.
+    assert {n: w["action"] for n, w in found.items() if w["action"] != "none"} == {
+        "Deployment/hotone": "reload"
+    }
+    assert code == 1
+
+
+def test_nothing_changed_is_exit_0_and_says_so(tmp_path: Path) -> None:
+    code, out, _ = plan(tmp_path, fleet("info"), fleet("info"))
+    assert code == 0
+    assert out.splitlines()[0] == "nothing this change reaches"
+
+
+def test_markdown_starts_with_the_summary_and_the_table_follows(tmp_path: Path) -> None:
+    code, out, _ = plan(tmp_path, fleet("info"), fleet("debug"), "-o", "markdown")
+    lines = out.splitlines()
+    assert code == 1
+    assert lines[0] == (
+        "**kube-nudge plan:** 1 workload rolls, 1 reloads, 1 notifies, 1 held, 1 unaffected"
+    )
+    assert "| `default/Deployment/web` | **roll** | configmap/app [LEVEL] |" in out
+
+
+def test_a_workload_whose_own_template_changes_rolls_anyway(tmp_path: Path) -> None:
+    _, out, _ = plan(tmp_path, fleet("info"), fleet("info", image="registry.invalid/app:2"),
+                     "-o", "json")  # fmt: skip
+    web = rows(out)["Deployment/web"]
+    assert (web["action"], web["templateChanges"]) == ("roll", True)
+    assert web["reason"].startswith("its own pod template changes in the input: kube-nudge adds")
+    _, out, _ = plan(tmp_path, fleet("info"), fleet("debug", image="registry.invalid/app:2"),
+                     "-o", "json")  # fmt: skip
+    assert "one rollout brings both" in rows(out)["Deployment/web"]["reason"]
+
+
+def test_rollout_orders_are_waves(tmp_path: Path) -> None:
+    def ordered(name: str, order: int) -> dict[str, Any]:
+        return manifests.deployment(name, spec=manifests.env_consumer("LEVEL"), annotations={
+            **ENABLED, "kube-nudge.io/rollout-order": str(order)})  # fmt: skip
+
+    more = {"a1": ordered("a1", 1), "b1": ordered("b1", 1), "c5": ordered("c5", 5)}
+    _, out, _ = plan(tmp_path, fleet("info", more=more), fleet("debug", more=more), "-o", "json")
+    found = rows(out)
+    assert [found[f"Deployment/{n}"]["wave"] for n in ("a1", "b1", "c5")] == [1, 1, 2]
+    assert found["Deployment/c5"]["reason"].endswith("wave 2, after order 1: a1, b1 completes")
+
+
+def test_a_pod_selector_evicts_and_a_deleted_source_holds_its_readers(tmp_path: Path) -> None:
+    base = fleet("info")
+    head = fleet("debug")
+    head[0]["metadata"]["annotations"] = {"kube-nudge.io/pod-selector": "app=legacy"}
+    base[0]["metadata"]["annotations"] = {"kube-nudge.io/pod-selector": "app=legacy"}
+    _, out, _ = plan(tmp_path, base, head, "-o", "json")
+    evict = rows(out)["Pod/app=legacy"]
+    assert evict["action"] == "evict" and "not known offline" in evict["reason"]
+    _, out, _ = plan(tmp_path, fleet("info"), fleet("info")[1:], "-o", "json")
+    web = rows(out)["Deployment/web"]
+    assert (web["action"], web["hold"]) == ("hold", "missing")
+
+
+def test_no_secret_value_in_any_output(tmp_path: Path) -> None:
+    base = fleet("info")
+    head = fleet("debug")
+    head[1]["stringData"]["password"] = CANARY + "-2"
+    head.append(
+        manifests.deployment(
+            "dbuser",
+            annotations=ENABLED,
+            spec=manifests.pod_spec(
+                containers=[{"name": "a", "image": "x", "envFrom": [{"secretRef": {"name": "db"}}]}]
+            ),
+        )
+    )
+    base.append(head[-1])
+    needles = [CANARY, base64.b64encode(CANARY.encode()).decode()[:16]]
+    for output in ("table", "json", "markdown"):
+        code, out, err = plan(tmp_path, base, head, "-o", output)
+        assert code == 1
+        assert "secret/db [password]" in out
+        assert [n for n in needles if n in out + err] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["-f", "nope.yaml"], "kube-nudge: -f 'nope.yaml': no such file or directory"),
+        (["-f", "BASE", "--base", "-"], "--base -: the base can't be standard input"),
+        (["-f", "BASE", "--base", "BASE", "-n", "Not_A_Ns"], "--namespace 'Not_A_Ns'"),
+        (["-f", "BAD"], "document 1: want apiVersion and kind"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_exit_2_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    good = write(tmp_path / "good.yaml", fleet("info"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: ConfigMap\n")
+    given = [good if a == "BASE" else str(bad) if a == "BAD" else a for a in args]
+    code, out, err = _run(["plan", *given])
+    assert (code, out) == (2, "")
+    assert says in err and err.count("\n") == 1

@@ -1,0 +1,54 @@
+"""How ``kube-nudge plan`` reads an apply: what the input sets wins, the rest stays, and a
+template changes only where the input sets something else."""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+from kube_nudge.model import CONFIG_HASH
+from kube_nudge.reporting.plan import api_object, applied, changes_template
+from kube_nudge_dev import manifests
+
+PATH = ("spec", "template")
+
+
+def live_of(given: dict[str, object]) -> dict[str, object]:
+    """``given`` as the API server stores it: defaults filled in, kube-nudge's hash on the
+    template."""
+    live = copy.deepcopy(given)
+    template = live["spec"]["template"]  # type: ignore[index]
+    container = template["spec"]["containers"][0]
+    container |= {
+        "imagePullPolicy": "IfNotPresent",
+        "terminationMessagePath": "/dev/termination-log",
+    }
+    template["spec"]["restartPolicy"] = "Always"
+    template["metadata"]["annotations"] = {CONFIG_HASH: "v1-abc"}
+    return live
+
+
+def test_defaults_and_kube_nudges_hash_are_no_change_and_stay() -> None:
+    given = manifests.deployment("web")
+    live = live_of(given)
+    assert not changes_template(live, given, PATH)
+    merged = applied(live, given)
+    assert merged["spec"]["template"]["metadata"]["annotations"] == {CONFIG_HASH: "v1-abc"}
+
+
+def test_a_field_the_input_sets_otherwise_changes_the_template() -> None:
+    given = manifests.deployment("web")
+    live = live_of(given)
+    given["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.invalid/app:2"
+    assert changes_template(live, given, PATH)
+    merged = applied(live, given)
+    assert merged["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.invalid/app:2"
+
+
+def test_a_secrets_string_data_is_stored_as_data() -> None:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
+              "data": {"a": "YQ=="}, "stringData": {"b": "bee"}}  # fmt: skip
+    stored = api_object(secret, "team")
+    assert stored["metadata"]["namespace"] == "team"
+    assert stored["data"] == {"a": "YQ==", "b": base64.b64encode(b"bee").decode()}
+    assert "stringData" not in stored and "stringData" in secret
