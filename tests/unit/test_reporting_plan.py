@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 
 from kube_nudge.model import CONFIG_HASH
 from kube_nudge.reporting.plan import api_object, applied, changes_template
@@ -52,3 +53,17 @@ def test_a_secrets_string_data_is_stored_as_data() -> None:
     assert stored["metadata"]["namespace"] == "team"
     assert stored["data"] == {"a": "YQ==", "b": base64.b64encode(b"bee").decode()}
     assert "stringData" not in stored and "stringData" in secret
+
+
+def test_a_key_the_last_apply_set_goes_and_one_it_did_not_set_stays() -> None:
+    """As kubectl apply's three-way merge: the last-applied configuration says which keys
+    the applier owns."""
+    live = manifests.configmap("app", {"A": "1", "B": "2", "SET_BY_HAND": "3"})
+    last = manifests.configmap("app", {"A": "1", "B": "2"})
+    live["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(last)
+    }
+    given = manifests.configmap("app", {"A": "9"})
+    assert applied(live, given)["data"] == {"A": "9", "SET_BY_HAND": "3"}
+    del live["metadata"]["annotations"]  # created otherwise: nothing is the applier's to drop
+    assert applied(live, given)["data"] == {"A": "9", "B": "2", "SET_BY_HAND": "3"}

@@ -38,7 +38,13 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.preview import Verb
 from kube_nudge.reporting.plan import live_inputs, offline_inputs, sort_objects
 from kube_nudge.reporting.planning import Inputs, Plan, PlanRow, plan_rows
-from kube_nudge.strategies.registry import capped_by_name, model_extensions, product_defaults
+from kube_nudge.strategies.registry import (
+    capped_by_name,
+    delivers,
+    model_extensions,
+    product_defaults,
+    strategy_names,
+)
 
 __all__ = ["PLAN", "PlanCommand", "render_markdown", "render_table"]
 
@@ -118,7 +124,10 @@ def _manifests(paths: Sequence[str], recursive: bool) -> list[Manifest]:
 
 def _plan(inputs: Inputs, notes: list[str]) -> Plan:
     models = {model.name: model for model in model_extensions()}
-    rows = plan_rows(inputs, now=time.time(), models=models, capped=capped_by_name())
+    rows = plan_rows(
+        inputs, now=time.time(), models=models, capped=capped_by_name(),
+        records={name: delivers(name) for name in strategy_names()},
+    )  # fmt: skip
     return Plan(rows, live=inputs.live, notes=notes)
 
 

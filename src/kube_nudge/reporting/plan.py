@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,8 @@ from kube_nudge.reporting.planning import Candidate, Eviction, Inputs
 __all__ = ["Objects", "api_object", "live_inputs", "offline_inputs", "sort_objects"]
 
 JSON = dict[str, Any]
+#: What ``kubectl apply`` (client-side) records of what it applied last.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 _SOURCE_KINDS = {("v1", "ConfigMap"): SourceKind.CONFIGMAP, ("v1", "Secret"): SourceKind.SECRET}
 
 
@@ -77,12 +80,31 @@ def sort_objects(
 
 
 def applied(live: Mapping[str, Any], given: Mapping[str, Any]) -> JSON:
-    """``live`` once ``given`` is applied: what ``given`` sets wins, the rest stays (maps
-    merged key by key, lists replaced)."""
+    """``live`` once ``given`` is applied as ``kubectl apply`` does: what ``given`` sets wins;
+    what it doesn't set stays, unless the last apply set it (its
+    ``kubectl.kubernetes.io/last-applied-configuration``): then it goes. Maps are merged key
+    by key, lists replaced."""
+    last = _last_applied(live)
+    return _merged(live, given, last)
+
+
+def _last_applied(live: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    try:
+        last = json.loads(annotations.get(LAST_APPLIED) or "{}")
+    except ValueError:
+        return {}
+    return last if isinstance(last, Mapping) else {}
+
+
+def _merged(live: Mapping[str, Any], given: Mapping[str, Any], last: Mapping[str, Any]) -> JSON:
     merged: JSON = copy.deepcopy(dict(live))
+    for key in last.keys() - given.keys():
+        merged.pop(key, None)  # set by the last apply, not by this one: deleted
     for key, value in given.items():
+        was = last.get(key)
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = applied(merged[key], value)
+            merged[key] = _merged(merged[key], value, was if isinstance(was, Mapping) else {})
         else:
             merged[key] = copy.deepcopy(value)
     return merged
@@ -161,7 +183,11 @@ async def live_inputs(
     ``unknown``."""
     compat = defaults.compat
     now_objects, forbidden = await _read_sources(client, given.sources)
-    readable = {ref: obj for ref, obj in given.sources.items() if ref not in forbidden}
+    readable = {
+        ref: applied(live, obj) if (live := now_objects.get(ref)) is not None else obj
+        for ref, obj in given.sources.items()
+        if ref not in forbidden
+    }
     changed = _changed(now_objects, readable, compat) | forbidden
     after_views = _views(readable, compat)
     candidates = await _live_candidates(client, given, changed, after_views, defaults, kinds)

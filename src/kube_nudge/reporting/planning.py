@@ -167,10 +167,15 @@ def plan_rows(
     now: float,
     models: Mapping[str, StrategyModel],
     capped: Mapping[str, bool],
+    records: Mapping[str, bool],
 ) -> list[PlanRow]:
-    """Every candidate's row (and each pod-selector's), sorted, with rollout waves."""
+    """Every candidate's row (and each pod-selector's), sorted, with rollout waves.
+    ``capped``: whether each strategy restarts pods; ``records``: whether it records what
+    it adopted on the workload."""
     predictions = {
-        (c.view.namespace, c.kind.resource.kind, c.name): _predict(c, inputs, now, models, capped)
+        (c.view.namespace, c.kind.resource.kind, c.name): _predict(
+            c, inputs, now, models, capped, records
+        )
         for c in inputs.candidates
     }
     rows = [
@@ -188,6 +193,7 @@ def _predict(
     now: float,
     models: Mapping[str, StrategyModel],
     capped: Mapping[str, bool],
+    records: Mapping[str, bool],
 ) -> Prediction:
     if c.unreadable:
         needs = ", ".join(c.unreadable)
@@ -203,7 +209,12 @@ def _predict(
     after = assess(view, inputs.after.get, key)
     strategy = view.settings.strategy
     siblings = _siblings(c, inputs, now, key) if inputs.live else None
-    known = inputs.hmac_key is not None
+    # With the key the recorded hash decides; a strategy that records nothing on the
+    # workload (notify: the controller remembers it in memory) is taken to run the config
+    # as it is, as a running controller adopted it.
+    known = inputs.hmac_key is not None and (
+        c.live.applied_hash is not None or records.get(strategy, True)
+    )
     return predict(
         view, before, after, now=now, capped=capped.get(strategy, True),
         strategy=models.get(strategy), applied_known=known, changed=inputs.changed,
