@@ -25,3 +25,10 @@ def plan_validator() -> Draft202012Validator:
     schema = json.loads((SCHEMAS / "plan-v1.json").read_text())
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
+
+
+def migrate_validator() -> Draft202012Validator:
+    """A validator of ``kube-nudge migrate -o json`` documents (docs/schemas/migrate-v1.json)."""
+    schema = json.loads((SCHEMAS / "migrate-v1.json").read_text())
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,12 +17,13 @@ import httpx2 as httpx
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.resources import CORE_EVENTS, CRDS, Resource
+from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import (
     CONFIG_HASH,
     template_annotation,
 )
+from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.notifications.model import Notification
 from kube_nudge.reporting.desired import desired_hash
 from kube_nudge.reporting.hmackey import load_or_create_key
@@ -29,7 +31,7 @@ from kube_nudge.runtime.manager import Manager
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev.cluster import LocalCluster, free_port
-from kube_nudge_dev.waiting import until, wait_for_object
+from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
 
 HMAC_SECRET = "kube-nudge-hmac-key"
 CONTROLLER_AGENT = "kube-nudge/"
@@ -294,3 +296,23 @@ async def wait_cli(
 ) -> tuple[int, str, str]:
     """``kube-nudge wait``; the key Secret in ``state`` (default: ``namespace``)."""
     return await cli_as(kubeconfig, namespace, "wait", *args, state=state)
+
+
+async def change_after_pods_started(
+    kube: KubeClient, namespace: str, level: str = "debug", configmap: str = "app"
+) -> None:
+    """Once every live pod of ``namespace`` started, ConfigMap ``configmap``'s LEVEL becomes
+    ``level`` (in a later second than the last start): those pods run stale config."""
+
+    def starts(found: dict[str, Any]) -> list[float]:
+        live = [p for p in found.values() if not p["metadata"].get("deletionTimestamp")]
+        stamps = [parse_timestamp((p.get("status") or {}).get("startTime")) for p in live]
+        return [s for s in stamps if s is not None] if None not in stamps else []
+
+    pods = await wait_for_objects(
+        kube, PODS.path(namespace), lambda found: bool(starts(found)), timeout=30
+    )
+    started = max(starts(pods))
+    # API timestamps have whole seconds: the change must land in a later second than the start.
+    await eventually(lambda: time.time() >= started + 1.0, timeout=5)
+    await kube.merge_patch(CONFIGMAPS.path(namespace, configmap), {"data": {"LEVEL": level}})

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -22,7 +20,6 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH
-from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.audit import Audit
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev import chart, manifests
@@ -32,8 +29,8 @@ from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_fo
 from tests.integration.accounts import RBAC, account_kubeconfig
 from tests.integration.controller_support import (
     HMAC_SECRET,
+    change_after_pods_started,
     cli_as,
-    eventually,
     running_controller,
     wait_cli,
 )
@@ -57,24 +54,6 @@ async def make_stale_legacy(kube: KubeClient, namespace: str) -> None:
         manifests.deployment("legacy", spec=manifests.env_consumer(), annotations={}),
     )
     await change_after_pods_started(kube, namespace)
-
-
-async def change_after_pods_started(kube: KubeClient, namespace: str, level: str = "debug") -> None:
-    """Once every live pod of ``namespace`` started, ConfigMap `app`'s LEVEL becomes
-    ``level`` (in a later second than the last start)."""
-
-    def starts(found: dict[str, Any]) -> list[float]:
-        live = [p for p in found.values() if not p["metadata"].get("deletionTimestamp")]
-        stamps = [parse_timestamp((p.get("status") or {}).get("startTime")) for p in live]
-        return [s for s in stamps if s is not None] if None not in stamps else []
-
-    pods = await wait_for_objects(
-        kube, PODS.path(namespace), lambda found: bool(starts(found)), timeout=30
-    )
-    started = max(starts(pods))
-    # API timestamps have whole seconds: the change must land in a later second than the start.
-    await eventually(lambda: time.time() >= started + 1.0, timeout=5)
-    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": level}})
 
 
 async def test_status_finds_stale_pods_and_clears_once_rolled(

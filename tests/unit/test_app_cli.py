@@ -76,6 +76,8 @@ def test_every_command_is_in_the_parser() -> None:
         "run",
         "status",
         "wait",
+        "plan",
+        "migrate",
         "release",
         "approve",
         "agent",
@@ -85,6 +87,7 @@ def test_every_command_is_in_the_parser() -> None:
     for command in COMMANDS:
         args = ["deployment/app"] if command.name in ("wait", "release", "approve") else []
         args = ["bash"] if command.name == "completion" else args
+        args = ["-f", "-"] if command.name == "plan" else args
         assert parser.parse_args([command.name, *args]).command == command.name
 
 

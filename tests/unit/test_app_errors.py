@@ -26,6 +26,8 @@ CLUSTER_COMMANDS = {
     "wait": ["wait", "deployment/web", "--timeout=10m"],
     "release": ["release", "deployment/web"],
     "approve": ["approve", "deployment/web"],
+    "plan": ["plan", "-f", str(Path(__file__).parents[1] / "examples/pr-check/v1/app.yaml")],
+    "migrate": ["migrate"],
 }
 KUBECONFIGS = {
     "a YAML string": '"just a string"\n',

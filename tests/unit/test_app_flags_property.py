@@ -26,6 +26,8 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.model.annotations import is_dns_label, is_dns_subdomain
 
 KEY_FILE = __file__  # 16 bytes or more: a usable HMAC key file
+#: Manifests `plan` reads (the pull-request example's).
+MANIFEST = str(Path(__file__).resolve().parents[1] / "examples" / "pr-check" / "v1" / "app.yaml")
 MISSING = "/nonexistent/kube-nudge/file"
 
 
@@ -76,7 +78,8 @@ def refused(argv: list[str], flag: str) -> None:
 
 def accepted(argv: list[str]) -> None:
     code, err = outcome(argv)
-    offline = ("completion", "annotations")  # they print and exit 0, never reach a cluster
+    # They print and exit 0, never reaching a cluster (plan with --base: offline).
+    offline = ("completion", "annotations", "plan")
     assert code is None or (code == 0 and argv[0] in offline), (argv, code, err)
 
 
@@ -303,12 +306,32 @@ FLAGS: dict[str, dict[str, Kind]] = {
     },
 }
 FLAGS["approve"] = FLAGS["release"]
+FLAGS["plan"] = {
+    # This Python file is text, but no manifest: refused like a missing one.
+    "--filename": Kind(st.just(MANIFEST), st.sampled_from([MISSING, KEY_FILE])),
+    "--base": Kind(st.just(MANIFEST), st.sampled_from([MISSING, "-", KEY_FILE])),
+    "--namespace": NAMESPACE,
+    "--output": Kind(st.sampled_from(["table", "json", "markdown"]), st.sampled_from(["md", ""])),
+    "--kubeconfig": FREE,
+    "--context": FREE,
+    "--state-namespace": NAMESPACE,
+    "--hmac-secret": NAME,
+    "--hmac-key-file": KEY,
+}
+FLAGS["migrate"] = {
+    "--kubeconfig": FREE,
+    "--context": FREE,
+    "--namespace": NAMESPACE,
+    "--output": Kind(st.sampled_from(["table", "json", "markdown"]), st.sampled_from(["md", ""])),
+}
 FLAGS["completion"] = {
     "shell": Kind(st.sampled_from(["bash", "zsh"]), st.sampled_from(["fish", "", "BASH", "sh"]))
 }
 FLAGS["annotations"] = {
     "--output": Kind(st.sampled_from(["text", "markdown"]), st.sampled_from(["json", "", "md"]))
 }
+#: A flag whose errors name it by its short form, as people type it (`plan -f`).
+SHORT = {"--filename": "-f"}
 # What each command needs besides the flag under test, and the key file for wait.
 BASE = {
     "run": ["run"],
@@ -318,6 +341,8 @@ BASE = {
     "approve": ["approve", "deployment/web"],
     "completion": ["completion", "bash"],
     "annotations": ["annotations"],
+    "plan": ["plan", f"--filename={MANIFEST}"],
+    "migrate": ["migrate"],
 }
 CASES = [(command, flag) for command, flags in FLAGS.items() for flag in flags]
 
@@ -374,7 +399,7 @@ def test_nonsense_is_refused_with_one_line_and_exit_2(
         return
     value = data.draw(kind.bad)
     shown = flag if flag.startswith("--") else ""
-    refused(argv(command, flag, value), shown)
+    refused(argv(command, flag, value), SHORT.get(shown, shown))
 
 
 @pytest.mark.parametrize(("command", "flag"), CASES)

@@ -22,6 +22,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "kube_nudge"
 #: `kube-nudge.io/...` strings in the code that are not annotations or labels.
 NOT_ANNOTATIONS = {
     "kube-nudge.io/status",  # the JSON schema of `kube-nudge status -o json`
+    "kube-nudge.io/plan",  # ... of `kube-nudge plan -o json`
+    "kube-nudge.io/migrate",  # ... of `kube-nudge migrate -o json`
     "kube-nudge.io/agent-key",  # a directory the agent's key Secret is mounted at
 }
 #: Parsed into settings, then merged by `parse_workload` into `WorkloadSettings.extra`.

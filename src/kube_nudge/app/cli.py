@@ -55,6 +55,7 @@ COMMANDS: tuple[Command, ...] = (
     LazyCommand("status", "kube_nudge.app.status_command", "STATUS"),
     LazyCommand("wait", "kube_nudge.app.wait_command", "WAIT"),
     LazyCommand("plan", "kube_nudge.app.plan_command", "PLAN"),
+    LazyCommand("migrate", "kube_nudge.app.migrate_command", "MIGRATE"),
     LazyCommand("release", "kube_nudge.app.release_command", "RELEASE"),
     LazyCommand("approve", "kube_nudge.app.release_command", "APPROVE"),
     LazyCommand("agent", "kube_nudge.app.agent_command", "AGENT"),
@@ -66,7 +67,8 @@ COMMANDS: tuple[Command, ...] = (
 EXIT_CODES: tuple[tuple[int, str], ...] = (
     (0, "success"),
     (1, "the command's negative answer: drift (status), a failed workload (wait), something "
-        "would roll (plan), a workload not stamped (release, approve), a fatal error (run)"),
+        "would roll (plan, migrate), a workload not stamped (release, approve), a fatal error "
+        "(run)"),
     (EXIT_USAGE, "usage: a bad flag, argument or kubeconfig; nothing was sent"),
     (3, "wait: timed out"),
     (4, "wait: nothing to wait for (no such workload or source, or not opted in)"),

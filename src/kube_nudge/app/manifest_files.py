@@ -53,36 +53,44 @@ class Manifest:
 
 
 def read_manifests(
-    paths: Sequence[str], *, recursive: bool = False, stdin: TextIO | None = None
+    paths: Sequence[str],
+    *,
+    recursive: bool = False,
+    stdin: TextIO | None = None,
+    flag: str = "-f",
 ) -> list[Manifest]:
-    """Every object in ``paths``, in order; ``ValueError`` (one line) on the first problem."""
+    """Every object in ``paths``, in order; ``ValueError`` (one line, starting with
+    ``flag``) on the first problem."""
     found: list[Manifest] = []
     for given in paths:
-        for name, text in _texts(given, recursive, stdin or sys.stdin):
-            found.extend(_objects(name, text))
+        for name, text in _texts(given, recursive, stdin or sys.stdin, flag):
+            try:
+                found.extend(_objects(name, text))
+            except ValueError as exc:
+                raise ValueError(f"{flag} {exc}") from None
     return found
 
 
-def _texts(given: str, recursive: bool, stdin: TextIO) -> Iterator[tuple[str, str]]:
-    """(name, text) of each file ``-f given`` stands for."""
+def _texts(given: str, recursive: bool, stdin: TextIO, flag: str) -> Iterator[tuple[str, str]]:
+    """(name, text) of each file ``flag given`` stands for."""
     if given == "-":
-        yield "standard input", stdin.read()
+        yield "- (standard input)", stdin.read()
         return
     path = Path(given)
     if path.is_dir():
         pattern = "**/*" if recursive else "*"
         files = sorted(p for p in path.glob(pattern) if p.is_file() and p.suffix in _SUFFIXES)
         for file in files:
-            yield from _texts(str(file), recursive, stdin)
+            yield from _texts(str(file), recursive, stdin, flag)
         return
     try:
         yield given, path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValueError(f"-f {given!r}: no such file or directory") from None
+        raise ValueError(f"{flag} {given!r}: no such file or directory") from None
     except UnicodeDecodeError:
-        raise ValueError(f"-f {given!r}: not text (UTF-8): want YAML or JSON") from None
+        raise ValueError(f"{flag} {given!r}: not text (UTF-8): want YAML or JSON") from None
     except OSError as exc:
-        raise ValueError(f"-f {given!r}: {exc.strerror}") from None
+        raise ValueError(f"{flag} {given!r}: {exc.strerror}") from None
 
 
 def _objects(name: str, text: str) -> Iterator[Manifest]:

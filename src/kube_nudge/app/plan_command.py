@@ -108,16 +108,16 @@ class PlanCommand:
         check_key_flags(args)
         if "-" in args.base:
             raise UsageError("--base -: the base can't be standard input; give files")
-        head = _manifests(args.files, args.recursive)
-        base = _manifests(args.base, args.recursive) if args.base else None
+        head = _manifests(args.files, args.recursive, "-f")
+        base = _manifests(args.base, args.recursive, "--base") if args.base else None
         plan = _offline(base, head, args) if base is not None else _live(head, args)
         print(_render(plan, args.output), end="")
         return 1 if plan.acting else 0
 
 
-def _manifests(paths: Sequence[str], recursive: bool) -> list[Manifest]:
+def _manifests(paths: Sequence[str], recursive: bool, flag: str) -> list[Manifest]:
     try:
-        return read_manifests(paths, recursive=recursive)
+        return read_manifests(paths, recursive=recursive, flag=flag)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
