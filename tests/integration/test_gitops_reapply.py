@@ -34,6 +34,7 @@ from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, until, wait_for_object
 from tests.integration.controller_support import (
     Running,
+    eventually,
     expected_hash,
     running_controller,
     template_hash,
@@ -85,13 +86,17 @@ CHANGES: dict[str, list[tuple[dict[str, str], int]]] = {
 }
 
 
-def documents(namespace: str, strategy: str, data: dict[str, str]) -> list[dict[str, Any]]:
-    """The manifest in Git: the ConfigMap and its consumer, opted in with ``strategy``."""
+def documents(
+    namespace: str, strategy: str, data: dict[str, str], template: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The manifest in Git: the ConfigMap and its consumer, opted in with ``strategy``,
+    its pod template annotated with ``template``."""
     annotations = {**ENABLED, "kube-nudge.io/strategy": strategy}
     configmap = manifests.configmap("app", data)
     deployment = manifests.deployment(
-        "web", replicas=2, spec=hot_consumer(), annotations=annotations
-    )
+        "web", replicas=2, spec=hot_consumer(), annotations=annotations,
+        template_annotations=template,
+    )  # fmt: skip
     for document in (configmap, deployment):
         document["metadata"]["namespace"] = namespace
         if not document["metadata"]["annotations"]:
@@ -228,3 +233,56 @@ async def agents_reload(kube: KubeClient, namespace: str, data: dict[str, str]) 
     """Play each nudged pod's agent: it reloads ``data`` and says so."""
     for pod in await nudged(kube, namespace):
         await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT, data)
+
+
+@pytest.mark.parametrize("applier", APPLIERS, ids=lambda a: a.name)
+async def test_a_commit_dropping_the_last_template_annotation(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path, applier: Applier
+) -> None:
+    """The one removal measured, inherent to client-side apply: a commit that removes the
+    last annotation of the manifest's pod template makes kubectl's three-way patch delete
+    the whole map (``annotations: null``), kube-nudge's hash with it. That commit changes
+    the template anyway (one rollout, its own); kube-nudge then records the running config
+    as its baseline and rolls nothing more, and the next config change rolls once.
+    Server-side apply removes only the annotation it applied."""
+    manifest, team = tmp_path / "app.yaml", {"team": "a"}
+
+    async def commit(data: dict[str, str], template: dict[str, str] | None) -> None:
+        write_manifest(manifest, documents(namespace, "rollout", data, template))
+        code, _, err = await kubectl(cluster, tmp_path, *applier.apply, str(manifest))
+        assert code == 0, err
+
+    def annotations(obj: dict[str, Any], on_template: bool = False) -> dict[str, str]:
+        holder = obj["spec"]["template"] if on_template else obj
+        return dict(holder["metadata"].get("annotations") or {})
+
+    path, client_side = DEPLOYMENTS.path(namespace), applier == CLIENT_SIDE
+    await commit(DATA, team)
+    await wait_for_object(kube, path, "web", deployment_complete, timeout=60)
+    async with (
+        running_controller(cluster, namespace, debounce=None) as running,
+        watching_deployment(kube, namespace, "web") as watched,
+    ):
+        await wait_for_object(kube, path, "web", lambda o: BASELINE_HASH in annotations(o),
+                              timeout=30)  # fmt: skip
+        await commit({**DATA, "LEVEL": "debug"}, team)
+        rolled = await wait_for_object(kube, path, "web", lambda o: template_hash(o, DEPLOYMENT)
+                                       is not None, timeout=30)  # fmt: skip
+        await commit({**DATA, "LEVEL": "debug"}, None)
+        after = await wait_for_object(
+            kube, path, "web", lambda o: "team" not in annotations(o, on_template=True)
+            and (not client_side or BASELINE_HASH in annotations(o)), timeout=30,
+        )  # fmt: skip
+        await running.controller.settled(timeout=30)
+        recorded = annotations(after).get(BASELINE_HASH) or template_hash(after, DEPLOYMENT)
+        assert recorded == template_hash(rolled, DEPLOYMENT)  # the same config, not rolled
+        lost = [["kube-nudge.io/config-hash"]] if client_side else []
+        assert [names for _, names in watched.lost] == lost
+        await eventually(lambda: watched.template_changes >= 2, timeout=10)  # the watch's lag
+        assert watched.template_changes == 2, watched.history()  # kube-nudge's, the commit's
+        await commit({**DATA, "LEVEL": "warn"}, None)
+        await wait_for_object(kube, path, "web", lambda o: template_hash(o, DEPLOYMENT)
+                              not in (None, recorded), timeout=30)  # fmt: skip
+        await running.controller.settled(timeout=30)
+        await eventually(lambda: watched.template_changes >= 3, timeout=10)
+        assert watched.template_changes == 3, watched.history()
