@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,18 @@ async def running_controller(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def background(work: Coroutine[Any, Any, None]) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``work`` as a task while the block runs; cancel it (and wait for it) after."""
+    task = asyncio.create_task(work)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def eventually(condition: Callable[[], bool], *, timeout: float) -> None:

@@ -20,7 +20,7 @@ from kube_nudge.model import BASELINE_HASH, CONFIG_HASH, template_annotation
 from kube_nudge.model.annotations import CHANGE_CAUSE, KEY_ID, ROLLED_AT, SNAPSHOTS
 from kube_nudge_dev.build import find_binary
 from kube_nudge_dev.cluster import LocalCluster
-from tests.integration.controller_support import audit_entries
+from tests.integration.controller_support import audit_entries, background
 
 #: The pod template of a Deployment.
 TEMPLATE = ("spec", "template")
@@ -122,13 +122,8 @@ async def reapplying(
 ) -> AsyncIterator[tuple[Reapplier, asyncio.Task[None]]]:
     """Run a ``Reapplier`` in the background while the block runs."""
     loop = Reapplier(cluster, home, applier, manifest, cadence)
-    task = asyncio.create_task(loop.run())
-    try:
+    async with background(loop.run()) as task:
         yield loop, task
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def _annotations(obj: Mapping[str, Any], on_template: bool) -> Mapping[str, Any]:
@@ -222,13 +217,8 @@ async def watching_deployment(
                 if event["type"] in ("ADDED", "MODIFIED"):
                     watched.see(obj)
 
-    task = asyncio.create_task(follow())
-    try:
+    async with background(follow()):
         yield watched
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def deployment_writes(cluster: LocalCluster, namespace: str) -> list[dict[str, Any]]:
