@@ -7,7 +7,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,18 @@ async def running_controller(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def background(work: Coroutine[Any, Any, None]) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``work`` as a task while the block runs; cancel it (and wait for it) after."""
+    task = asyncio.create_task(work)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def eventually(condition: Callable[[], bool], *, timeout: float) -> None:

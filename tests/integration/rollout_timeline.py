@@ -20,7 +20,7 @@ from kube_nudge.model.progress import progress_of
 from kube_nudge_dev import manifests
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until
-from tests.integration.controller_support import events, template_hash
+from tests.integration.controller_support import background, events, template_hash
 from tests.integration.fakekubelet import placement
 from tests.webhook_receiver import Server
 
@@ -104,13 +104,8 @@ async def watching(kube: KubeClient, namespace: str) -> AsyncIterator[Timeline]:
             if event["type"] in ("ADDED", "MODIFIED"):
                 timeline.apply(event["object"])
 
-    task = asyncio.create_task(follow())
-    try:
+    async with background(follow()):
         yield timeline
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def announced(server: Server) -> collections.Counter[tuple[str, str]]:

@@ -7,25 +7,19 @@ missing reload falls back as `kube-nudge.io/hot-fallback` says."""
 
 from __future__ import annotations
 
-import base64
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kube_nudge.agent.watch import claim, directory_files
 from kube_nudge.agentwire import (
-    AGENT_KEY_FIELD,
     AGENT_KEY_SECRET,
     LOADED_AT,
-    LOADED_HASH,
     RELOAD_FAILED_AT,
     key_id,
 )
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, REPLICASETS, SECRETS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.status import collect
@@ -34,46 +28,27 @@ from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
-from tests.agent_support import KEY, kubelet_write
+from tests.agent_support import KEY
 from tests.integration.controller_support import (
     eventually,
     posted,
     running_controller,
     template_hash,
 )
+from tests.integration.hot_support import (
+    DATA,
+    agent_key_secret,
+    agent_reports,
+    hot_consumer,
+    nudged,
+    pods,
+    replicasets,
+)
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
 HOT = {**ENABLED, "kube-nudge.io/strategy": "hot"}
-DATA = {"LEVEL": "info", "app.conf": "port 80"}
 OTHER_KEY = b"not-the-namespaces-agent-key"
-
-
-def hot_consumer() -> dict[str, Any]:
-    """Key LEVEL as an env var (read at start); the whole ConfigMap as a mounted volume."""
-    ref = {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}
-    return manifests.pod_spec(
-        volumes=[{"name": "cfg", "configMap": {"name": "app"}}],
-        containers=[{
-            "name": "app", "image": "registry.invalid/app:1",
-            "env": [{"name": "LEVEL", "valueFrom": ref}],
-            "volumeMounts": [{"name": "cfg", "mountPath": "/etc/app"}],
-        }],
-    )  # fmt: skip
-
-
-async def pods(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
-    found = await kube.get(PODS.path(namespace), labelSelector="app=web")
-    return [p for p in found["items"] if not p["metadata"].get("deletionTimestamp")]
-
-
-async def replicasets(kube: KubeClient, namespace: str) -> int:
-    return len((await kube.get(REPLICASETS.path(namespace)))["items"])
-
-
-async def workload_annotations(kube: KubeClient, namespace: str) -> dict[str, str]:
-    web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-    return dict(web["metadata"].get("annotations") or {})
 
 
 async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str, Any]]:
@@ -81,10 +56,7 @@ async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str,
     pods, once the wall clock is past the second they started in (start times have whole
     seconds: a change in that second would count as read at start)."""
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
-    await kube.create(SECRETS.path(namespace), {
-        "metadata": {"name": AGENT_KEY_SECRET},
-        "data": {AGENT_KEY_FIELD: base64.b64encode(KEY).decode()},
-    })  # fmt: skip
+    await kube.create(SECRETS.path(namespace), agent_key_secret())
     deployment = manifests.deployment(
         "web", replicas=2, spec=hot_consumer(), annotations={**HOT, **more}
     )
@@ -99,43 +71,6 @@ async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str,
     boundary = max(s for s in started if s is not None) + 1
     await eventually(lambda: time.time() >= boundary, timeout=5)
     return await pods(kube, namespace)
-
-
-async def nudged(kube: KubeClient, namespace: str) -> list[dict[str, Any]]:
-    """The pods once all carry the workload's hot-reload record."""
-    record = ""
-
-    async def all_nudged() -> bool:
-        nonlocal record
-        record = (await workload_annotations(kube, namespace)).get(HOT_RELOAD, "")
-        found = await pods(kube, namespace)
-        return bool(record) and all(
-            (p["metadata"].get("annotations") or {}).get(HOT_RELOAD) == record for p in found
-        )
-
-    await until(all_nudged, timeout=30)
-    return await pods(kube, namespace)
-
-
-def loaded(data: dict[str, str], key: bytes = KEY) -> str:
-    """What the agent records after loading ``data`` from the ConfigMap's volume at
-    /etc/app: laid out as the kubelet does, hashed by the agent's own code."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "cfg"
-        kubelet_write(root, {k: v.encode() for k, v in data.items()})
-        files = directory_files(str(root))
-    return claim((("/etc/app", files),), key, key_id(key))
-
-
-async def agent_reports(
-    kube: KubeClient, namespace: str, pod: str, annotation: str, data: dict[str, str] | None = None,
-    key: bytes = KEY,
-) -> None:  # fmt: skip
-    """What the pod's agent writes after a reload of ``data`` (or a failed one)."""
-    annotations = {annotation: f"{time.time():.3f}"}
-    if data is not None:
-        annotations[LOADED_HASH] = loaded(data, key)
-    await kube.merge_patch(PODS.path(namespace, pod), {"metadata": {"annotations": annotations}})
 
 
 async def test_a_volume_change_reloads_in_place_and_an_env_change_rolls(

@@ -12,22 +12,19 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
+from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
     PODS,
     REPLICASETS,
     SECRETS,
-    Resource,
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import source_state, template_annotation
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.reporting.status import collect
-from kube_nudge.runtime.http import HttpServer, TlsFiles
-from kube_nudge.strategies.snapshot import WEBHOOK_PATH, SnapshotWebhook
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL, copy_name
 from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import manifests
@@ -40,6 +37,7 @@ from tests.integration.controller_support import (
     running_controller,
     template_hash,
 )
+from tests.integration.snapshot_support import serving_snapshot_webhook
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -335,12 +333,6 @@ async def test_other_kinds_roll_onto_copies_owned_by_their_revisions(
     )
 
 
-WEBHOOKS = Resource(
-    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration", namespaced=False,
-)  # fmt: skip
-
-
 async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_open(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
@@ -349,79 +341,45 @@ async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_op
     await kube.create(DEPLOYMENTS.path(namespace), web())
     original = web()["spec"]["template"]["spec"]
     reapply = [{"op": "replace", "path": "/spec/template/spec", "value": original}]
-    pki = cluster.pki
-    server = HttpServer(
-        "127.0.0.1", 0, tls=TlsFiles(pki.serving_cert, pki.serving_key), name="webhook"
-    )
-    async with running_controller(cluster, namespace) as running:
-        SnapshotWebhook(running.controller, hmac_key=lambda: running.hmac_key).register(server)
-        serving = asyncio.create_task(server.run())
-        await asyncio.wait_for(server.started.wait(), 10)
-        await kube.create(WEBHOOKS.path(), {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": f"kube-nudge-{namespace}"},
-            "webhooks": [{
-                "name": "snapshot.kube-nudge.io",
-                "clientConfig": {
-                    "url": f"https://127.0.0.1:{server.port}{WEBHOOK_PATH}",
-                    "caBundle": base64.b64encode(pki.ca_cert.read_bytes()).decode(),
-                },
-                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
-                           "resources": ["deployments"], "operations": ["CREATE", "UPDATE"]}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "failurePolicy": "Ignore", "sideEffects": "None", "timeoutSeconds": 5,
-                "admissionReviewVersions": ["v1"],
-            }],
-        })  # fmt: skip
-        try:
-            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
-            rolled = await rolled_past(kube, namespace, None)
-            await running.controller.settled(timeout=30)
-            copy = rolled["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
-            assert copy != "app"
-            reviews = running.metrics.admission.labels(result="unchanged")
-            # The API server picks new webhook configurations up within a moment: dry-run
-            # updates until one reaches the webhook.
-            async with asyncio.timeout(30):
-                while reviews._value.get() == 0:
-                    await kube.request(
-                        "PATCH", DEPLOYMENTS.path(namespace, "web"), params={"dryRun": "All"},
-                        body={"metadata": {"labels": {"probe": "1"}}}, content_type=MERGE_PATCH,
-                    )  # fmt: skip
-            sets = len(await replica_sets(kube, namespace))
+    async with (
+        running_controller(cluster, namespace) as running,
+        serving_snapshot_webhook(kube, cluster, namespace, running, "web") as serving,
+    ):
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
+        rolled = await rolled_past(kube, namespace, None)
+        await running.controller.settled(timeout=30)
+        copy = rolled["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+        assert copy != "app"
+        sets = len(await replica_sets(kube, namespace))
 
-            # A GitOps re-apply of the original manifest: the stored template is unchanged.
-            await kube.request(
-                "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH, body=reapply
-            )
-            after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-            assert after["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"] == copy
-            assert after["metadata"]["generation"] == rolled["metadata"]["generation"]
-            # What the product promises: the stored template stays on the copies, however
-            # often the API server asks. It may ask more than once for one request (an update
-            # retried after a storage conflict runs admission again), so the count is at
-            # least one, not exactly one.
-            assert running.metrics.admission.labels(result="restored")._value.get() >= 1
-            await running.controller.settled(timeout=30)
-            assert len(await replica_sets(kube, namespace)) == sets
+        # A GitOps re-apply of the original manifest: the stored template is unchanged.
+        await kube.request(
+            "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH, body=reapply
+        )
+        after = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert after["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"] == copy
+        assert after["metadata"]["generation"] == rolled["metadata"]["generation"]
+        # What the product promises: the stored template stays on the copies, however
+        # often the API server asks. It may ask more than once for one request (an update
+        # retried after a storage conflict runs admission again), so the count is at
+        # least one, not exactly one.
+        assert running.metrics.admission.labels(result="restored")._value.get() >= 1
+        await running.controller.settled(timeout=30)
+        assert len(await replica_sets(kube, namespace)) == sets
 
-            # With the webhook down, the apply still succeeds (fail open), and the
-            # controller points the template back at the copies within seconds.
-            serving.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await serving
-            await kube.request(
-                "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH, body=reapply
-            )
-            await wait_for_object(
-                kube, DEPLOYMENTS.path(namespace), "web",
-                lambda o: o["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
-                == copy, timeout=30,
-            )  # fmt: skip
-        finally:
-            serving.cancel()
-            await kube.request("DELETE", WEBHOOKS.path(None, f"kube-nudge-{namespace}"))
+        # With the webhook down, the apply still succeeds (fail open), and the
+        # controller points the template back at the copies within seconds.
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        await kube.request(
+            "PATCH", DEPLOYMENTS.path(namespace, "web"), content_type=JSON_PATCH, body=reapply
+        )
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: o["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
+            == copy, timeout=30,
+        )  # fmt: skip
 
 
 async def test_a_copy_deleted_by_hand_is_made_again_at_the_next_reconcile(

@@ -246,7 +246,7 @@ def deployment(spec: dict[str, Any], template_annotations: dict[str, str]) -> di
     }  # fmt: skip
 
 
-def test_the_webhook_puts_a_reapplied_manifest_back_onto_current_copies_only() -> None:
+def test_the_webhook_keeps_a_reapplied_manifest_on_its_stored_or_current_copies() -> None:
     states = {APP: source_state(configmap(LEVEL="info")),
               DB: source_state({"data": {"password": "eA=="}})}  # fmt: skip
     copies = {ref: copy_name(KEY, ref, state, "u1") for ref, state in states.items()}
@@ -264,10 +264,17 @@ def test_the_webhook_puts_a_reapplied_manifest_back_onto_current_copies_only() -
         reapplied = deployment(pod_spec("app", "db"), template_annotations)
         assert restore(reapplied, stored) == stored["spec"]["template"]
     assert restore(stored, stored) is None  # nothing to do
-    # A source whose data changed since keeps its own name: the controller rolls it.
+    # A source whose data changed since: the template keeps the copy it stores (its pods
+    # run it), and the controller rolls once onto a new copy. A GitOps sync applies the
+    # changed ConfigMap and then the unchanged Deployment: naming the source there rolled
+    # the workload onto the source, then kube-nudge onto the copy (two rollouts).
     states[APP] = source_state(configmap(LEVEL="debug"))
-    partly = restore(deployment(pod_spec("app", "db"), kept), stored)
-    assert partly["spec"] == pod_spec("app", copies[DB])
+    assert restore(deployment(pod_spec("app", "db"), kept), stored) == stored["spec"]["template"]
+    # A copy the stored template doesn't name is never brought in for changed data (on
+    # create, or a template already back on the source): such a source keeps its name.
+    for old in (None, deployment(pod_spec("app", copies[DB]), kept)):
+        partly = restore(deployment(pod_spec("app", "db"), kept), old)
+        assert partly["spec"] == pod_spec("app", copies[DB])
     # Not a snapshot workload: never touched.
     rollout = deployment(pod_spec("app", "db"), kept)
     rollout["metadata"]["annotations"]["kube-nudge.io/strategy"] = "rollout"

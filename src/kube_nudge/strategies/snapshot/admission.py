@@ -4,9 +4,11 @@ A GitOps sync or `kubectl apply` of the original manifest names the sources agai
 (`configMap: {name: app}`), while the stored template names their copies: without a
 webhook the template changes, the workload rolls, and kube-nudge rolls it back onto the
 copies. The webhook renames such references back to the copies the template's mapping
-names, but only where the copy still holds the source's current data (its name, an HMAC of
-that data, is recomputed), so the stored template does not change and nothing rolls. A
-source whose data did change keeps its own name: the controller rolls onto a new copy.
+names, where the copy holds the source's current data (its name, an HMAC of that data, is
+recomputed) or the stored template names it already, so the stored template does not
+change and nothing rolls; for a source whose data changed, the controller then rolls once
+onto a new copy. Only a copy the stored template doesn't name, of other data than the
+source's (on a create, say), is never brought in: such a source keeps its own name.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kube_nudge.model.annotations import CONFIG_HASH, WorkloadDefaults
 from kube_nudge.model.hashing import SourceState
 from kube_nudge.model.podtemplate import TemplatePath, get_template, template_annotation
 from kube_nudge.model.projection import project_workload
-from kube_nudge.model.references import SourceKind, SourceRef, rename_references
+from kube_nudge.model.references import SourceKind, SourceRef, discover, rename_references
 from kube_nudge.model.standins import parse_stand_ins
 from kube_nudge.strategies.snapshot.copies import copy_name
 from kube_nudge.strategies.snapshot.model import NAME, SNAPSHOTS
@@ -54,6 +56,10 @@ def restore_snapshot_template(
         return None
     copy_of = {(kind, source): name for (kind, name), source in mapping.items()}
     uid = str(((old or new).get("metadata") or {}).get("uid") or "")
+    # What the stored template names: its pods run those copies. A GitOps sync applies a
+    # changed ConfigMap, then the unchanged Deployment; letting the changed source's name
+    # through there rolled the workload onto the source, then kube-nudge onto a new copy.
+    stored = {(r.kind, r.name) for r in discover((old_template or {}).get("spec") or {}, "")}
 
     def current_copy(kind: SourceKind, name: str) -> str | None:
         copy_name_now = copy_of.get((kind, name))
@@ -61,7 +67,9 @@ def restore_snapshot_template(
         state = state_of(ref)
         if copy_name_now is None or state is None or not state.present:
             return None
-        return copy_name_now if copy_name(key, ref, state, uid) == copy_name_now else None
+        if (kind, copy_name_now) in stored or copy_name(key, ref, state, uid) == copy_name_now:
+            return copy_name_now
+        return None
 
     renamed = rename_references(spec, current_copy)
     if renamed == spec:
