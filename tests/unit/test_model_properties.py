@@ -468,7 +468,13 @@ def test_parse_workload_is_total(annotations: dict[str, str], compat: bool) -> N
     assert settings_.debounce is None or 0 <= settings_.debounce <= 3600
     assert 1 <= settings_.max_rollouts <= 1000
     assert 1 <= settings_.rollout_window <= 86400
-    assert settings_.enabled == (annotations.get(ENABLED, "").strip() == "true")
+    assert settings_.enabled == _true(annotations.get(ENABLED, ""))
+
+
+def _true(value: str) -> bool:
+    """Whether a boolean annotation's value means true (Go's strconv.ParseBool spellings, as
+    README's Booleans paragraph lists them; anything else counts as unset)."""
+    return value.strip() in {"true", "True", "TRUE", "t", "T", "1"}
 
 
 @PROPS
