@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess  # nosec B404 # pip builds the wheel under test
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     [built] = out.glob("kube_nudge-*.whl")
     return built
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_put_back() -> Iterator[None]:
+    """``kube-nudge run`` under test installs its log handler on the root logger, writing to
+    the stderr pytest captured for that test, which is closed afterwards: the root logger is
+    put back after each test, so a later record (from a task an earlier test left behind)
+    never reaches a closed stream as a "Logging error" traceback in another test's output."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
