@@ -46,6 +46,12 @@ SERVICE_CIDR = "10.0.0.0/24"
 API_SERVICE_IP = "10.0.0.1"
 KWOK_POD_CIDR = "10.244.0.0/16"
 _GUARD = "KUBE-NUDGE-DEV-GUARD"
+# The jumps kube-proxy (pkg/proxy/iptables, iptablesJumpChains) and the kubelet (KUBE-FIREWALL)
+# put into the filter chains the guard must lead.
+_SYNCED_JUMPS = {
+    "OUTPUT": ("KUBE-SERVICES", "KUBE-PROXY-FIREWALL", "KUBE-FIREWALL"),
+    "FORWARD": ("KUBE-EXTERNAL-SERVICES", "KUBE-SERVICES", "KUBE-FORWARD", "KUBE-PROXY-FIREWALL"),
+}
 _API_DNAT = "KUBE-NUDGE-DEV-API"
 _LOCK = Path("/run/kube-nudge-dev/real-node.lock")
 _SNAPSHOT = Path("/run/kube-nudge-dev/host-state.json")
@@ -171,12 +177,13 @@ class RealNode:
 
     @staticmethod
     def _chains_synced() -> bool:
-        output = _run(["iptables", "-S", "OUTPUT"])
-        forward = _run(["iptables", "-S", "FORWARD"])
-        return (
-            "-j KUBE-SERVICES" in output
-            and "-j KUBE-FIREWALL" in output
-            and ("-j KUBE-FORWARD" in forward)
+        # Every jump kube-proxy and the kubelet prepend to the two chains, not just some:
+        # kube-proxy adds them one iptables call at a time, so a check that sees its first
+        # jumps can run before its last (KUBE-PROXY-FIREWALL), which would then land in
+        # front of the guard (seen in CI).
+        return all(
+            all(f"-j {target}" in rules for target in _SYNCED_JUMPS[chain])
+            for chain, rules in ((c, _run(["iptables", "-S", c])) for c in _SYNCED_JUMPS)
         )
 
     @staticmethod
