@@ -100,7 +100,7 @@ def latest_summary(document: dict[str, Any]) -> str:
         f"median of {sizes['repeat']} repetition(s); a tool still rolling after "
         f"{sizes['roll_timeout']:g} s is projected from its rate (≈), and so is any ratio "
         "resting on such a time. The spreads, the ratios and the method are in "
-        "[BENCHMARKS.md](BENCHMARKS.md).",
+        "`BENCHMARKS.md` at the repository's root.",
         "",
         "| Scenario | " + " | ".join(tools) + " |",
         "|---|" + "---|" * len(tools),
