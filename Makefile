@@ -45,7 +45,7 @@ $(DOCS_STAMP): requirements/docs.lock
 	touch $@
 
 docs: $(DOCS_STAMP)
-	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP) audit $(HADOLINT)
 	$(BIN)/ruff check src devtools/src tests bench tools
