@@ -57,7 +57,7 @@ def _figure(document: dict[str, Any], tool: str, scenario: str, metric: str, uni
     return approx + fmt(value, unit)
 
 
-#: The README's summary rows: label, scenario, metrics joined by " / ", their unit.
+#: The benchmarks page's summary rows: label, scenario, metrics joined by " / ", their unit.
 SUMMARY_ROWS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("Reaction latency p50 / p99, `--debounce 0` (ms)", "latency", ("p50_ms", "p99_ms"), ""),
     ("Reaction latency p50 / p99, kube-nudge's defaults (ms)", "latency-debounce",
@@ -87,7 +87,7 @@ def _summary_cell(document: dict[str, Any], tool: str, scenario: str,
 
 
 def latest_summary(document: dict[str, Any]) -> str:
-    """The README's table of the latest full run, and the targets."""
+    """The benchmarks page's table of the latest full run, and the targets."""
     tools = [label for label, info in document["tools"].items()
              if any(_median(document, label, s, m[0]) is not None
                     for _, s, m, _ in SUMMARY_ROWS)]  # fmt: skip

@@ -56,7 +56,7 @@ SCENARIOS: dict[str, Scenario] = {
     "memory": memory.run,
     "api-cost": api_cost.run,
     "flapping": flapping.run,
-    "agent-node": agent_node.run,  # joins the real node (root, containerd; see README)
+    "agent-node": agent_node.run,  # joins the real node (root, containerd: docs/contributing.md)
     "scale": scale.run,  # only when named in BENCH_SCENARIOS (config.EXTRA_SCENARIOS)
 }
 #: Scenarios that need no cluster: the reload agent runs beside the app, not against the API.
