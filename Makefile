@@ -4,11 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit test test-unit test-integration control-plane helm promtool prometheus manifests demo clean
+.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
 	@echo "make test   - install, lint, build/reuse the control plane, run every test"
+	@echo "make docs   - the documentation site into build/site (strict, every link checked)"
 	@echo "make test-faults - the fault suite at full size; rewrites docs/reliability.md"
 	@echo "make image  - build the controller image with podman: localhost/kube-nudge:<version>, :dev"
 	@echo "make host-packages - apt-get install what images and a real node need (root; if missing)"
@@ -32,6 +33,20 @@ $(HADOLINT): requirements/hadolint.lock
 		-r requirements/hadolint.lock
 	touch $@
 
+# The documentation site (mkdocs.yml): mkdocs-material in its own venv, pinned by hash in
+# requirements/docs.lock, out of the dev lock. Strict: a link to a missing page or anchor, or a
+# page left out of the nav, fails the build; `make test` runs it, so a broken link fails CI.
+DOCS_VENV := build/docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+$(DOCS_STAMP): requirements/docs.lock
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+		-r requirements/docs.lock
+	touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
+
 lint: $(STAMP) audit $(HADOLINT)
 	$(BIN)/ruff check src devtools/src tests bench tools
 	$(BIN)/ruff format --check src devtools/src tests bench tools
@@ -47,8 +62,10 @@ PIP_AUDIT_SERVICE ?= pypi
 AUDIT_STRICT ?=
 audit: $(STAMP)
 	$(BIN)/bandit -c pyproject.toml -r src devtools/src tools -q
-	$(BIN)/python tools/audit_deps.py requirements/dev.lock --service $(PIP_AUDIT_SERVICE) \
-		$(if $(AUDIT_STRICT),--strict)
+	for lock in requirements/dev.lock requirements/docs.lock; do \
+		$(BIN)/python tools/audit_deps.py $$lock --service $(PIP_AUDIT_SERVICE) \
+			$(if $(AUDIT_STRICT),--strict) || exit 1; \
+	done
 
 # Builds the pinned etcd/Kubernetes/kwok binaries and the real node's kubelet and kube-proxy
 # on first use (minutes), then reuses them.
@@ -102,7 +119,7 @@ test-unit: helm promtool
 test-integration: control-plane helm prometheus host-packages
 	$(BIN)/pytest tests/integration
 
-test: lint control-plane helm promtool prometheus host-packages
+test: lint docs control-plane helm promtool prometheus host-packages
 	$(BIN)/pytest
 
 # With the host packages (root) the demo's pods are real containers on the real node;

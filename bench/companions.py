@@ -39,6 +39,16 @@ def load(path: Path) -> dict[str, Any]:
     return document
 
 
+def dirty(document: dict[str, Any]) -> bool:
+    """Whether a results file was measured on a tree that was not its commit: uncommitted
+    changes (``tree.dirty``), a tree that changed during the run (``tree.end``), or, in
+    files from before ``tree`` was recorded, a ``+dirty`` commit or a commit that moved."""
+    tree, machine = document.get("tree") or {}, document.get("machine") or {}
+    marks = f"{machine.get('git_commit', '')} {machine.get('git_commit_end') or ''}"
+    return bool(tree.get("dirty") or tree.get("end") or "+dirty" in marks
+                or machine.get("git_commit_end"))  # fmt: skip
+
+
 def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, Any]:
     """``document`` with each companion run in ``results_dir`` that is newer standing in for
     its scenario; ``companions`` says which, from when, at which commit and where."""
@@ -57,9 +67,7 @@ def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, An
         merged["companions"][name] = {
             "generated": other["generated"],
             "commit": other["machine"]["git_commit"],
-            "dirty": bool((other.get("tree") or {}).get("dirty"))
-            or "+dirty" in str(other["machine"]["git_commit"])
-            or bool(other["machine"].get("git_commit_end")),
+            "dirty": dirty(other),
             "repeat": other["sizes"]["repeat"],
             "command": other["command"],
             "sizes": other["sizes"],

@@ -10,7 +10,9 @@ from::
 ``make bench`` rewrites every block after writing its results (a block whose file did not
 change comes out the same); ``python -m bench.docfigures`` does it alone, and
 ``python -m bench.docfigures --check`` (and a unit test) fails when a block differs from what
-its file gives, so no figure is copied by hand.
+its file gives, so no figure is copied by hand. A results file measured on a dirty tree (or
+a dirty companion run standing in for a scenario of the latest run) is refused: its figures
+belong to no commit (docs/contributing.md, "Figures").
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import targets
-from bench.companions import with_companions
+from bench.companions import dirty, with_companions
 from bench.config import ROOT
 from bench.profile import HTTP, LABELS, category_names
 from bench.report import fmt, provenance
@@ -55,7 +57,7 @@ def _figure(document: dict[str, Any], tool: str, scenario: str, metric: str, uni
     return approx + fmt(value, unit)
 
 
-#: The README's summary rows: label, scenario, metrics joined by " / ", their unit.
+#: The benchmarks page's summary rows: label, scenario, metrics joined by " / ", their unit.
 SUMMARY_ROWS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("Reaction latency p50 / p99, `--debounce 0` (ms)", "latency", ("p50_ms", "p99_ms"), ""),
     ("Reaction latency p50 / p99, kube-nudge's defaults (ms)", "latency-debounce",
@@ -85,7 +87,7 @@ def _summary_cell(document: dict[str, Any], tool: str, scenario: str,
 
 
 def latest_summary(document: dict[str, Any]) -> str:
-    """The README's table of the latest full run, and the targets."""
+    """The benchmarks page's table of the latest full run, and the targets."""
     tools = [label for label, info in document["tools"].items()
              if any(_median(document, label, s, m[0]) is not None
                     for _, s, m, _ in SUMMARY_ROWS)]  # fmt: skip
@@ -98,7 +100,7 @@ def latest_summary(document: dict[str, Any]) -> str:
         f"median of {sizes['repeat']} repetition(s); a tool still rolling after "
         f"{sizes['roll_timeout']:g} s is projected from its rate (≈), and so is any ratio "
         "resting on such a time. The spreads, the ratios and the method are in "
-        "[BENCHMARKS.md](BENCHMARKS.md).",
+        "`BENCHMARKS.md` at the repository's root.",
         "",
         "| Scenario | " + " | ".join(tools) + " |",
         "|---|" + "---|" * len(tools),
@@ -240,6 +242,22 @@ def documents(root: Path = ROOT) -> list[Path]:
     return sorted(path for pattern in DOCUMENTS for path in root.glob(pattern))
 
 
+class DirtySource(ValueError):
+    """A block names results measured on a tree that was not a commit."""
+
+
+def _refuse_dirty(source: str, document: dict[str, Any]) -> None:
+    runs = [source] if dirty(document) else []
+    runs += [f"its companion bench/results/{name}.json" for name, companion
+             in (document.get("companions") or {}).items() if companion["dirty"]]  # fmt: skip
+    if runs:
+        raise DirtySource(
+            f"{' and '.join(runs)} measured on a dirty tree, so its figures belong "
+            "to no commit; measure again on a committed tree, or quote the figures as "
+            "historical with their commit (docs/contributing.md, Figures)"
+        )
+
+
 def render(text: str, root: Path = ROOT) -> str:
     """``text`` with every block generated again from its results file."""
 
@@ -251,6 +269,7 @@ def render(text: str, root: Path = ROOT) -> str:
         document = json.loads(path.read_text())
         if path.stem == "latest":
             document = with_companions(document, path.parent)
+        _refuse_dirty(source, document)
         return match["open"] + RENDERERS[name](document) + match["close"]
 
     return BLOCK.sub(block, text)
@@ -263,19 +282,27 @@ def stale(root: Path = ROOT) -> list[str]:
 
 
 def update(root: Path = ROOT) -> list[Path]:
-    """Rewrite every block; return the documents changed."""
-    changed = []
-    for path in documents(root):
-        text = path.read_text()
-        new = render(text, root)
-        if new != text:
-            path.write_text(new)
-            changed.append(path)
+    """Rewrite every block; return the documents changed. Renders all of them before writing
+    any, so a refused (dirty) source leaves every page as it was."""
+    texts = {path: path.read_text() for path in documents(root)}
+    fresh = {path: render(text, root) for path, text in texts.items()}
+    changed = [path for path in texts if fresh[path] != texts[path]]
+    for path in changed:
+        path.write_text(fresh[path])
     return changed
 
 
 def main(argv: list[str]) -> int:
-    """``--check``: exit 1 naming the stale documents; else rewrite them."""
+    """``--check``: exit 1 naming the stale documents; else rewrite them. Exit 1 with one
+    line when a block names a dirty results file."""
+    try:
+        return _main(argv)
+    except DirtySource as refused:
+        print(f"bench.docfigures: {refused}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     if argv == ["--check"]:
         found = stale()
         for name in found:

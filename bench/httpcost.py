@@ -14,7 +14,7 @@ client's hand-written HTTP/1.1 (bench/minimal.py), which parses nothing but the 
 and headers.
 
 Each run writes bench/results/http.json (``--output``): every round's figures, their medians,
-the command and the tree measured; README's figures of it are generated from it
+the command and the tree measured; the pages' figures of it are generated from it
 (bench/docfigures.py). ``pip install`` the candidates that aren't dependencies before a run
 that should compare them.
 

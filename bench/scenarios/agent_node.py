@@ -192,7 +192,7 @@ def configmap(cm: str, content: str) -> JSON:
 
 
 async def agent_grant(kube: KubeClient, namespace: str) -> None:
-    """As README and the NOTES say: the namespace's agent key (ignored as a source), the
+    """As docs/reload.md and the NOTES say: the namespace's agent key (ignored as a source), the
     ServiceAccount and the chart's agent grant for it."""
     key = base64.b64encode(os.urandom(32))
     await kube.create(SECRETS.path(namespace), {

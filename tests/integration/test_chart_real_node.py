@@ -108,7 +108,7 @@ async def release(
         await asyncio.to_thread(_helm, cluster, "uninstall", rel.name, f"--namespace={state}",
                                 "--wait", "--timeout=120s")  # fmt: skip
     # Nothing cluster-scoped is left. In its namespace, only what the controller made at run
-    # time (README, Uninstall): its Lease, and its key Secret, kept on purpose so that a
+    # time (docs/install.md, Uninstall): its Lease, and its key Secret, kept on purpose so that a
     # reinstall keeps the hashes on every workload and restarts nothing.
     fullname = f"{rel.name}-kube-nudge"
     for cluster_scoped in (WEBHOOKS, CLUSTER_ROLES, POLICIES):

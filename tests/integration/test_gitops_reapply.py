@@ -217,7 +217,7 @@ class Sync:
         assert sorted(found) == (COPY_NAMES if self.strategy == "snapshot" else [])
 
     def report(self, loop: Reapplier, watched: Watched) -> None:
-        """The numbers README's GitOps section quotes (pytest -s shows them)."""
+        """The numbers docs/gitops.md quotes (pytest -s shows them)."""
         said = collections.Counter(
             line.split()[-1] for out in loop.outputs for line in out.splitlines()
             if line.startswith("deployment.apps/")

@@ -121,7 +121,7 @@ async def stale_evidence(kube: KubeClient, namespace: str, app: str, row: JSON) 
 async def grant(
     kube: KubeClient, cluster: LocalCluster, real_node: RealNode, namespace: str
 ) -> AsyncIterator[bytes]:
-    """The namespace set up for the agent as README and NOTES say: ServiceAccount `web`
+    """The namespace set up for the agent as docs/reload.md and NOTES say: ServiceAccount `web`
     with the chart's agent grant applied, Secret `kube-nudge-agent-key` with a random key
     (ignored as a source), ConfigMap `app` (app.conf: v1). Yields the agent key; removes
     the grant's cluster-scoped objects afterwards."""

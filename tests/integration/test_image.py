@@ -22,7 +22,7 @@ from kube_nudge_dev.image import RUN_LIMITS, BuiltImage, ImageError, build_image
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "65532:65532"
-# The agent is a sidecar with a 64Mi limit in the README's snippet; it runs at about 23 MiB.
+# The agent is a sidecar with a 64Mi limit in the snippet of docs/reload.md.
 AGENT_RSS_BOUND_MIB = 60
 
 # A cold build (Debian base with mmdebstrap, then pip downloads) takes minutes on 2 cores.

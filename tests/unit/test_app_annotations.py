@@ -1,5 +1,5 @@
-"""`kube-nudge annotations` and README's annotation table, both read from the declarations
-of the annotation contract (the model's and each strategy's, `registry.contract`)."""
+"""`kube-nudge annotations` and the annotation table of docs/concepts.md, both read from the
+declarations of the annotation contract (the model's and each strategy's, `registry.contract`)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,9 @@ def test_completion_offers_the_command_and_its_outputs() -> None:
     assert '--output|-o) COMPREPLY=($(compgen -W "text markdown"' in script
 
 
-def test_readme_table_is_generated_from_the_declarations() -> None:
-    """Fails when README's table differs from the declarations: run the tool it names."""
+def test_the_pages_table_is_generated_from_the_declarations() -> None:
+    """Fails when docs/concepts.md's table differs from the declarations: run the tool it
+    names."""
     check = subprocess.run(
         [sys.executable, "tools/readme_annotations.py", "--check"],
         cwd=REPO, capture_output=True, text=True, timeout=60, check=False,

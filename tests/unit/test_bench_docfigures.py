@@ -1,4 +1,5 @@
-"""Benchmark figures in README.md and docs/ come from committed results files, never by hand."""
+"""Benchmark figures in README.md and docs/ come from committed results files of a clean tree,
+never by hand (figures outside the blocks: tests/unit/test_doc_figures.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from bench import companions, docfigures, report
 from bench.config import outputs
 
 REPO = Path(__file__).resolve().parents[2]
-#: A measured figure: a number with a unit of time, memory or ratio.
-FIGURE = re.compile(r"\b\d[\d,]*(?:\.\d+)? ?(?:ms|s|MiB|MB|x)\b")
 
 
 def _blocks(text: str) -> list[re.Match[str]]:
@@ -26,9 +25,10 @@ def test_every_block_matches_its_results_file() -> None:
     assert docfigures.stale(REPO) == []
 
 
-def test_the_readme_quotes_the_results_it_names() -> None:
-    names = {m["name"] for m in _blocks((REPO / "README.md").read_text())}
-    assert {"latest-summary", "agent", "agent-node", "snapshot-cost"} <= names
+def test_the_pages_quote_the_results_they_name() -> None:
+    names = {m["name"] for path in docfigures.documents(REPO) for m in _blocks(path.read_text())}
+    assert {"latest-summary", "agent", "agent-node", "snapshot-cost", "cpu-profile",
+            "http-cost"} <= names  # fmt: skip
 
 
 def test_every_block_names_a_committed_results_file() -> None:
@@ -44,18 +44,10 @@ def test_every_block_names_a_committed_results_file() -> None:
 
 
 def test_a_hand_edited_figure_is_caught() -> None:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "reload.md").read_text()
     block = next(b for b in _blocks(text) if b["name"] == "agent")
     edited = text[: block.start("body")] + "p50 5.2 ms, p99 11.2 ms\n" + text[block.end("body") :]
     assert docfigures.render(edited, REPO) == text
-
-
-def test_the_benchmarks_section_has_no_figure_outside_the_blocks() -> None:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("## Benchmarks\n") :]
-    section = section[: section.index("\n## ", 1)]
-    outside = docfigures.BLOCK.sub("", section)
-    assert FIGURE.findall(outside) == []
 
 
 @pytest.mark.parametrize("lie", ["5.2 ms", "11.2 ms", "24.4 MB", "1.8x to 1.4x", "446 s"])
@@ -81,6 +73,48 @@ def _results(generated: str, rss: float) -> dict[str, Any]:
         "command": "BENCH_OUTPUT=agent make bench",
         "results": {"kube-nudge": {"agent": {"runs": [{"rss_mib": rss}], "summary": summary}}},
     }
+
+
+def _block(name: str, source: str) -> str:
+    return f"<!-- bench:{name} {source} -->\nold\n<!-- /bench:{name} -->\n"
+
+
+def test_a_results_file_of_a_dirty_tree_is_refused(tmp_path: Path) -> None:
+    """Its figures belong to no commit: no page may quote them, and nothing is rewritten."""
+    document = json.loads((REPO / "bench/results/latest.json").read_text())
+    (tmp_path / "bench/results").mkdir(parents=True)
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(_block("latest-summary", "bench/results/clean.json"))
+    (tmp_path / "bench/results/clean.json").write_text(json.dumps(document))
+    assert "kube-nudge at commit d737bca" in docfigures.render(page.read_text(), tmp_path)
+    document["tree"]["dirty"] = ["src/kube_nudge/model/decide.py"]
+    (tmp_path / "bench/results/dirty.json").write_text(json.dumps(document))
+    page.write_text(page.read_text() + _block("latest-summary", "bench/results/dirty.json"))
+    before = page.read_text()
+    refused = re.escape("bench/results/dirty.json measured on a dirty tree")
+    with pytest.raises(docfigures.DirtySource, match=refused):
+        docfigures.update(tmp_path)
+    assert page.read_text() == before  # the clean block was not rewritten either
+    assert docfigures.main(["--check"]) == 0  # the repository's own pages: every source clean
+
+
+def test_the_committed_dirty_agent_run_is_refused() -> None:
+    """bench/results/agent.json was measured at 46cde87+dirty: the pages quote the agent
+    scenario of the clean full run instead."""
+    with pytest.raises(docfigures.DirtySource, match=re.escape("bench/results/agent.json")):
+        docfigures.render(_block("agent", "bench/results/agent.json"), REPO)
+
+
+def test_a_dirty_companion_standing_in_on_the_latest_page_is_refused(tmp_path: Path) -> None:
+    full = _results("2026-11-23 18:41 UTC", 23.9)
+    companion = _results("2026-11-24 02:15 UTC", 24.5)
+    companion["tree"] = {"commit": "abc1234", "dirty": ["agent/agent.py"]}
+    (tmp_path / "agent.json").write_text(json.dumps(companion))
+    (tmp_path / "latest.json").write_text(json.dumps(full))
+    refused = re.escape("its companion bench/results/agent.json")
+    with pytest.raises(docfigures.DirtySource, match=refused):
+        docfigures.render(_block("agent", "latest.json"), tmp_path)
 
 
 def test_a_newer_companion_run_stands_in_for_its_scenario(tmp_path: Path) -> None:

@@ -987,8 +987,8 @@ def rendered_notes(into: Path, values: Doc, *sets: str) -> str:
 
 
 def snippet(text: str) -> Doc:
-    """The indented pod spec snippet in ``text`` (NOTES) or the README's YAML block with the
-    sidecar, parsed."""
+    """The indented pod spec snippet in ``text`` (NOTES) or docs/reload.md's YAML block with
+    the sidecar, parsed."""
     if "```yaml\n# the app's pod template spec" in text:
         block = text.split("```yaml\n# the app's pod template spec", 1)[1].split("```", 1)[0]
     else:
@@ -1042,8 +1042,8 @@ def test_notes_print_the_sidecar_with_the_charts_image_when_the_grant_is_on(
                            "admissionPolicy.enabled=false")  # fmt: skip
     assert sidecar(snippet(other))["image"] == "r.example/kn:v9"
     assert "any pod of\ntheir namespace" in other and AGENT_POLICY not in other
-    # The README's sidecar is the same but for the image and the app's uid.
-    documented = sidecar(snippet((REPO / "README.md").read_text()))
+    # The documented sidecar (docs/reload.md) is the same but for the image and the app's uid.
+    documented = sidecar(snippet((REPO / "docs" / "reload.md").read_text()))
     for c in (documented, container):
         c.pop("image")
         c["securityContext"] = {k: v for k, v in c["securityContext"].items() if k != "runAsUser"}
@@ -1067,10 +1067,10 @@ def test_helm_show_readme_gives_the_charts_readme() -> None:
     flat = " ".join(text.split())
     assert "helm install kube-nudge deploy/helm/kube-nudge" in flat
     assert "helm uninstall kube-nudge" in flat
-    # what uninstall leaves, in the project README's words
+    # what uninstall leaves, in the words of the install page (docs/install.md)
     kept = ("its Lease (inert once no replica renews it) and its key Secret "
             "`<release>-kube-nudge-hmac-key`, kept")  # fmt: skip
-    assert kept in flat and kept in " ".join((REPO / "README.md").read_text().split())
+    assert kept in flat and kept in " ".join((REPO / "docs" / "install.md").read_text().split())
     # the values it names are the chart's
     values = yaml.safe_load((REPO / chart.CHART / "values.yaml").read_text())
     for path in ("watchNamespaces", "createNamespaces", "debounce", "maxRollouts",
@@ -1080,7 +1080,7 @@ def test_helm_show_readme_gives_the_charts_readme() -> None:
                  "admissionPolicy.enabled", "leaderElection.retryPeriod"):  # fmt: skip
         node = values
         for key in path.split("."):
-            node = node[key]  # KeyError: the README names a value the chart lacks
+            node = node[key]  # KeyError: the chart's README names a value the chart lacks
         assert f"`{path.rsplit('.', 1)[-1]}" in text or f"`{path}" in text, path
 
 
@@ -1088,13 +1088,13 @@ def test_notes_and_readme_say_what_the_code_does_on_a_certificate_renewal(
     tmp_path: Path,
 ) -> None:
     """The webhook's server looks for renewed files every TLS_CHECK_SECONDS and loads them
-    into the live TLS context (runtime/http.py): no restart, in NOTES as in README."""
+    into the live TLS context (runtime/http.py): no restart, in NOTES as in docs/install.md."""
     said = (f"kube-nudge loads a renewed certificate within {TLS_CHECK_SECONDS:g} s of the "
             "kubelet updating the mounted Secret, without a restart")  # fmt: skip
     notes = " ".join(rendered_notes(tmp_path, {}, *CERT_MANAGER).split())
     assert said in notes
     assert "restart kube-nudge" not in notes
-    assert said in " ".join((REPO / "README.md").read_text().split())
+    assert said in " ".join((REPO / "docs" / "install.md").read_text().split())
 
 
 def test_the_viewer_role_reads_what_status_and_wait_read_and_no_secret() -> None:

@@ -48,3 +48,58 @@ def test_a_registry_that_does_not_exist_is_found() -> None:
     row = "| a thing | `x.py` | `NO_SUCH` in `strategies/registry.py` |"
     text = f"## Where things go\n\n| a | b | c |\n|---|---|---|\n{row}\n\n## Next\n"
     assert registries(text) == {"NO_SUCH": ["kube_nudge.strategies.registry"]}
+
+
+#: The layers whose line in design.md's drawing is a list of modules ("a · b (why) · c/").
+LISTED_LAYERS = ("reporting", "notifications", "runtime", "kube", "model")
+SRC = DESIGN.parents[1] / "src" / "kube_nudge"
+
+
+def listed_modules(text: str) -> dict[str, list[str]]:
+    """Each listed layer of the drawing (the first code block) with the module names its
+    line and continuation lines give: parentheticals dropped, the last word of each item."""
+    drawing = text.split("```", 2)[1]
+    layers: dict[str, str] = {}
+    current = ""
+    for line in drawing.splitlines():
+        word = line.split(maxsplit=1)[0] if line.strip() else ""
+        if word.isidentifier() and len(line) - len(line.lstrip()) <= 1:  # a layer's own line
+            current = word
+            line = line.lstrip()[len(word) :]
+        if current in LISTED_LAYERS:
+            layers[current] = layers.get(current, "") + " " + line.replace("│", " ")
+    found = {}
+    for layer, joined in layers.items():
+        items = re.sub(r"\([^)]*\)", " ", joined).split("·")
+        found[layer] = [item.split()[-1].rstrip(".:,") for item in items if item.split()]
+    return found
+
+
+def test_every_module_the_drawing_lists_exists() -> None:
+    listed = listed_modules(DESIGN.read_text(encoding="utf-8"))
+    assert set(listed) == set(LISTED_LAYERS), listed  # the parse found every layer
+    assert {"shapes", "decide", "pacing"} <= set(listed["model"])
+    missing = [
+        f"{layer}/{name}"
+        for layer, names in listed.items()
+        for name in names
+        if not (SRC / layer / name).is_dir()
+        and not (SRC / layer / name.removesuffix(".py")).with_suffix(".py").is_file()
+        and not (SRC / layer / name.rstrip("/")).is_dir()
+    ]
+    assert missing == []
+
+
+def test_every_file_the_design_names_exists() -> None:
+    """A backquoted ``dir/file.py`` of design.md is a file of the product, the dev tools or
+    the tests."""
+    named = set(re.findall(r"`((?:[a-z_]+/)+[a-z_]+\.py)`", DESIGN.read_text(encoding="utf-8")))
+    roots = (SRC, SRC.parents[1], SRC.parents[1] / "devtools" / "src" / "kube_nudge_dev")
+    assert len(named) > 10
+    missing = sorted(n for n in named if not any((root / n).is_file() for root in roots))
+    assert missing == []
+
+
+def test_a_module_that_does_not_exist_is_found() -> None:
+    text = "```\n model       pure: shapes · snapshots (copies) · decide\n```\n"
+    assert listed_modules(text)["model"] == ["shapes", "snapshots", "decide"]

@@ -1,4 +1,4 @@
-"""Generated blocks of documents (the fault table, README's annotation table)."""
+"""Generated blocks of documents (the fault table, the annotation table of docs/concepts.md)."""
 
 from __future__ import annotations
 

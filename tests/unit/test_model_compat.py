@@ -1,4 +1,5 @@
-"""--compat: Reloader's and Wave's annotations mean the same here (README's table)."""
+"""--compat: Reloader's and Wave's annotations mean the same here (docs/migrating.md's
+table)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_unmappable_reloader_annotations_are_reported_not_ignored() -> None:
     assert settings.enabled
     assert errors == [
         "reloader.stakater.com/rollout-strategy has no kube-nudge equivalent and is ignored "
-        "(see the README's --compat table)"
+        "(see the compat table in docs/migrating.md)"
     ]
     _, bad = parse_workload({"configmap.reloader.stakater.com/reload": "Bad_Name"}, NS, COMPAT)
     assert bad == ['--compat: invalid configmap name "Bad_Name" in a Reloader/Wave list']

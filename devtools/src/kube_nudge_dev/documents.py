@@ -1,5 +1,6 @@
 """Generated blocks of the repository's documents: the text between two marker comments,
-rewritten by a tool (the fault table of docs/reliability.md, README's annotation table)."""
+rewritten by a tool (the fault table of docs/reliability.md, the annotation table of
+docs/concepts.md)."""
 
 from __future__ import annotations
 

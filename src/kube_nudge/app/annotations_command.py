@@ -3,7 +3,7 @@ and each strategy's, ``strategies.registry.contract``): every annotation and lab
 kube-nudge reads or writes, what it goes on, who writes it, what it accepts and its default.
 
     kube-nudge annotations                  # for a terminal
-    kube-nudge annotations -o markdown      # README's table (tools/readme_annotations.py)
+    kube-nudge annotations -o markdown      # the annotation table (tools/readme_annotations.py)
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _contract() -> tuple[Annotation, ...]:
 
 
 def markdown_table(annotations: Iterable[Annotation] | None = None) -> str:
-    """A Markdown table with one row per annotation (README's; the whole contract unless
+    """A Markdown table with one row per annotation (docs/concepts.md's; the whole contract unless
     `annotations` are given)."""
     lines = [
         "| Annotation | On | Set by | Values | Default | Meaning |",
@@ -105,7 +105,7 @@ class AnnotationsCommand:
             "-o",
             choices=OUTPUTS,
             default="text",
-            help="text (default: for a terminal) or markdown (README's table)",
+            help="text (default: for a terminal) or markdown (the annotation table)",
         )
 
     def execute(self, args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ Why aiohttp: a fan-out is a thousand PATCHes in a burst, and the client's CPU pe
 is CPU the API server on the same small machine does not get. Measured side by side against
 the local control plane (``make bench-http``; bench/httpcost.py has the figures), aiohttp
 costs about a third of httpx2's CPU per PATCH (its HTTP parser is C) and comes close to the
-minimal client's hand-written HTTP/1.1; README ("The HTTP client") weighs the candidates.
+minimal client's hand-written HTTP/1.1; docs/design.md ("The HTTP client") weighs the candidates.
 
 ``kube.kubeconfig`` gives the TLS context (CA, client certificate), ``kube.credentials`` the
 credentials. Proxies from the environment are honoured as httpx2

@@ -2,7 +2,7 @@
 
 ``kube.kubeconfig`` reads the kubeconfig or in-cluster config, ``kube.credentials`` turns
 its user into a header (tokens, token files, exec plugins); the HTTP is aiohttp's
-(``kube.aiotransport``; why: README, "The HTTP client"). We talk JSON
+(``kube.aiotransport``; why: docs/design.md, "The HTTP client"). We talk JSON
 directly, parsed with orjson into plain dicts, because typed models cost memory and CPU on
 every watch event and we keep only projections.
 """

@@ -4,13 +4,13 @@ with bookmarks, keeping only projections.
 Why our own and not a library's: the Python informers available (kubernetes' SharedInformer,
 kopf) keep every full object and list without pagination, so memory grows with Secret sizes.
 Here each object is reduced by ``project`` the moment it is parsed; the full object is dropped
-at once (see README, "Why a custom informer", for the measurement).
+at once (see docs/design.md, "The informer", for the measurement).
 
 The initial state comes as a *streaming list* (KEP-3157, on by default in Kubernetes 1.34+,
 as client-go's informers do): one watch with ``sendInitialEvents=true`` delivers every object
 as an ADDED event, then a bookmark marked ``k8s.io/initial-events-end``, then the changes. No
 LIST request at all (a restart of kube-nudge on the api-cost scenario's objects went from 11
-requests to 1, see README), and one object at a time is the most ever held instead of a page
+requests to 1, see docs/design.md), and one object at a time is the most ever held instead of a page
 of 500 (a 500-Secret page of 10 KiB values is 7 MB of body plus its parsed objects). A server
 that refuses it (the feature gate off: 400/422) or ignores it (no end marker before its first
 bookmark) gets the paginated list, for this informer's lifetime.

@@ -3,7 +3,8 @@
 Our own reader of the fields kube-nudge uses (server, CA, client certificate, token, token
 file, exec plugin, basic auth, namespace), not lightkube's: importing any part of lightkube
 loads its whole client and httpx2 beside aiohttp (with the notifier moved to aiohttp, not
-loading them took 5.6 MiB of RSS and about 45 ms of CPU off every start; README, "Libraries").
+loading them took 5.6 MiB of RSS and about 45 ms of CPU off every start; docs/design.md,
+"Libraries").
 ``KubeconfigError`` says in one line what is wrong and where; no value of a credential is
 ever part of it.
 """

@@ -2,7 +2,7 @@
 
 ``KubeClient`` speaks to the API server through a ``Transport``: one request with its whole
 body, or a streamed response read line by line (watches). The product's transport is
-``kube.aiotransport.AiohttpTransport`` (why: README, "The HTTP client"); the unit tests
+``kube.aiotransport.AiohttpTransport`` (why: docs/design.md, "The HTTP client"); the unit tests
 wrap an ``httpx2.AsyncClient`` and its mock transport (``tests/unit/httpx_support.py``).
 """
 

@@ -3,7 +3,7 @@ data in `ANNOTATIONS` (name, what it goes on, who writes it, parser, default, ra
 line of documentation), and the parsing of a workload's and a source's settings from them.
 
 Adding an annotation a user sets on a workload takes its declaration below (which also
-makes its name constant) and the field of `WorkloadSettings` it fills; README's table
+makes its name constant) and the field of `WorkloadSettings` it fills; the annotation table
 (`tools/readme_annotations.py`) and `kube-nudge annotations` follow from the declaration.
 The shapes (`Annotation`, the settings, `WorkloadDefaults`) are `model.shapes`, a leaf,
 re-exported here with what they are parsed from; the formats of kube-nudge's records on a
@@ -268,7 +268,7 @@ def go_duration(seconds: float) -> str:
 _go = go_duration
 
 
-# -- The contract: every annotation, declared once (README's table has this order; a
+# -- The contract: every annotation, declared once (the annotation table has this order; a
 # workload's error messages come in it)
 
 _DECLARED: list[Annotation] = []
@@ -282,7 +282,7 @@ def _declare(annotation: Annotation) -> str:
 
 _BOOLEAN: Final = "true or false"
 
-# A table: one declaration a paragraph, its fields as dense as the README row they make.
+# A table: one declaration a paragraph, its fields as dense as the table row they make.
 # fmt: off
 
 # Set by users on the workload.
@@ -457,7 +457,7 @@ CHANGE_CAUSE: Final = _declare(Annotation(
 
 # fmt: on
 
-#: Every annotation and label of the contract, in the order of README's table.
+#: Every annotation and label of the contract, in the order of the annotation table.
 ANNOTATIONS: Final = tuple(_DECLARED)
 #: What `parse_workload` reads, in the order its messages come.
 WORKLOAD_ANNOTATIONS: Final = tuple(a for a in ANNOTATIONS if a.on is On.WORKLOAD and a.field)

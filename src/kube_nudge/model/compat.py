@@ -101,7 +101,8 @@ def translate_workload(
         name for name in annotations if name.startswith(_RELOADER_PREFIXES) and name not in _MAPPED
     )
     errors = tuple(
-        f"{name} has no kube-nudge equivalent and is ignored (see the README's --compat table)"
+        f"{name} has no kube-nudge equivalent and is ignored "
+        "(see the compat table in docs/migrating.md)"
         for name in unsupported
     )
     broader = auto or cm_auto or secret_auto or wave

@@ -7,7 +7,7 @@ strategy. Its data part (``model.shapes.StrategyShape``) is what parsing and pro
 workload need:
 
 - ``annotations``: the strategy's own declarations (parsed by the same loop as the model's,
-  listed in README's table after them);
+  listed in the annotation table after them);
 - ``settings``: builds its typed settings from its parsed workload annotations, kept in
   ``WorkloadSettings.extras`` under its name (read with ``Extras.of``);
 - ``view``: what it needs of a workload's metadata annotations, kept in

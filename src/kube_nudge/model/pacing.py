@@ -10,7 +10,7 @@ The quiet window depends on who wrote the change (the field manager of the lates
 write, from ``managedFields``): tools that write several objects one by one do so at their
 own pace, measured on the development cluster (2 cores, loaded by a test run; each figure is
 the gap between the watch events of a ConfigMap and a Secret written by one command, 15 to
-30 commands each, README "Coalescing"):
+30 commands each, docs/concepts.md "Coalescing"):
 
 - ``helm`` upgrade: 2.6-19 ms; ``kubectl apply --server-side`` (manager ``kubectl``):
   0.2-16 ms. The default quiet window, ``DEFAULT_QUIET_WINDOW``, holds them with room.

@@ -2,7 +2,7 @@
 
 An asyncio server of ours, its HTTP/1.1 parsed by h11 (``runtime/httpconn.py``), serves a
 small router inside the controller's own event loop, as a runnable on every replica
-(README, Design, has the measurements that chose it over uvicorn and aiohttp). Routes are
+(docs/design.md has the measurements that chose it over uvicorn and aiohttp). Routes are
 added before ``run``; handlers take this module's ``Request`` (the body already read, at most
 ``MAX_BODY_BYTES``, else 413) and return its ``Response``: no server framework's types reach
 the handlers, so the server can change without them. A handler that raises answers 500 with

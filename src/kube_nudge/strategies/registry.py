@@ -213,7 +213,7 @@ def product_defaults(**changes: Any) -> WorkloadDefaults:
 
 
 def contract() -> tuple[Annotation, ...]:
-    """The whole annotation contract in the order of README's table: the model's own (the
+    """The whole annotation contract in the order of the annotation table: the model's own (the
     strategy annotation naming every registered strategy), then each strategy's (in
     ``strategy_names`` order)."""
     return (

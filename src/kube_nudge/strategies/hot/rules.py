@@ -239,7 +239,7 @@ def agent_key(secret: Mapping[str, Any] | None) -> bytes:
     if secret is None:
         raise NotReproducible(
             f"there is no Secret {AGENT_KEY_SECRET} with the agents' key in this namespace "
-            "(README: the sidecar and its key)"
+            "(docs/reload.md: the agents' key)"
         )
     encoded = (secret.get("data") or {}).get(AGENT_KEY_FIELD)
     try:

@@ -52,7 +52,7 @@ class HotSettings:
 
 _DEFAULT = HotSettings()
 
-# A table: one declaration a paragraph, as dense as the README row it makes.
+# A table: one declaration a paragraph, as dense as the table row it makes.
 # fmt: off
 _FALLBACK = Annotation(
     PREFIX + "hot-fallback", On.WORKLOAD, By.USER,
@@ -101,7 +101,7 @@ _AGENT_ANNOTATIONS = (
 HOT_FALLBACK: Final = _FALLBACK.name
 HOT_DEADLINE: Final = _DEADLINE.name
 HOT_RELOAD: Final = _RELOAD.name
-#: Its annotations users set on a workload, in the order of README's table.
+#: Its annotations users set on a workload, in the order of the annotation table.
 HOT_ANNOTATIONS: Final = (_FALLBACK, _DEADLINE)
 
 

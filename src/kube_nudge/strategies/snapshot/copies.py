@@ -41,7 +41,7 @@ MAX_NAME = 253  # a ConfigMap or Secret name is a DNS subdomain
 _SUFFIX_HEX = 12
 _MAGIC = b"kube-nudge/snapshot/v1"
 
-# A table: one declaration a paragraph, as dense as the README row it makes.
+# A table: one declaration a paragraph, as dense as the table row it makes.
 # fmt: off
 # On the copies the `snapshot` strategy makes.
 _LABEL = Annotation(
@@ -63,7 +63,7 @@ _FOR = Annotation(
 SNAPSHOT_LABEL: Final = _LABEL.name
 SNAPSHOT_OF: Final = _OF.name
 SNAPSHOT_FOR: Final = _FOR.name
-#: On the copies, in the order of README's table.
+#: On the copies, in the order of the annotation table.
 COPY_ANNOTATIONS: Final = (_LABEL, _OF, _FOR)
 
 

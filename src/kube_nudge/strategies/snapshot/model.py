@@ -20,7 +20,7 @@ __all__ = ["NAME", "ROLLED_TO", "SNAPSHOTS", "SNAPSHOT_MODEL"]
 
 NAME: Final = "snapshot"
 
-# A table: one declaration a paragraph, as dense as the README row it makes.
+# A table: one declaration a paragraph, as dense as the table row it makes.
 # fmt: off
 #: Which stand-in (an immutable copy) stands for which source in this template,
 #: `{"configmap/app-1a2b3c4d5e6f": "app"}`. It travels with every revision, so an undo
