@@ -89,10 +89,11 @@ prometheus: $(STAMP)
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
 
-# The Debian packages `make image` and a real kubelet node need, in one list. Installs only the
-# missing ones (apt-get, as root); with all present it does nothing and needs no root.
+# The Debian packages `make image`, a real kubelet node and the zsh completion tests need, in
+# one list. Installs only the missing ones (apt-get, as root); with all present it does nothing
+# and needs no root.
 HOST_PACKAGES := podman buildah mmdebstrap containerd runc containernetworking-plugins \
-	iptables conntrack iproute2 gcc libc6-dev
+	iptables conntrack iproute2 gcc libc6-dev zsh
 .PHONY: host-packages image
 host-packages:
 	@command -v dpkg-query >/dev/null || { echo "make host-packages: needs a Debian host" >&2; exit 1; }

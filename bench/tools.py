@@ -31,10 +31,9 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import (
     BASELINE_HASH,
     CONFIG_HASH,
-    SourceRef,
     template_annotation,
 )
-from kube_nudge.reporting.desired import desired_hash
+from kube_nudge_dev import confighash
 from kube_nudge_dev.cluster import free_port
 
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -260,11 +259,15 @@ class KubeNudge(SubprocessTool):
         return BASELINE_HASH in annotations or self.marker(workload) is not None
 
     async def expected_markers(self, kube: KubeClient, workloads: list[JSON]) -> list[str | None]:
-        """Recompute each workload's hash from the sources as they are in the API now."""
+        """Recompute each workload's hash from the sources as they are in the API now, by
+        the independent oracle (`kube_nudge_dev.confighash`), not the product's own rules."""
         secret = await kube.get(SECRETS.path(self.state_namespace, self.hmac_secret))
         key = base64.b64decode(secret["data"]["hmac-key"])
-        cache: dict[SourceRef, JSON | None] = {}
-        return [await desired_hash(kube, DEPLOYMENT, obj, key, cache=cache) for obj in workloads]
+        cache: dict[confighash.Ref, JSON | None] = {}
+        return [
+            await confighash.expected_hash(kube, DEPLOYMENT.template_path, obj, key, cache=cache)
+            for obj in workloads
+        ]
 
 
 async def ensure_namespace(kube: KubeClient, name: str) -> None:

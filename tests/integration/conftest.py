@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
 import uuid
@@ -16,10 +15,10 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage, ImageError, build_image
-from kube_nudge_dev.manifests import CANARY
 from kube_nudge_dev.node import NodeUnavailable, RealNode
-from tests.integration.controller_support import REPLICA_LOGS
+from tests.integration.controller_support import CLI_OUTPUTS, REPLICA_LOGS
 from tests.integration.faults import FaultRun
+from tests.integration.leak_support import leaks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,8 +58,9 @@ def real_node(cluster: LocalCluster, controller_image: BuiltImage) -> RealNode:
 @pytest.fixture(scope="session")
 async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
     """An admin client for the session cluster; at the end, checks that no Secret value
-    planted by the tests leaked into a log record or an Event (the Events of each test
-    namespace as read just before it was deleted, and those still in the cluster)."""
+    planted by the tests, nor a digest of one (`leak_support`), leaked into a log record,
+    an Event (the Events of each test namespace as read just before it was deleted, and
+    those still in the cluster) or the output of a CLI command the tests ran."""
     logging.getLogger("kube_nudge").addHandler(_RECORDS)
     client = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
     yield client
@@ -69,9 +69,9 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
     await client.aclose()
     assert not _EVENT_LEAKS, f"a Secret value leaked into an Event: {_EVENT_LEAKS}"
     replica_logs = [log.read_text(errors="replace") for log in REPLICA_LOGS if log.exists()]
-    for needle in _NEEDLES:
-        assert not [r for r in _RECORDS.lines if needle in r], "a Secret value leaked into logs"
-        assert not [t for t in replica_logs if needle in t], "a Secret value leaked into logs"
+    assert not leaks(_RECORDS.lines), f"a Secret value leaked into logs: {leaks(_RECORDS.lines)}"
+    assert not leaks(replica_logs), f"a Secret value leaked into logs: {leaks(replica_logs)}"
+    assert not leaks(CLI_OUTPUTS), f"a Secret value leaked into CLI output: {leaks(CLI_OUTPUTS)}"
     assert _RECORDS.lines or any(replica_logs), "no log record at all was collected"
 
 
@@ -99,15 +99,14 @@ class _LogCollector(logging.Handler):
 
 
 _RECORDS = _LogCollector()
-_NEEDLES = (CANARY, base64.b64encode(CANARY.encode()).decode())
 _EVENT_LEAKS: list[str] = []
 """Where the leak check found a planted Secret value in an Event (checked at the end)."""
 
 
 def _read_events(where: str, events: object) -> None:
     """Note the Events of ``where`` (a list response) that carry a planted Secret value."""
-    text = orjson.dumps(events).decode()
-    _EVENT_LEAKS.extend(f"{where} (the Events' JSON holds {n!r})" for n in _NEEDLES if n in text)
+    found = leaks([orjson.dumps(events).decode()])
+    _EVENT_LEAKS.extend(f"{where} (the Events' JSON holds the {what})" for what in found)
 
 
 @pytest.fixture

@@ -25,11 +25,11 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.notifications.model import Notification
-from kube_nudge.reporting.desired import desired_hash
 from kube_nudge.reporting.hmackey import load_or_create_key
 from kube_nudge.runtime.manager import Manager
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import product_defaults
+from kube_nudge_dev import confighash
 from kube_nudge_dev.cluster import LocalCluster, free_port
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
 
@@ -37,6 +37,8 @@ HMAC_SECRET = "kube-nudge-hmac-key"
 CONTROLLER_AGENT = "kube-nudge/"
 #: Log files of every `kube-nudge run` process the session started (checked for leaks).
 REPLICA_LOGS: list[Path] = []
+#: The output of every CLI command run through `kube_nudge_cli` or `cli_as` (checked too).
+CLI_OUTPUTS: list[str] = []
 
 
 @dataclass
@@ -149,8 +151,10 @@ def controller_writes(cluster: LocalCluster, namespace: str) -> list[dict[str, A
 async def expected_hash(
     kube: KubeClient, kind: WorkloadKind, obj: dict[str, Any], key: bytes
 ) -> str:
-    """The hash computed from the sources as they are in the API right now."""
-    return await desired_hash(kube, kind, obj, key)
+    """The hash computed from the sources as they are in the API right now, by the
+    independent oracle (`kube_nudge_dev.confighash`: the documented hash, none of the
+    reconciler's rules)."""
+    return await confighash.expected_hash(kube, kind.template_path, obj, key)
 
 
 def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
@@ -272,7 +276,8 @@ async def kube_nudge_cli(cluster: LocalCluster, namespace: str, *args: str) -> t
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
-    return proc.returncode, out.decode() + err.decode()
+    CLI_OUTPUTS.append(out.decode() + err.decode())
+    return proc.returncode, CLI_OUTPUTS[-1]
 
 
 async def cli_as(
@@ -300,6 +305,7 @@ async def cli_as(
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
+    CLI_OUTPUTS.append(out.decode() + err.decode())
     return proc.returncode, out.decode(), err.decode()
 
 

@@ -24,14 +24,13 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, REPLI
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, template_annotation
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
-from kube_nudge.reporting.desired import desired_hash
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
 from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_objects
-from tests.integration.controller_support import HMAC_SECRET, template_hash
+from tests.integration.controller_support import HMAC_SECRET, expected_hash, template_hash
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 FULL = os.environ.get("FAULT_SCALE", "") == "full"
@@ -189,7 +188,7 @@ class Fleet:
         secret = await self.kube.get(SECRETS.path(self.namespace, HMAC_SECRET))
         key = base64.b64decode(secret["data"]["hmac-key"])
         path = DEPLOYMENTS.path(self.namespace)
-        want = {o["metadata"]["name"]: await desired_hash(self.kube, DEPLOYMENT, o, key)
+        want = {o["metadata"]["name"]: await expected_hash(self.kube, DEPLOYMENT, o, key)
                 for o in (await self.kube.get(path))["items"]}  # fmt: skip
         try:
             found = await wait_for_objects(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,9 +23,8 @@ from tests.integration.controller_support import HMAC_SECRET
 pytestmark = pytest.mark.cluster
 
 
-async def cli(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, str, float]:
-    """Run ``kube-nudge ARGS`` in ``namespace``: exit code, stderr, seconds taken."""
-    started = time.monotonic()
+async def cli(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, str]:
+    """Run ``kube-nudge ARGS`` in ``namespace``: exit code, stderr."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "kube_nudge", *args, f"--kubeconfig={kubeconfig}",
         f"--namespace={namespace}",
@@ -36,7 +34,7 @@ async def cli(kubeconfig: Path, namespace: str, *args: str) -> tuple[int, str, f
     assert proc.returncode is not None
     text = err.decode()
     assert "Traceback" not in text, text
-    return proc.returncode, text, time.monotonic() - started
+    return proc.returncode, text
 
 
 async def test_forbidden_names_the_verb_and_the_resource(
@@ -61,7 +59,7 @@ async def test_forbidden_names_the_verb_and_the_resource(
             f"patch deployments.apps 'web' in namespace '{namespace}'",
         ),
     ]:
-        exit_code, err, _ = await cli(config, namespace, *args)
+        exit_code, err = await cli(config, namespace, *args)
         assert exit_code == code, (args, err)
         [line] = err.splitlines()
         assert f"forbidden: may not {says} on {server}: " in line and user in line, line
@@ -83,9 +81,10 @@ async def test_wait_with_nothing_to_wait_for_ends_at_once(
         (("configmap/ap",), f"{namespace}/configmap/ap: not found"),
         (("configmap/app",), f"{namespace}/configmap/app: no opted-in workload consumes it"),
     ]:
-        code, err, took = await cli(
+        # With --timeout=10m, a wait that waited would outlast cli's own 120 s limit.
+        code, err = await cli(
             cluster.kubeconfig, namespace, "wait", *targets, "--timeout=10m", state
         )
         assert code == 4, err
         assert err.startswith("kube-nudge: nothing to wait for: ") and says in err, err
-        assert err.count("\n") == 1 and took < 60  # at once, not after --timeout
+        assert err.count("\n") == 1

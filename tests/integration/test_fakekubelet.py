@@ -4,7 +4,6 @@ deadline while the old pods keep serving; env is resolved as a kubelet resolves 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -88,7 +87,6 @@ async def test_a_bad_config_never_becomes_available_and_misses_its_progress_dead
 
         # A bad config: the new pod runs but never becomes Ready; the old ones keep serving.
         await roll(kube, namespace, "bad")
-        rolled = time.monotonic()
         fewest_available = 2
 
         async def deadline_exceeded() -> bool:
@@ -102,8 +100,6 @@ async def test_a_bad_config_never_becomes_available_and_misses_its_progress_dead
             )
 
         await until(deadline_exceeded, DEADLINE + TIMEOUT)
-        elapsed = time.monotonic() - rolled
-        assert elapsed >= DEADLINE - 1, elapsed  # condition times have 1 s resolution
         assert fewest_available == 2
         status = (await kube.get(path))["status"]
         assert (status["updatedReplicas"], status["availableReplicas"]) == (1, 2)
@@ -115,6 +111,11 @@ async def test_a_bad_config_never_becomes_available_and_misses_its_progress_dead
         assert len(pods) == 3 and len(unready) == 1
         assert unready[0]["status"]["phase"] == "Running"
         assert condition(unready[0], "Ready")["reason"] == "ConfigInvalid"
+        # It is the new ReplicaSet, the unready pod's, that timed out progressing.
+        [owner] = unready[0]["metadata"]["ownerReferences"]
+        progressing = condition(await kube.get(path), "Progressing")
+        assert progressing["message"] == f'ReplicaSet "{owner["name"]}" has timed out progressing.'
+
         assert unready[0]["metadata"]["annotations"]["kube-nudge.test/level"] == "bad"
 
         # A good config rolls out past the failed one; scaled-down pods are really deleted.

@@ -44,6 +44,7 @@ from kube_nudge_dev.nodepods import kubectl
 from kube_nudge_dev.waiting import until, wait_for_object
 from tests.integration.accounts import account_kubeconfig
 from tests.integration.controller_support import HMAC_SECRET, running_controller, template_hash
+from tests.integration.leak_support import leaks
 from tests.schema_support import plan_validator
 
 pytestmark = pytest.mark.cluster
@@ -228,7 +229,7 @@ async def plan_json(cluster: LocalCluster, namespace: str, path: Path) -> dict[s
     document: dict[str, Any] = json.loads(out)
     assert list(plan_validator().iter_errors(document)) == []
     assert document["acting"] == (proc.returncode == 1)
-    assert manifests.CANARY not in out.decode() + err.decode()
+    assert leaks([out.decode() + err.decode()]) == []
     return document
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH
+from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.audit import Audit
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev import chart, manifests
@@ -31,6 +32,7 @@ from tests.integration.controller_support import (
     HMAC_SECRET,
     change_after_pods_started,
     cli_as,
+    eventually,
     running_controller,
     wait_cli,
 )
@@ -209,10 +211,11 @@ async def test_the_charts_viewer_role_is_enough_for_status_and_wait(
         )
         await kube.create(CONFIGMAPS.path(namespace),
                           manifests.configmap("app", {"LEVEL": "info"}))  # fmt: skip
-        await kube.create(SECRETS.path(namespace), manifests.secret("db", {"pw": "x"}))
+        secret = await kube.create(SECRETS.path(namespace), manifests.secret("db", {"pw": "x"}))
         # API times have whole seconds: pods that start in the second their config was
         # written can't prove they read it (without the key).
-        await asyncio.sleep(1.1)
+        written = parse_timestamp(secret["metadata"]["creationTimestamp"]) or 0.0
+        await eventually(lambda: time.time() >= written + 1.0, timeout=5)
         reads_secret = manifests.pod_spec(containers=[{
             "name": "app", "image": "registry.invalid/app:1",
             "env": [{"name": "PW", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}],

@@ -18,6 +18,14 @@ def k(name: str) -> WorkloadKey:
     return (BUILTIN_KINDS[0], "ns", name)
 
 
+async def after_timers_due(delay: float) -> None:
+    """Return once every timer set so far with ``delay`` or less would have fired: the event
+    loop runs timers in order of their deadlines, so one set now for ``delay`` comes last."""
+    due = asyncio.Event()
+    asyncio.get_running_loop().call_later(delay, due.set)
+    await asyncio.wait_for(due.wait(), 10)
+
+
 def looks_over(
     waiting: list[str] | None = None,
 ) -> tuple[NextLooks, WorkQueue[WorkloadKey], FakeClock, list[str]]:
@@ -47,7 +55,7 @@ async def test_a_requeue_is_queued_work_and_a_follow_up_is_only_a_timer() -> Non
     assert queue.ready_at(k("held")) == 105.0 and len(queue) == 1
     looks.after(k("rolled"), Outcome(Action.ROLLED, follow_up=0.01))
     assert queue.ready_at(k("rolled")) is None  # not work in progress (Controller.settled)
-    await asyncio.sleep(0.05)
+    await after_timers_due(0.01)
     assert queue.ready_at(k("rolled")) == 100.0  # at its deadline: queued, at once
 
 
@@ -59,7 +67,7 @@ async def test_each_pass_replaces_the_follow_up_and_stopping_cancels_them() -> N
     looks.after(k("b"), Outcome(Action.FAILED))  # keeps its follow-up
     looks.after(k("c"), Outcome(Action.ROLLED, follow_up=0.01))
     looks.stop()
-    await asyncio.sleep(0.05)
+    await after_timers_due(0.01)
     assert queue.ready_at(k("a")) is None and queue.ready_at(k("c")) is None
     assert queue.ready_at(k("b")) is not None
 

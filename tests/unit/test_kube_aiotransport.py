@@ -199,7 +199,7 @@ async def test_an_unreachable_server_is_named_as_a_connect_error() -> None:
 async def test_events_go_on_their_own_connections() -> None:
     """Two Event POSTs and a rollout's PATCH in flight at once: the PATCH never waits for a
     connection an Event holds, and the Events' pool opens only its own few connections."""
-    release = asyncio.Event()
+    release, holding = asyncio.Event(), asyncio.Event()
     peers: dict[str, set[int]] = {"events": set(), "writes": set()}
 
     async def answer(request: web.Request) -> web.Response:
@@ -208,6 +208,7 @@ async def test_events_go_on_their_own_connections() -> None:
         port = transport.get_extra_info("peername")[1]
         if "/events" in request.path:
             peers["events"].add(port)
+            holding.set()
             await release.wait()
         else:
             peers["writes"].add(port)
@@ -223,8 +224,9 @@ async def test_events_go_on_their_own_connections() -> None:
             events.append(asyncio.create_task(kube.request(
                 "POST", "/api/v1/namespaces/a/events", body={}, limiter=kube.event_limiter
             )))  # fmt: skip
-            await asyncio.sleep(0.1)
-            await asyncio.wait_for(kube.merge_patch("/apis/apps/v1/x", {}), 2.0)
+            # The first Event holds the Events' one connection, the second waits for it.
+            await asyncio.wait_for(holding.wait(), 10)
+            await asyncio.wait_for(kube.merge_patch("/apis/apps/v1/x", {}), 10)
             release.set()
             await asyncio.gather(*events)
         finally:

@@ -128,6 +128,8 @@ def configmap(name: str, data: dict[str, str], annotations: dict[str, str] | Non
 
 #: Planted in every Secret the tests create; conftest checks that it never leaks.
 CANARY = f"kn-canary-{uuid.uuid4().hex}"
+#: What a test changes the canary to, so a change of a consumed key carries one too.
+CANARY_NEXT = f"kn-canary-next-{uuid.uuid4().hex}"
 
 
 def secret(

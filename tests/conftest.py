@@ -1,0 +1,3 @@
+"""Plugins of every test session (unit and integration)."""
+
+pytest_plugins = ["tests.skips"]
