@@ -44,6 +44,7 @@ CODE = (re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE), re.compile(r"`[^`\
 #: sentence) and hold a figure.
 SETTINGS: dict[str, str] = {
     "3 rollouts per 5 minutes": "the default flap cap, 3/5m",
+    "with\nup to 20% jitter": "the leader election's retry jitter (runtime/leader.py)",
     "at most 3 times in 5 minutes": "the default flap cap, 3/5m",
     "changed for 50 ms": "--quiet-window's default",
     "quiet for 50 ms": "--quiet-window's default",
