@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from kube_nudge.app.cli import build_parser
+from kube_nudge.app.run_command import RUN
 from kube_nudge.model import CONFIG_HASH, ROLLED_AT, WorkloadDefaults, project_workload
 from kube_nudge.model.argorollout import (
     ARGO_DEFAULT_PROGRESS_DEADLINE,
@@ -16,6 +18,8 @@ from kube_nudge.model.argorollout import (
     read_rollout,
     rollout_observed,
 )
+from kube_nudge.model.decide import Hold, assess, decide
+from kube_nudge.model.memory import WorkloadMemory
 from kube_nudge.model.progress import progress_of, rollout_complete
 from kube_nudge.model.tracking import Phase, track
 
@@ -175,3 +179,30 @@ def test_kube_nudges_own_progress_deadline_annotation_still_applies_to_a_rollout
                   annotations={"kube-nudge.io/progress-deadline": "5m"})  # fmt: skip
     tracking = track(rolled(obj, T0), T0 + 301)
     assert (tracking.phase, tracking.deadline_at) == (Phase.FAILED, T0 + 300)
+
+
+def test_a_rollout_with_workload_ref_is_held_naming_the_deployment_to_opt_in() -> None:
+    obj = rollout()
+    del obj["spec"]["template"]
+    obj["spec"]["workloadRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+    view = project_workload(obj, ("spec", "template"), WorkloadDefaults(), kind="Rollout")
+    assert view is not None and view.template_elsewhere == "Deployment/web"
+    hold = decide(view, assess(view, lambda ref: None, b"k"), WorkloadMemory(), T0)
+    assert isinstance(hold, Hold) and hold.event_reason == "NoPodTemplate"
+    assert hold.message == (
+        "no pod template at spec.template: it runs the template of Deployment/web "
+        "(spec.workloadRef); opt in Deployment/web instead (kube-nudge.io/enabled), whose "
+        "template kube-nudge annotates and Argo Rollouts rolls out"
+    )
+
+
+def test_argo_rollouts_flag_adds_the_kind_for_discovery_and_refuses_it_twice() -> None:
+    config = RUN.config(build_parser().parse_args(["run", "--argo-rollouts"]))
+    [spec] = config.custom_workloads
+    assert (spec.group, spec.version, spec.plural, spec.kind) == (
+        "argoproj.io", "v1alpha1", "rollouts", None,  # None: its Kind from discovery
+    )  # fmt: skip
+    assert spec.template_path == ("spec", "template") and spec.flag == "--argo-rollouts"
+    twice = ["run", "--argo-rollouts", "--workload=argoproj.io/v1alpha1/rollouts=spec.template"]
+    with pytest.raises(ValueError, match=r"--argo-rollouts already manages rollouts\.argoproj\.io"):
+        RUN.config(build_parser().parse_args(twice))
