@@ -27,6 +27,7 @@ from tests.integration.controller_support import (
     cli_as,
     events,
     expected_hash,
+    kube_nudge_cli,
     running_controller,
     template_hash,
 )
@@ -214,6 +215,14 @@ async def test_an_aborted_rollout_fails_and_stops_the_line(
         assert code == 1, out + err
         [row] = [r for r in _rows(out) if r["kind"] == "Rollout"]
         assert row["state"] == "failed"
+
+        # Released on the failed Rollout (the command its Event names): the line goes on.
+        code, out = await kube_nudge_cli(cluster, namespace, "release", "rollout/web")
+        assert code == 0, out
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "api",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=TIMEOUT,
+        )  # fmt: skip
 
 
 async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
