@@ -138,8 +138,8 @@ async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
             kube, ROLLOUTS.path(namespace), "web",
             lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
         )  # fmt: skip
-        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         obj = await kube.get(ROLLOUTS.path(namespace, "web"))
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         want = await expected_hash(kube, ARGO_ROLLOUTS, obj, running.hmac_key)
         rolled = await wait_for_object(
             kube, ROLLOUTS.path(namespace), "web",
@@ -245,8 +245,8 @@ async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
             kube, DEPLOYMENTS.path(namespace), "web",
             lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
         )  # fmt: skip
-        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         want = await expected_hash(kube, DEPLOYMENT, obj, running.hmac_key)
         # The hash lands on the Deployment's template: the change Argo watches for (its
         # generation moves, Argo copies it to rollout.argoproj.io/workload-generation).

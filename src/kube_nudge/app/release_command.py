@@ -88,8 +88,9 @@ class StampCommand:
         stamp = format_rolled_at([time.time()])
         try:
             for target in targets:
-                kind = next(k for k in (*BUILTIN_KINDS, *DISCOVERED_KINDS)
-                            if k.resource.kind == target.kind)
+                kind = next(
+                    k for k in (*BUILTIN_KINDS, *DISCOVERED_KINDS) if k.resource.kind == target.kind
+                )
                 label = f"{namespace}/{target.kind}/{target.name}"
                 try:
                     await client.request(

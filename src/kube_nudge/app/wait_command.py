@@ -265,8 +265,11 @@ class WaitCommand:
             else:
                 if any((r.kind, r.name) == (target.kind, target.name) for r in chosen):
                     continue
-                resource = next(k.resource for k in (*BUILTIN_KINDS, *DISCOVERED_KINDS)
-                                if k.resource.kind == target.kind)
+                resource = next(
+                    k.resource
+                    for k in (*BUILTIN_KINDS, *DISCOVERED_KINDS)
+                    if k.resource.kind == target.kind
+                )
             label = f"{namespace}/{target.kind}/{target.name}"
             try:
                 await client.get(resource.path(namespace, target.name))
