@@ -10,6 +10,7 @@ it: ``observedGeneration`` as a string, ``phase``, ``abort``, ``pauseConditions`
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -261,10 +262,9 @@ async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
 
 
 def _rows(out: str) -> list[dict[str, Any]]:
-    import json
-
-    found = json.loads(out)
-    return found["workloads"] if isinstance(found, dict) else found
+    """The ``workloads`` of ``status -o json``."""
+    rows: list[dict[str, Any]] = json.loads(out)["workloads"]
+    return rows
 
 
 async def _reasons(kube: KubeClient, namespace: str, reason: str) -> bool:
