@@ -158,9 +158,12 @@ def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
     return template_annotation(obj, kind.template_path, CONFIG_HASH)
 
 
-async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> None:
-    """Install a namespaced CRD serving ``resource`` (schemaless) and wait until it is
-    Established; a CRD left by an earlier test of this session is reused."""
+async def install_crd(
+    kube: KubeClient, resource: Resource, singular: str, subresources: dict[str, Any] | None = None
+) -> None:
+    """Install a namespaced CRD serving ``resource`` (schemaless, with ``subresources`` such
+    as ``{"status": {}}``) and wait until it is Established; a CRD left by an earlier test
+    of this session is reused."""
     name = f"{resource.plural}.{resource.group}"
     try:
         await kube.create(CRDS.path(), {
@@ -171,6 +174,7 @@ async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> No
                 "names": {"plural": resource.plural, "singular": singular,
                           "kind": resource.kind},
                 "versions": [{"name": resource.version, "served": True, "storage": True,
+                              "subresources": subresources or {},
                               "schema": {"openAPIV3Schema": {
                                   "type": "object",
                                   "x-kubernetes-preserve-unknown-fields": True}}}],

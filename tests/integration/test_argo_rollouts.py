@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from kube_nudge.app.run import resolve_workloads
-from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, CRDS, DEPLOYMENTS, ROLLOUTS
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, ROLLOUTS
 from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge_dev import manifests
@@ -28,6 +28,7 @@ from tests.integration.controller_support import (
     cli_as,
     events,
     expected_hash,
+    install_crd,
     kube_nudge_cli,
     running_controller,
     template_hash,
@@ -43,46 +44,17 @@ async def install_argo_rollouts_crd(kube: KubeClient) -> None:
     namespaced, the status subresource (so only ``/status`` writes status, and a spec change
     moves ``metadata.generation``) and the scale subresource, as Argo's CRD has them (its
     full OpenAPI schema left out: the fields are kept as written)."""
-    name = f"{ROLLOUTS.plural}.{ROLLOUTS.group}"
-    try:
-        await kube.create(CRDS.path(), {
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": name},
-            "spec": {
-                "group": ROLLOUTS.group, "scope": "Namespaced",
-                "names": {"kind": "Rollout", "listKind": "RolloutList", "plural": "rollouts",
-                          "singular": "rollout", "shortNames": ["ro"]},
-                "versions": [{
-                    "name": ROLLOUTS.version, "served": True, "storage": True,
-                    "subresources": {
-                        "status": {},
-                        "scale": {"specReplicasPath": ".spec.replicas",
-                                  "statusReplicasPath": ".status.HPAReplicas",
-                                  "labelSelectorPath": ".status.selector"},
-                    },
-                    "schema": {"openAPIV3Schema": {
-                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                }],
-            },
-        })  # fmt: skip
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
+    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.HPAReplicas",
+             "labelSelectorPath": ".status.selector"}  # fmt: skip
+    await install_crd(kube, ROLLOUTS, "rollout", {"status": {}, "scale": scale})
+
+
+async def adopted(kube: KubeClient, path: str, name: str) -> None:
+    """Wait until kube-nudge adopted workload ``name`` (its baseline recorded)."""
     await wait_for_object(
-        kube, CRDS.path(), name,
-        lambda crd: any(c["type"] == "Established" and c["status"] == "True"
-                        for c in (crd.get("status") or {}).get("conditions") or []),
-        timeout=30,
+        kube, path, name,
+        lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
     )  # fmt: skip
-
-    async def discoverable() -> bool:
-        try:
-            found = await kube.get(f"/apis/{ROLLOUTS.group}/{ROLLOUTS.version}")
-        except ApiError:
-            return False
-        return any(r.get("name") == ROLLOUTS.plural for r in found.get("resources") or ())
-
-    await until(discoverable, 30)
 
 
 async def rollout_kinds(kube: KubeClient) -> tuple[WorkloadKind, ...]:
@@ -135,10 +107,7 @@ async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
     await kube.create(ROLLOUTS.path(namespace), rollout("web", ENABLED, template=template))
     await argo_writes(kube, namespace, "web", **healthy("5f7c"))
     async with running_controller(cluster, namespace, kinds=kinds) as running:
-        await wait_for_object(
-            kube, ROLLOUTS.path(namespace), "web",
-            lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
-        )  # fmt: skip
+        await adopted(kube, ROLLOUTS.path(namespace), "web")
         obj = await kube.get(ROLLOUTS.path(namespace, "web"))
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         want = await expected_hash(kube, ARGO_ROLLOUTS, obj, running.hmac_key)
@@ -188,11 +157,8 @@ async def test_an_aborted_rollout_fails_and_stops_the_line(
     await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
         "api", replicas=0, spec=manifests.env_consumer(), annotations=second))  # fmt: skip
     async with running_controller(cluster, namespace, kinds=kinds):
-        for path, name in ((ROLLOUTS.path(namespace), "web"), (DEPLOYMENTS.path(namespace), "api")):
-            await wait_for_object(
-                kube, path, name,
-                lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
-            )  # fmt: skip
+        await adopted(kube, ROLLOUTS.path(namespace), "web")
+        await adopted(kube, DEPLOYMENTS.path(namespace), "api")
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         await wait_for_object(
             kube, ROLLOUTS.path(namespace), "web",
@@ -242,10 +208,7 @@ async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
         [told] = await events(kube, namespace, "NoPodTemplate")
         assert (told["involvedObject"]["kind"], told["type"]) == ("Rollout", "Warning")
         assert "opt in Deployment/web instead (kube-nudge.io/enabled)" in told["message"]
-        await wait_for_object(
-            kube, DEPLOYMENTS.path(namespace), "web",
-            lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
-        )  # fmt: skip
+        await adopted(kube, DEPLOYMENTS.path(namespace), "web")
         obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
         want = await expected_hash(kube, DEPLOYMENT, obj, running.hmac_key)
