@@ -25,6 +25,7 @@ from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
 from tests.integration.controller_support import (
+    Running,
     cli_as,
     events,
     expected_hash,
@@ -92,6 +93,21 @@ async def argo_writes(kube: KubeClient, namespace: str, name: str, **status: Any
     )
 
 
+async def change_and_roll(
+    kube: KubeClient, running: Running, kind: WorkloadKind, namespace: str, name: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Change LEVEL of ConfigMap ``app``; ``name`` as it was before and once its template
+    carries the hash of the new config."""
+    before = await kube.get(kind.resource.path(namespace, name))
+    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+    want = await expected_hash(kube, kind, before, running.hmac_key)
+    rolled = await wait_for_object(
+        kube, kind.resource.path(namespace), name,
+        lambda o: template_hash(o, kind) == want, timeout=TIMEOUT,
+    )  # fmt: skip
+    return before, rolled
+
+
 def healthy(pod_hash: str) -> dict[str, Any]:
     return {"phase": "Healthy", "currentPodHash": pod_hash, "stableRS": pod_hash,
             "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}  # fmt: skip
@@ -108,13 +124,7 @@ async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
     await argo_writes(kube, namespace, "web", **healthy("5f7c"))
     async with running_controller(cluster, namespace, kinds=kinds) as running:
         await adopted(kube, ROLLOUTS.path(namespace), "web")
-        obj = await kube.get(ROLLOUTS.path(namespace, "web"))
-        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
-        want = await expected_hash(kube, ARGO_ROLLOUTS, obj, running.hmac_key)
-        rolled = await wait_for_object(
-            kube, ROLLOUTS.path(namespace), "web",
-            lambda o: template_hash(o, ARGO_ROLLOUTS) == want, timeout=TIMEOUT,
-        )  # fmt: skip
+        obj, rolled = await change_and_roll(kube, running, ARGO_ROLLOUTS, namespace, "web")
         assert rolled["metadata"]["generation"] == obj["metadata"]["generation"] + 1
 
         # Argo sees the new template: a canary paused for promotion is in progress, not
@@ -209,15 +219,9 @@ async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
         assert (told["involvedObject"]["kind"], told["type"]) == ("Rollout", "Warning")
         assert "opt in Deployment/web instead (kube-nudge.io/enabled)" in told["message"]
         await adopted(kube, DEPLOYMENTS.path(namespace), "web")
-        obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
-        want = await expected_hash(kube, DEPLOYMENT, obj, running.hmac_key)
         # The hash lands on the Deployment's template: the change Argo watches for (its
         # generation moves, Argo copies it to rollout.argoproj.io/workload-generation).
-        rolled = await wait_for_object(
-            kube, DEPLOYMENTS.path(namespace), "web",
-            lambda o: template_hash(o, DEPLOYMENT) == want, timeout=TIMEOUT,
-        )  # fmt: skip
+        obj, rolled = await change_and_roll(kube, running, DEPLOYMENT, namespace, "web")
         assert rolled["metadata"]["generation"] > obj["metadata"]["generation"]
         assert rolled["spec"]["replicas"] == 0  # nothing but the template annotation
         ro = await kube.get(ROLLOUTS.path(namespace, "web-ro"))
