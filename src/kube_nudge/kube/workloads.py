@@ -98,8 +98,9 @@ ARGO_ROLLOUTS = WorkloadKind(resources.ROLLOUTS, SPEC_TEMPLATE)
 the Deployment it references instead (docs/argo-rollouts.md)."""
 
 DISCOVERED_KINDS: tuple[WorkloadKind, ...] = (ARGO_ROLLOUTS,)
-"""Built-in kinds served by a CRD: read by ``status`` and ``wait`` wherever the API serves
-them, watched by ``run`` when asked to (the chart grants their RBAC only then)."""
+"""Built-in kinds served by a CRD: read by ``status``, ``wait`` and ``release`` wherever
+the API serves them, watched by ``run`` when asked to (the chart grants their RBAC only
+then)."""
 
 
 @dataclass(frozen=True, slots=True)
