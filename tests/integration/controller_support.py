@@ -17,7 +17,7 @@ import httpx2 as httpx
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, Resource
+from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, ROLLOUTS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import (
     CONFIG_HASH,
@@ -199,6 +199,16 @@ async def install_crd(
         return any(r.get("name") == resource.plural for r in found.get("resources") or ())
 
     await until(discoverable, 30)
+
+
+async def install_argo_rollouts_crd(kube: KubeClient) -> None:
+    """Argo's Rollout CRD where kube-nudge reads it: ``rollouts.argoproj.io``, v1alpha1,
+    namespaced, the status subresource (so only ``/status`` writes status, and a spec change
+    moves ``metadata.generation``) and the scale subresource, as Argo's CRD has them (its
+    full OpenAPI schema left out: the fields are kept as written)."""
+    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.HPAReplicas",
+             "labelSelectorPath": ".status.selector"}  # fmt: skip
+    await install_crd(kube, ROLLOUTS, "rollout", {"status": {}, "scale": scale})
 
 
 async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from tests.integration.controller_support import (
     cli_as,
     events,
     expected_hash,
-    install_crd,
+    install_argo_rollouts_crd,
     kube_nudge_cli,
     running_controller,
     template_hash,
@@ -38,16 +38,6 @@ from tests.integration.controller_support import (
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
 TIMEOUT = 60
-
-
-async def install_argo_rollouts_crd(kube: KubeClient) -> None:
-    """Argo's Rollout CRD where kube-nudge reads it: ``rollouts.argoproj.io``, v1alpha1,
-    namespaced, the status subresource (so only ``/status`` writes status, and a spec change
-    moves ``metadata.generation``) and the scale subresource, as Argo's CRD has them (its
-    full OpenAPI schema left out: the fields are kept as written)."""
-    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.HPAReplicas",
-             "labelSelectorPath": ".status.selector"}  # fmt: skip
-    await install_crd(kube, ROLLOUTS, "rollout", {"status": {}, "scale": scale})
 
 
 async def adopted(kube: KubeClient, path: str, name: str) -> None:
