@@ -103,15 +103,24 @@ def healthy(pod_hash: str) -> dict[str, Any]:
             "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}  # fmt: skip
 
 
-async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
-) -> None:
+async def healthy_web(
+    kube: KubeClient, namespace: str, annotations: dict[str, str]
+) -> tuple[WorkloadKind, ...]:
+    """Argo's CRD, ConfigMap ``app`` and Rollout ``web`` reading it, healthy at ReplicaSet
+    5f7c; the kinds ``run --argo-rollouts`` watches."""
     await install_argo_rollouts_crd(kube)
     kinds = await rollout_kinds(kube)
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     template = {"metadata": {"labels": {"app": "web"}}, "spec": manifests.env_consumer()}
-    await kube.create(ROLLOUTS.path(namespace), rollout("web", ENABLED, template=template))
+    await kube.create(ROLLOUTS.path(namespace), rollout("web", annotations, template=template))
     await argo_writes(kube, namespace, "web", **healthy("5f7c"))
+    return kinds
+
+
+async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    kinds = await healthy_web(kube, namespace, ENABLED)
     async with running_controller(cluster, namespace, kinds=kinds) as running:
         await adopted(kube, ROLLOUTS.path(namespace), "web")
         obj, rolled = await change_and_roll(kube, running, ARGO_ROLLOUTS, namespace, "web")
@@ -146,13 +155,7 @@ async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
 async def test_an_aborted_rollout_fails_and_stops_the_line(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
-    await install_argo_rollouts_crd(kube)
-    kinds = await rollout_kinds(kube)
-    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
-    template = {"metadata": {"labels": {"app": "web"}}, "spec": manifests.env_consumer()}
-    first = {**ENABLED, "kube-nudge.io/rollout-order": "1"}
-    await kube.create(ROLLOUTS.path(namespace), rollout("web", first, template=template))
-    await argo_writes(kube, namespace, "web", **healthy("5f7c"))
+    kinds = await healthy_web(kube, namespace, {**ENABLED, "kube-nudge.io/rollout-order": "1"})
     second = {**ENABLED, "kube-nudge.io/rollout-order": "2"}
     await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
         "api", replicas=0, spec=manifests.env_consumer(), annotations=second))  # fmt: skip
