@@ -17,7 +17,7 @@ import httpx2 as httpx
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, Resource
+from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, ROLLOUTS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import (
     CONFIG_HASH,
@@ -162,9 +162,12 @@ def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
     return template_annotation(obj, kind.template_path, CONFIG_HASH)
 
 
-async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> None:
-    """Install a namespaced CRD serving ``resource`` (schemaless) and wait until it is
-    Established; a CRD left by an earlier test of this session is reused."""
+async def install_crd(
+    kube: KubeClient, resource: Resource, singular: str, subresources: dict[str, Any] | None = None
+) -> None:
+    """Install a namespaced CRD serving ``resource`` (schemaless, with ``subresources`` such
+    as ``{"status": {}}``) and wait until it is Established; a CRD left by an earlier test
+    of this session is reused."""
     name = f"{resource.plural}.{resource.group}"
     try:
         await kube.create(CRDS.path(), {
@@ -175,6 +178,7 @@ async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> No
                 "names": {"plural": resource.plural, "singular": singular,
                           "kind": resource.kind},
                 "versions": [{"name": resource.version, "served": True, "storage": True,
+                              "subresources": subresources or {},
                               "schema": {"openAPIV3Schema": {
                                   "type": "object",
                                   "x-kubernetes-preserve-unknown-fields": True}}}],
@@ -199,6 +203,16 @@ async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> No
         return any(r.get("name") == resource.plural for r in found.get("resources") or ())
 
     await until(discoverable, 30)
+
+
+async def install_argo_rollouts_crd(kube: KubeClient) -> None:
+    """Argo's Rollout CRD where kube-nudge reads it: ``rollouts.argoproj.io``, v1alpha1,
+    namespaced, the status subresource (so only ``/status`` writes status, and a spec change
+    moves ``metadata.generation``) and the scale subresource, as Argo's CRD has them (its
+    full OpenAPI schema left out: the fields are kept as written)."""
+    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.HPAReplicas",
+             "labelSelectorPath": ".status.selector"}  # fmt: skip
+    await install_crd(kube, ROLLOUTS, "rollout", {"status": {}, "scale": scale})
 
 
 async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:

@@ -25,11 +25,12 @@ from kube_nudge.kube.resources import (
     DEPLOYMENTS,
     NAMESPACES,
     PODS,
+    ROLLOUTS,
     SECRETS,
     SERVICEACCOUNTS,
     Resource,
 )
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS
 from kube_nudge.model import template_annotation
 from kube_nudge.model.annotations import POD_SELECTOR
 from kube_nudge.model.projection import parse_timestamp
@@ -41,7 +42,12 @@ from kube_nudge_dev.chartapply import ADMISSION, CHART_KINDS, apply_documents
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
-from tests.integration.controller_support import eventually, start_replica, template_hash
+from tests.integration.controller_support import (
+    eventually,
+    install_argo_rollouts_crd,
+    start_replica,
+    template_hash,
+)
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -69,6 +75,7 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
     snapshot = mode == "snapshot"
     sets: tuple[str, ...] = (f"watchNamespaces={{{namespace}}}",) if scoped else ()
     sets += ("snapshotStrategy.enabled=true", "hotStrategy.enabled=true") if snapshot else ()
+    sets += ("argoRollouts.enabled=true",) if snapshot else ()  # the optional grants
     # Only this test's workload: cluster-wide, workloads other tests left in namespaces still
     # being deleted would otherwise be adopted, and Events about them refused.
     sets += (f"workloadSelector=rbac-test={namespace}",)
@@ -111,6 +118,16 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
             hot = manifests.deployment("hot", spec=hot_spec, annotations=HOT)
             hot["metadata"]["labels"] = {"rbac-test": namespace}
             await kube.create(DEPLOYMENTS.path(namespace), hot)
+            # --argo-rollouts: a Rollout is read, followed and annotated with the chart's grant.
+            await install_argo_rollouts_crd(kube)
+            template = {"metadata": {"labels": {"app": "ro"}}, "spec": spec}
+            await kube.create(ROLLOUTS.path(namespace), {
+                "apiVersion": ROLLOUTS.api_version, "kind": "Rollout",
+                "metadata": {"name": "ro", "annotations": ENABLED,
+                             "labels": {"rbac-test": namespace}},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "ro"}},
+                         "template": template},
+            })  # fmt: skip
         # The chart's command line as it is, but for the probe port; cluster-wide, it watches
         # every namespace of the session cluster, as installed. Scoped, the chart's own
         # --namespace flags say which (kube-nudge refuses one given twice).
@@ -127,11 +144,22 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
                 lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
                 timeout=30,
             )  # fmt: skip
+            if snapshot:
+                await wait_for_object(
+                    kube, ROLLOUTS.path(namespace), "ro",
+                    lambda o: "kube-nudge.io/baseline-hash" in o["metadata"]["annotations"],
+                    timeout=30,
+                )  # fmt: skip
             await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"K": "2"}})
             await wait_for_object(
                 kube, DEPLOYMENTS.path(namespace), "app",
                 lambda o: template_hash(o, BUILTIN_KINDS[0]) is not None, timeout=30,
             )  # fmt: skip
+            if snapshot:  # the Rollout too
+                await wait_for_object(
+                    kube, ROLLOUTS.path(namespace), "ro",
+                    lambda o: template_hash(o, ARGO_ROLLOUTS) is not None, timeout=30,
+                )  # fmt: skip
             if snapshot:  # rolled onto a copy, which its ReplicaSet then takes over
                 app = await kube.get(DEPLOYMENTS.path(namespace, "app"))
                 assert template_annotation(app, BUILTIN_KINDS[0].template_path, SNAPSHOTS)

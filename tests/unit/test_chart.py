@@ -270,6 +270,23 @@ def test_only_the_snapshot_strategy_may_write_configmaps_and_secrets() -> None:
     assert {("apps", "replicasets"), ("apps", "controllerrevisions"), ("batch", "jobs")} <= lists
 
 
+def test_argo_rollouts_get_their_rbac_and_flag_only_when_enabled() -> None:
+    def rollout_rules(docs: list[Doc]) -> list[Doc]:
+        return [r for r in only(docs, "ClusterRole")["rules"] if "rollouts" in r["resources"]]
+
+    def args(docs: list[Doc]) -> list[str]:
+        [container] = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+        return list(container["args"])
+
+    assert rollout_rules(render()) == [] and "--argo-rollouts" not in args(render())
+    enabled = render("argoRollouts.enabled=true")
+    assert rollout_rules(enabled) == [{"apiGroups": ["argoproj.io"], "resources": ["rollouts"],
+                                       "verbs": ["get", "list", "watch", "patch"]}]  # fmt: skip
+    assert "--argo-rollouts" in args(enabled)
+    config = RUN.config(build_parser().parse_args(args(enabled)))
+    assert [spec.flag for spec in config.custom_workloads] == ["--argo-rollouts"]
+
+
 def test_the_pod_is_hardened_and_highly_available() -> None:
     docs = render()
     deployment = only(docs, "Deployment")

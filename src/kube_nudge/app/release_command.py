@@ -32,7 +32,7 @@ from kube_nudge.app.errors import (
 from kube_nudge.app.flags import add_cluster_flags, check_namespace
 from kube_nudge.app.wait_command import NamedObject, parse_target
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS
 from kube_nudge.model.annotations import APPROVED_AT, RELEASED_AT
 from kube_nudge.model.records import format_rolled_at
 
@@ -88,7 +88,9 @@ class StampCommand:
         stamp = format_rolled_at([time.time()])
         try:
             for target in targets:
-                kind = next(k for k in BUILTIN_KINDS if k.resource.kind == target.kind)
+                kind = next(
+                    k for k in (*BUILTIN_KINDS, *DISCOVERED_KINDS) if k.resource.kind == target.kind
+                )
                 label = f"{namespace}/{target.kind}/{target.name}"
                 try:
                     await client.request(

@@ -26,7 +26,7 @@ from kube_nudge.app.logs import setup_logging
 from kube_nudge.app.run import RunConfig, WebhookConfig, default_state_namespace, run_forever
 from kube_nudge.controller.controller import ControllerOptions
 from kube_nudge.kube.client import ClientOptions, KubeconfigError, load_kubeconfig
-from kube_nudge.kube.workloads import parse_workload_flag
+from kube_nudge.kube.workloads import ARGO_ROLLOUTS, WorkloadSpec, parse_workload_flag
 from kube_nudge.model import parse_duration
 from kube_nudge.model.annotations import (
     MAX_DEBOUNCE,
@@ -114,6 +114,22 @@ def _namespaces(names: list[str]) -> tuple[str, ...]:
                 "--namespace '': give a namespace name, or omit the flag to watch all namespaces"
             )
     return check_namespaces("--namespace", names)
+
+
+def _workloads(flags: list[str], argo_rollouts: bool) -> tuple[WorkloadSpec, ...]:
+    """Every --workload, validated, plus the Rollout kind with --argo-rollouts (a Rollout
+    asked for both ways is one mistake, said before the cluster is touched)."""
+    specs = [parse_workload_flag(text) for text in flags]
+    if argo_rollouts:
+        rollouts = ARGO_ROLLOUTS.resource
+        for spec in specs:
+            if (spec.group, spec.plural) == (rollouts.group, rollouts.plural):
+                raise ValueError(
+                    f"--workload {spec.text!r}: --argo-rollouts already manages "
+                    f"{rollouts.plural}.{rollouts.group}; drop one of them"
+                )
+        specs.append(WorkloadSpec.of(ARGO_ROLLOUTS, "--argo-rollouts"))
+    return tuple(specs)
 
 
 def _max_concurrent_rollouts(text: str) -> str:
@@ -248,6 +264,12 @@ class RunCommand:
             "its Kind comes from API discovery unless given",
         )
         add(
+            "--argo-rollouts",
+            action="store_true",
+            help="also manage Argo Rollouts (argoproj.io/v1alpha1 rollouts), their rollouts "
+            "followed as Argo reports them; watched once the API serves the CRD",
+        )
+        add(
             "--compat",
             action="store_true",
             help="also opt in workloads annotated for Wave or Reloader",
@@ -380,7 +402,7 @@ class RunCommand:
             lease=lease if args.leader_elect else None,
             hmac_key_file=Path(args.hmac_key_file) if args.hmac_key_file else None,
             hmac_secret=args.hmac_secret,
-            custom_workloads=tuple(parse_workload_flag(text) for text in args.workload),
+            custom_workloads=_workloads(args.workload, args.argo_rollouts),
             receivers=receivers,
             cluster_name=cluster_name or None,
         )

@@ -34,6 +34,7 @@ from kube_nudge.app.flags import (
 )
 from kube_nudge.app.tables import fit
 from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.workloads import readable_kinds
 from kube_nudge.reporting.status import WorkloadStatus, collect, status_document
 
 __all__ = ["STATUS", "StatusCommand", "exit_code", "render_table"]
@@ -116,7 +117,7 @@ class StatusCommand:
             else:
                 scope = tuple(args.namespaces) or (client.default_namespace,)
             rows = await collect(
-                client, namespaces=scope, hmac_key=key,
+                client, namespaces=scope, hmac_key=key, kinds=await readable_kinds(client),
                 include_opted_out=args.include_opted_out, compat=args.compat,
                 key_location=f"{args.state_namespace}/{args.hmac_secret}",
             )  # fmt: skip

@@ -49,7 +49,7 @@ from kube_nudge.app.flags import (
 )
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS, readable_kinds
 from kube_nudge.model import SourceKind
 from kube_nudge.model.annotations import is_dns_subdomain
 from kube_nudge.reporting.status import WorkloadStatus, collect
@@ -61,7 +61,7 @@ _SOURCE_KINDS = {
 } | {"cm": SourceKind.CONFIGMAP.value}
 _WORKLOAD_KINDS = {
     alias: kind.resource.kind
-    for kind in BUILTIN_KINDS
+    for kind in (*BUILTIN_KINDS, *DISCOVERED_KINDS)
     for alias in (kind.resource.kind.lower(), kind.resource.plural, kind.resource.kind)
 }
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -207,8 +207,9 @@ class WaitCommand:
             deadline = time.monotonic() + timeout
             shown: dict[str, str] = {}
             live = out.isatty()
+            kinds = await readable_kinds(client)
             while True:
-                rows = await collect(client, namespaces=(namespace,), hmac_key=key,
+                rows = await collect(client, namespaces=(namespace,), hmac_key=key, kinds=kinds,
                                      compat=args.compat, key_location=where)  # fmt: skip
                 chosen = _selected(rows, targets)
                 await self._something_to_wait_for(client, namespace, targets, chosen, args)
@@ -264,7 +265,11 @@ class WaitCommand:
             else:
                 if any((r.kind, r.name) == (target.kind, target.name) for r in chosen):
                     continue
-                resource = next(k.resource for k in BUILTIN_KINDS if k.resource.kind == target.kind)
+                resource = next(
+                    k.resource
+                    for k in (*BUILTIN_KINDS, *DISCOVERED_KINDS)
+                    if k.resource.kind == target.kind
+                )
             label = f"{namespace}/{target.kind}/{target.name}"
             try:
                 await client.get(resource.path(namespace, target.name))

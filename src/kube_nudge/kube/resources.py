@@ -53,6 +53,7 @@ CONTROLLERREVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerR
 CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+ROLLOUTS = Resource("argoproj.io", "v1alpha1", "rollouts", "Rollout")  # Argo Rollouts' CRD
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

@@ -1,6 +1,8 @@
 """The workload-kind registry: built-in kinds and those added with ``--workload``.
 
-Adding a built-in workload kind means one entry in ``BUILTIN_KINDS``. A custom resource's
+Adding a built-in workload kind means one entry in ``BUILTIN_KINDS``; a built-in kind that a
+CRD serves (Argo Rollouts' ``Rollout``) is one entry in ``DISCOVERED_KINDS`` instead: watched
+once API discovery serves it, never assumed. A custom resource's
 Kind (it lands in every Event's ``involvedObject.kind``, which ``kubectl describe``
 filters by) comes from API discovery, or is given explicitly; it is never guessed from
 the plural.
@@ -18,13 +20,17 @@ from kube_nudge.kube.resources import Resource
 from kube_nudge.model import TemplatePath, parse_path
 
 __all__ = [
+    "ARGO_ROLLOUTS",
     "BUILTIN_KINDS",
+    "DISCOVERED_KINDS",
     "Revisions",
     "WorkloadKind",
     "WorkloadSpec",
     "parse_workload_flag",
+    "readable_kinds",
     "registry",
     "resolve",
+    "served",
 ]
 
 SPEC_TEMPLATE: TemplatePath = ("spec", "template")
@@ -86,6 +92,17 @@ BUILTIN_KINDS: tuple[WorkloadKind, ...] = (
 )
 
 
+ARGO_ROLLOUTS = WorkloadKind(resources.ROLLOUTS, SPEC_TEMPLATE)
+"""An Argo ``Rollout`` (``run --argo-rollouts``): its rollout is followed as Argo reports it
+(``model/argorollout.py``). One with ``spec.workloadRef`` has no template of its own: opt in
+the Deployment it references instead (docs/argo-rollouts.md)."""
+
+DISCOVERED_KINDS: tuple[WorkloadKind, ...] = (ARGO_ROLLOUTS,)
+"""Built-in kinds served by a CRD: read by ``status``, ``wait`` and ``release`` wherever
+the API serves them, watched by ``run`` when asked to (the chart grants their RBAC only
+then)."""
+
+
 @dataclass(frozen=True, slots=True)
 class WorkloadSpec:
     """A ``--workload`` flag, validated but not yet resolved against the API."""
@@ -96,6 +113,17 @@ class WorkloadSpec:
     kind: str | None  # None: ask API discovery
     template_path: TemplatePath
     text: str
+    flag: str = "--workload"
+    """The flag that asked for it, for messages."""
+
+    @classmethod
+    def of(cls, kind: WorkloadKind, flag: str) -> WorkloadSpec:
+        """A discovered built-in kind, asked for by ``flag``: its Kind from discovery too,
+        so it is watched only once the API serves it."""
+        resource = kind.resource
+        text = f"{resource.group}/{resource.version}/{resource.plural}"
+        return cls(resource.group, resource.version, resource.plural, None,
+                   kind.template_path, text, flag)  # fmt: skip
 
     def known(self) -> WorkloadKind | None:
         """The kind without asking the API, when the flag named it explicitly."""
@@ -139,7 +167,7 @@ async def resolve(client: KubeClient, spec: WorkloadSpec) -> WorkloadKind:
     except ApiError as exc:
         if exc.not_found:
             raise ValueError(
-                f"--workload {spec.text!r}: the API server does not serve {api_version} "
+                f"{spec.flag} {spec.text!r}: the API server does not serve {api_version} "
                 "(is the CRD installed?)"
             ) from None
         raise
@@ -150,9 +178,28 @@ async def resolve(client: KubeClient, spec: WorkloadSpec) -> WorkloadKind:
             )
             return WorkloadKind(resource, spec.template_path)
     raise ValueError(
-        f"--workload {spec.text!r}: {api_version} has no resource {spec.plural!r} "
+        f"{spec.flag} {spec.text!r}: {api_version} has no resource {spec.plural!r} "
         "(check the plural with `kubectl api-resources`)"
     )
+
+
+async def served(client: KubeClient, kind: WorkloadKind) -> bool:
+    """Whether API discovery serves ``kind``'s resource (its CRD is installed); False
+    also when the user may not ask (a reader that can't discover it can't list it)."""
+    resource = kind.resource
+    try:
+        found = await client.get(f"/apis/{resource.group}/{resource.version}")
+    except ApiError as exc:
+        if exc.not_found or exc.status == 403:
+            return False
+        raise
+    return any(entry.get("name") == resource.plural for entry in found.get("resources") or ())
+
+
+async def readable_kinds(client: KubeClient) -> tuple[WorkloadKind, ...]:
+    """The built-in kinds plus each discovered one the API serves (for the read-only
+    commands, which list every kind)."""
+    return (*BUILTIN_KINDS, *[kind for kind in DISCOVERED_KINDS if await served(client, kind)])
 
 
 def registry(custom: Iterable[WorkloadKind] = ()) -> tuple[WorkloadKind, ...]:

@@ -168,6 +168,21 @@ class StrategyHold(Protocol):
         ...
 
 
+def _no_template(view: WorkloadView) -> Hold:
+    """The hold of a workload with no pod template where its kind keeps one; one that runs
+    another object's template (an Argo Rollout's ``spec.workloadRef``) is told which."""
+    path = ".".join(view.template_path)
+    ref = view.template_elsewhere
+    if ref is None:
+        return Hold("invalid", "NoPodTemplate", f"no pod template at {path}")
+    return Hold(
+        "invalid", "NoPodTemplate",
+        f"no pod template at {path}: it runs the template of {ref} (spec.workloadRef); opt "
+        f"in {ref} instead (kube-nudge.io/enabled), whose template kube-nudge annotates and "
+        "Argo Rollouts rolls out",
+    )  # fmt: skip
+
+
 def decide(
     view: WorkloadView,
     assessment: Assessment,
@@ -184,8 +199,7 @@ def decide(
     (only needed at first sight). `strategy`: what the workload's strategy adds to the
     model, asked for a hold of its own once the config is complete."""
     if not view.has_template:
-        path = ".".join(view.template_path)
-        return Hold("invalid", "NoPodTemplate", f"no pod template at {path}")
+        return _no_template(view)
     applied = memory.applied or view.applied_hash
     if applied is None:
         if _stale_at_first_sight(view, assessment, oldest_pod_start):

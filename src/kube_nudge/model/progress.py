@@ -4,15 +4,22 @@ The rules are those of ``kubectl rollout status``: a rollout is done when the wo
 controller has observed the current generation and every replica runs the current
 template and is available (Deployment), ready (StatefulSet) or available on every node
 (DaemonSet). A Deployment whose ``Progressing`` condition says ``ProgressDeadlineExceeded``
-has failed. Kinds whose rollout can't be followed (CronJob, custom kinds, ``OnDelete``
-updates) have no progress: kube-nudge treats their rollout as done once written.
+has failed. An Argo Rollout is read as its own controller reports it (``model.argorollout``:
+healthy, progressing, paused, degraded or aborted). Kinds whose rollout can't be followed
+(CronJob, other custom kinds, ``OnDelete`` updates) have no progress: kube-nudge treats
+their rollout as done once written.
+
+Each kind's reading is one entry of ``_READERS``: how its status says how far it got, and
+how it says its controller saw the latest generation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+from kube_nudge.model.argorollout import Verdict, read_rollout, rollout_observed
 
 __all__ = ["DEFAULT_PROGRESS_DEADLINE", "Progress", "progress_of", "rollout_complete"]
 
@@ -27,7 +34,8 @@ class Progress:
 
     done: bool
     deadline_exceeded: bool
-    """The workload's controller gave up (Deployment ``ProgressDeadlineExceeded``)."""
+    """The workload's controller gave up (Deployment ``ProgressDeadlineExceeded``; an Argo
+    Rollout degraded or aborted)."""
     detail: str
     """e.g. ``3 of 4 updated, 2 available``: for Events and status, never values."""
     own_deadline: float | None = None
@@ -36,19 +44,22 @@ class Progress:
     """False while its controller has not seen the latest generation: the status says
     nothing yet. (A Deployment's generation also moves with its annotations, so this
     happens on every metadata write, not only with a new template.)"""
+    timed_by_controller: bool = False
+    """Its controller calls the rollout failed at its own deadline (an Argo Rollout: its
+    deadline leaves pauses for promotion or analysis out), so kube-nudge sets none of its
+    own unless ``kube-nudge.io/progress-deadline`` asks."""
 
 
 def progress_of(kind: str, obj: Mapping[str, Any]) -> Progress | None:
     """The rollout progress of ``obj``, a workload of ``kind`` (``Deployment`` ...), or
     None when kube-nudge can't follow rollouts of that kind."""
-    read = _READERS.get(kind)
-    if read is None:
+    reader = _READERS.get(kind)
+    if reader is None:
         return None
     spec = _mapping(obj.get("spec"))
     status = _mapping(obj.get("status"))
-    progress = read(spec, status)
-    generation = _int((obj.get("metadata") or {}).get("generation"))
-    if progress is not None and _int(status.get("observedGeneration")) < generation:
+    progress = reader.read(spec, status)
+    if progress is not None and not reader.observed(obj):
         # What the status says is about an earlier template.
         return Progress(
             False,
@@ -56,6 +67,7 @@ def progress_of(kind: str, obj: Mapping[str, Any]) -> Progress | None:
             "waiting for its controller to see the change",
             progress.own_deadline,
             observed=False,
+            timed_by_controller=progress.timed_by_controller,
         )
     return progress
 
@@ -118,10 +130,29 @@ def _daemonset(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Progress |
     return Progress(updated >= want and available >= want, False, detail)
 
 
-_READERS: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Progress | None]] = {
-    "Deployment": _deployment,
-    "StatefulSet": _statefulset,
-    "DaemonSet": _daemonset,
+def _rollout(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Progress | None:
+    state = read_rollout(spec, status)
+    failed = state.verdict in (Verdict.DEGRADED, Verdict.ABORTED)
+    done = state.verdict is Verdict.HEALTHY
+    return Progress(done, failed, state.detail, state.own_deadline, timed_by_controller=True)
+
+
+def _generation_observed(obj: Mapping[str, Any]) -> bool:
+    """The built-in kinds' rule: ``status.observedGeneration`` (a number) has caught up."""
+    generation = _int(_mapping(obj.get("metadata")).get("generation"))
+    return _int(_mapping(obj.get("status")).get("observedGeneration")) >= generation
+
+
+class _Reader(NamedTuple):
+    read: Callable[[Mapping[str, Any], Mapping[str, Any]], Progress | None]
+    observed: Callable[[Mapping[str, Any]], bool] = _generation_observed
+
+
+_READERS: dict[str, _Reader] = {
+    "Deployment": _Reader(_deployment),
+    "StatefulSet": _Reader(_statefulset),
+    "DaemonSet": _Reader(_daemonset),
+    "Rollout": _Reader(_rollout, rollout_observed),  # argoproj.io: model/argorollout.py
 }
 
 

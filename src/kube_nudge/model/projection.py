@@ -8,7 +8,7 @@ it. Objects that project to None (workloads that did not opt in) are not kept at
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -25,6 +25,7 @@ from kube_nudge.model.annotations import (
     parse_source,
     parse_workload,
 )
+from kube_nudge.model.argorollout import workload_ref
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
 from kube_nudge.model.progress import Progress, progress_of
@@ -176,6 +177,9 @@ class WorkloadView:
     extras: Extras = NO_EXTRAS
     """What the registered strategies keep of its metadata annotations, by strategy name
     (`StrategyModel.view`; each reads its own with an accessor of its package)."""
+    template_elsewhere: str | None = None
+    """Where its pod template lives when it has none of its own: ``Deployment/web`` for an
+    Argo Rollout with ``spec.workloadRef`` (read by the kind's entry in ``_ELSEWHERE``)."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -197,11 +201,11 @@ class WorkloadView:
         return (
             self.namespace, self.uid, self.template_path, self.settings, self.errors,
             self.consumed, self.has_template, self.released_at, self.progress,
-            self.approved_at,
+            self.approved_at, self.template_elsewhere,
         ) == (
             other.namespace, other.uid, other.template_path, other.settings, other.errors,
             other.consumed, other.has_template, other.released_at, other.progress,
-            other.approved_at,
+            other.approved_at, other.template_elsewhere,
         )  # fmt: skip
 
 
@@ -264,7 +268,17 @@ def project_workload(
         failed=parse_failed(annotations.get(FAILED)),
         approved_at=max(parse_rolled_at(annotations.get(APPROVED_AT)), default=0.0),
         extras=_view_extras(annotations, settings, defaults),
+        template_elsewhere=_elsewhere(kind, obj) if pod_spec is None else None,
     )
+
+
+#: Kinds whose pod template may live in another object, and how each names it.
+_ELSEWHERE: dict[str, Callable[[Mapping[str, Any]], str | None]] = {"Rollout": workload_ref}
+
+
+def _elsewhere(kind: str, obj: Mapping[str, Any]) -> str | None:
+    read = _ELSEWHERE.get(kind)
+    return read(obj) if read is not None else None
 
 
 def _stand_ins(

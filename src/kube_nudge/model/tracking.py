@@ -76,12 +76,14 @@ def track(view: WorkloadView, now: float, last: Phase | None = None) -> Tracking
         return Tracking(Phase.COMPLETE, rolled_to, started)
     if progress.done:
         return Tracking(Phase.COMPLETE, rolled_to, started, detail=progress.detail)
-    deadline_at = started + progress_deadline(view)
+    deadline_at: float | None = started + progress_deadline(view)
+    if progress.timed_by_controller and not view.settings.progress_deadline:
+        deadline_at = None  # its controller's verdict (deadline_exceeded) is the deadline
     if not progress.observed:
         if last is Phase.COMPLETE:
             return Tracking(Phase.COMPLETE, rolled_to, started)
         # Judged once observed (its controller catches up within moments).
         return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)
-    if progress.deadline_exceeded or now >= deadline_at:
+    if progress.deadline_exceeded or (deadline_at is not None and now >= deadline_at):
         return Tracking(Phase.FAILED, rolled_to, started, deadline_at, progress.detail)
     return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)

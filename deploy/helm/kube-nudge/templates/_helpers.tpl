@@ -96,6 +96,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: [jobs]
   verbs: [list]
 {{- end }}
+{{- if .Values.argoRollouts.enabled }}
+# Argo Rollouts (--argo-rollouts): read, followed and annotated like any workload.
+- apiGroups: [argoproj.io]
+  resources: [rollouts]
+  verbs: [get, list, watch, patch]
+{{- end }}
 {{- range .Values.customWorkloads }}
 - apiGroups: [{{ .group | quote }}]
   resources: [{{ .resource | quote }}]

@@ -1,0 +1,231 @@
+"""Argo Rollouts as a built-in kind (``run --argo-rollouts``) against the real API server.
+
+The Argo Rollouts controller does not run here (its module needs a newer Go toolchain than
+the one pinned for the dev cluster: docs/argo-rollouts.md says why). Its CRD is installed
+as Argo's is where kube-nudge reads it (group, names, the status and scale subresources),
+and each status below is written through the status subresource as that controller writes
+it: ``observedGeneration`` as a string, ``phase``, ``abort``, ``pauseConditions``,
+``currentPodHash``/``stableRS``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kube_nudge.app.run import resolve_workloads
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, ROLLOUTS
+from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind, WorkloadSpec
+from kube_nudge.model import BASELINE_HASH
+from kube_nudge_dev import manifests
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_object
+from tests.integration.controller_support import (
+    Running,
+    cli_as,
+    events,
+    expected_hash,
+    install_argo_rollouts_crd,
+    kube_nudge_cli,
+    running_controller,
+    template_hash,
+)
+
+pytestmark = pytest.mark.cluster
+DEPLOYMENT = BUILTIN_KINDS[0]
+TIMEOUT = 60
+
+
+async def adopted(kube: KubeClient, path: str, name: str) -> None:
+    """Wait until kube-nudge adopted workload ``name`` (its baseline recorded)."""
+    await wait_for_object(
+        kube, path, name,
+        lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
+    )  # fmt: skip
+
+
+async def rollout_kinds(kube: KubeClient) -> tuple[WorkloadKind, ...]:
+    """What ``run --argo-rollouts`` watches once the CRD is served."""
+    kinds, pending = await resolve_workloads(
+        kube, (WorkloadSpec.of(ARGO_ROLLOUTS, "--argo-rollouts"),)
+    )
+    assert pending == ()
+    assert kinds == (*BUILTIN_KINDS, ARGO_ROLLOUTS)
+    return kinds
+
+
+def rollout(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    """A canary Rollout (a pause step: it waits for promotion) reading LEVEL of ``app``."""
+    return {
+        "apiVersion": ROLLOUTS.api_version, "kind": "Rollout",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": {"canary": {"steps": [{"setWeight": 50}, {"pause": {}}]}},
+            **spec,
+        },
+    }  # fmt: skip
+
+
+async def argo_writes(kube: KubeClient, namespace: str, name: str, **status: Any) -> None:
+    """Write ``status`` as the Argo controller does after seeing the Rollout's latest spec:
+    through the status subresource, ``observedGeneration`` the generation as a string."""
+    obj = await kube.get(ROLLOUTS.path(namespace, name))
+    observed = str(obj["metadata"]["generation"])
+    await kube.merge_patch(
+        ROLLOUTS.path(namespace, name) + "/status",
+        {"status": {"observedGeneration": observed, **status}},
+    )
+
+
+async def change_and_roll(
+    kube: KubeClient, running: Running, kind: WorkloadKind, namespace: str, name: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Change LEVEL of ConfigMap ``app``; ``name`` as it was before and once its template
+    carries the hash of the new config."""
+    before = await kube.get(kind.resource.path(namespace, name))
+    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+    want = await expected_hash(kube, kind, before, running.hmac_key)
+    rolled = await wait_for_object(
+        kube, kind.resource.path(namespace), name,
+        lambda o: template_hash(o, kind) == want, timeout=TIMEOUT,
+    )  # fmt: skip
+    return before, rolled
+
+
+def healthy(pod_hash: str) -> dict[str, Any]:
+    return {"phase": "Healthy", "currentPodHash": pod_hash, "stableRS": pod_hash,
+            "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}  # fmt: skip
+
+
+async def healthy_web(
+    kube: KubeClient, namespace: str, annotations: dict[str, str]
+) -> tuple[WorkloadKind, ...]:
+    """Argo's CRD, ConfigMap ``app`` and Rollout ``web`` reading it, healthy at ReplicaSet
+    5f7c; the kinds ``run --argo-rollouts`` watches."""
+    await install_argo_rollouts_crd(kube)
+    kinds = await rollout_kinds(kube)
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": manifests.env_consumer()}
+    await kube.create(ROLLOUTS.path(namespace), rollout("web", annotations, template=template))
+    await argo_writes(kube, namespace, "web", **healthy("5f7c"))
+    return kinds
+
+
+async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    kinds = await healthy_web(kube, namespace, ENABLED)
+    async with running_controller(cluster, namespace, kinds=kinds) as running:
+        await adopted(kube, ROLLOUTS.path(namespace), "web")
+        obj, rolled = await change_and_roll(kube, running, ARGO_ROLLOUTS, namespace, "web")
+        assert rolled["metadata"]["generation"] == obj["metadata"]["generation"] + 1
+
+        # Argo sees the new template: a canary paused for promotion is in progress, not
+        # done and not failed, however long it waits.
+        paused = [{"reason": "CanaryPauseStep"}]
+        await argo_writes(kube, namespace, "web", phase="Paused", currentPodHash="9a1b",
+                          stableRS="5f7c", pauseConditions=paused)  # fmt: skip
+        code, out, err = await cli_as(cluster.kubeconfig, namespace, "status", "-o", "json")
+        assert code == 0, err
+        [row] = [r for r in _rows(out) if r["kind"] == "Rollout"]
+        assert (row["name"], row["state"], row["rolledOut"]) == ("web", "rolling", False)
+        assert await events(kube, namespace, "RolloutComplete") == []
+
+        # Promoted: healthy, the new ReplicaSet stable.
+        await argo_writes(kube, namespace, "web", pauseConditions=None, **healthy("9a1b"))
+        await until(lambda: _reasons(kube, namespace, "RolloutComplete"), TIMEOUT)
+        [complete] = await events(kube, namespace, "RolloutComplete")
+        assert complete["involvedObject"]["kind"] == "Rollout"
+        assert complete["message"] == "rollout complete: 2 of 2 updated, 2 available"
+        code, out, err = await cli_as(cluster.kubeconfig, namespace, "wait", "rollout/web",
+                                      "--timeout=30s")  # fmt: skip
+        assert code == 0, out + err
+        code, out, err = await cli_as(cluster.kubeconfig, namespace, "status", "-o", "json")
+        assert code == 0, err
+        [row] = [r for r in _rows(out) if r["kind"] == "Rollout"]
+        assert (row["state"], row["rolledOut"]) == ("current", True)
+
+
+async def test_an_aborted_rollout_fails_and_stops_the_line(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    kinds = await healthy_web(kube, namespace, {**ENABLED, "kube-nudge.io/rollout-order": "1"})
+    second = {**ENABLED, "kube-nudge.io/rollout-order": "2"}
+    await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
+        "api", replicas=0, spec=manifests.env_consumer(), annotations=second))  # fmt: skip
+    async with running_controller(cluster, namespace, kinds=kinds):
+        await adopted(kube, ROLLOUTS.path(namespace), "web")
+        await adopted(kube, DEPLOYMENTS.path(namespace), "api")
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+        await wait_for_object(
+            kube, ROLLOUTS.path(namespace), "web",
+            lambda o: template_hash(o, ARGO_ROLLOUTS) is not None, timeout=TIMEOUT,
+        )  # fmt: skip
+        # An analysis failed: Argo aborts, back on the stable ReplicaSet, and says Degraded.
+        await argo_writes(
+            kube, namespace, "web", phase="Degraded", abort=True, currentPodHash="9a1b",
+            stableRS="5f7c", message="RolloutAborted: Rollout aborted update to revision 2",
+        )  # fmt: skip
+        await until(lambda: _reasons(kube, namespace, "LineStopped"), TIMEOUT)
+        [failed] = await events(kube, namespace, "RolloutFailed")
+        assert failed["involvedObject"]["name"] == "web"
+        assert failed["type"] == "Warning"
+        assert "aborted: RolloutAborted: Rollout aborted update to revision 2" in failed["message"]
+        stopped = await events(kube, namespace, "LineStopped")
+        assert {e["involvedObject"]["name"] for e in stopped} == {"api"}
+        api = await kube.get(DEPLOYMENTS.path(namespace, "api"))
+        assert template_hash(api, DEPLOYMENT) is None  # never rolled into the failed change
+        code, out, err = await cli_as(cluster.kubeconfig, namespace, "status", "-o", "json")
+        assert code == 1, out + err
+        [row] = [r for r in _rows(out) if r["kind"] == "Rollout"]
+        assert row["state"] == "failed"
+
+        # Released on the failed Rollout (the command its Event names): the line goes on.
+        code, out = await kube_nudge_cli(cluster, namespace, "release", "rollout/web")
+        assert code == 0, out
+        await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "api",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=TIMEOUT,
+        )  # fmt: skip
+
+
+async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    await install_argo_rollouts_crd(kube)
+    kinds = await rollout_kinds(kube)
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
+    # The migration shape Argo documents: the Deployment keeps the template, scaled to zero.
+    await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
+        "web", replicas=0, spec=manifests.env_consumer(), annotations=ENABLED))  # fmt: skip
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+    await kube.create(ROLLOUTS.path(namespace), rollout("web-ro", ENABLED, workloadRef=ref))
+    async with running_controller(cluster, namespace, kinds=kinds) as running:
+        await until(lambda: _reasons(kube, namespace, "NoPodTemplate"), TIMEOUT)
+        [told] = await events(kube, namespace, "NoPodTemplate")
+        assert (told["involvedObject"]["kind"], told["type"]) == ("Rollout", "Warning")
+        assert "opt in Deployment/web instead (kube-nudge.io/enabled)" in told["message"]
+        await adopted(kube, DEPLOYMENTS.path(namespace), "web")
+        # The hash lands on the Deployment's template: the change Argo watches for (its
+        # generation moves, Argo copies it to rollout.argoproj.io/workload-generation).
+        obj, rolled = await change_and_roll(kube, running, DEPLOYMENT, namespace, "web")
+        assert rolled["metadata"]["generation"] > obj["metadata"]["generation"]
+        assert rolled["spec"]["replicas"] == 0  # nothing but the template annotation
+        ro = await kube.get(ROLLOUTS.path(namespace, "web-ro"))
+        assert "template" not in ro["spec"]  # Argo refuses a template beside workloadRef
+
+
+def _rows(out: str) -> list[dict[str, Any]]:
+    """The ``workloads`` of ``status -o json``."""
+    rows: list[dict[str, Any]] = json.loads(out)["workloads"]
+    return rows
+
+
+async def _reasons(kube: KubeClient, namespace: str, reason: str) -> bool:
+    return bool(await events(kube, namespace, reason))
