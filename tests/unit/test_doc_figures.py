@@ -71,6 +71,8 @@ SETTINGS: dict[str, str] = {
     "(default 20 ms)": "the agent's --debounce",
     "waits its 20 ms debounce": "the agent's --debounce",
     "backoff (1 s\n  doubling to 60 s)": "runtime/backoff.py",
+    "backoff (1 s, doubling up to 60 s)": "runtime/backoff.py",
+    "600 s if unset": "Argo Rollouts' default spec.progressDeadlineSeconds",
     "in the pool 60 s (aiohttp's default is\n15 s; client-go keeps them 90 s": "the idle pool",
     "with 15 s, the pool": "aiohttp's default idle time",
     "every 10 s hands": "runtime/heap.py",
