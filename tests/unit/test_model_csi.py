@@ -55,14 +55,23 @@ def deployment(spec: dict[str, Any], annotations: dict[str, str] | None = None) 
 
 
 def status(
-    objects: dict[str, str], rv: int, *, pod: str = "web-1", mounted: object = True
+    objects: dict[str, str],
+    rv: int,
+    *,
+    pod: str = "web-1",
+    mounted: object = True,
+    written: str = "12:00:00",
 ) -> dict[str, Any]:
-    """A SecretProviderClassPodStatus as the driver writes it."""
+    """A SecretProviderClassPodStatus as the driver writes it (``written``: the time of its
+    status write on 2026-11-27)."""
+    managed = {"manager": "secrets-store-csi-driver", "operation": "Update",
+               "time": f"2026-11-27T{written}Z", "fieldsV1": {"f:status": {}}}  # fmt: skip
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClassPodStatus",
         "metadata": {
             "name": f"{pod}-{NS}-db", "namespace": NS, "resourceVersion": str(rv),
+            "managedFields": [managed],
             "labels": {"internal.secrets-store.csi.k8s.io/node-name": "node-1"},
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": pod}],
         },
@@ -130,11 +139,15 @@ def test_the_view_keeps_ids_and_digests_never_the_versions() -> None:
 def test_a_rotation_moves_the_class_and_a_new_pod_repeating_it_does_not() -> None:
     first = advance(None, None, kept({"pw": "1"}, 10))
     assert first is not None
-    rotated = advance(first, kept({"pw": "1"}, 10), kept({"pw": "2"}, 20))
+    rotated = advance(first, kept({"pw": "1"}, 10), kept({"pw": "2"}, 20, written="12:00:05"))
     assert rotated is not None and rotated.state != first.state
     # A new pod of the rollout mounts the same versions: a newer view, the same state.
-    fresh = advance(rotated, None, kept({"pw": "2"}, 30, pod="web-2"))
+    fresh = advance(rotated, None, kept({"pw": "2"}, 30, pod="web-2", written="12:00:09"))
     assert fresh is not None and fresh.state == rotated.state
+    # ... and the data last changed when the rotation was recorded, not at that mount.
+    assert fresh.data_changed_at == rotated.data_changed_at != class_view(
+        kept({"pw": "2"}, 30, written="12:00:09")
+    ).data_changed_at
 
 
 def test_an_older_write_a_deletion_or_a_rewrite_of_the_same_objects_never_move_it() -> None:

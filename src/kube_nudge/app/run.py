@@ -190,7 +190,7 @@ def _beside(config: RunConfig, controller: Controller, hmac_key: bytes) -> list[
         runnables.append(Audit(
             client, metrics, interval=config.audit_interval,
             namespaces=options.namespaces, kinds=options.kinds, hmac_key=hmac_key,
-            compat=options.defaults.compat,
+            compat=options.defaults.compat, csi_secrets=options.defaults.csi_secrets,
         ))  # fmt: skip
     if config.webhook is not None:
         webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kube_nudge.model.digests import value_digest
@@ -49,6 +49,8 @@ class PodStatus:
     namespace: str
     secret_provider_class: str
     """``status.secretProviderClassName``."""
+    pod: str
+    """``status.podName``: the pod it is of (strategy hot reads each pod's)."""
     objects: tuple[tuple[str, str], ...]
     """``status.objects``: (id, version) pairs, sorted by id."""
     resource_version: int
@@ -78,6 +80,7 @@ def project_pod_status(obj: Mapping[str, Any]) -> PodStatus | None:
     return PodStatus(
         namespace=sys.intern(str(metadata.get("namespace") or "")),
         secret_provider_class=name,
+        pod=str(status.get("podName") or ""),
         objects=_objects(status.get("objects")),
         resource_version=int(version) if version.isdigit() else 0,
         written_at=written_at,
@@ -97,7 +100,12 @@ def advance(
         return None
     if current is not None and new.resource_version <= current.resource_version:
         return None
-    return class_view(new)
+    view = class_view(new)
+    if current is not None and current.state == view.state:
+        # The same versions written again (a new pod mounting): the data last changed, and
+        # was written by whom, when they were first recorded.
+        return replace(view, data_changed_at=current.data_changed_at, writers=current.writers)
+    return view
 
 
 def class_view(status: PodStatus) -> SourceView:
