@@ -65,6 +65,7 @@ async def running_controller(
     watch_inactivity: float = 90.0,
     max_concurrent_rollouts: int | None = None,
     notify: Callable[[Notification], None] | None = None,
+    csi_secrets: bool = False,
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
     it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
@@ -77,7 +78,11 @@ async def running_controller(
         kinds=kinds,
         pending_kinds=pending_kinds,
         defaults=product_defaults(
-            debounce=debounce, max_rollouts=max_rollouts, rollout_window=window, compat=compat
+            debounce=debounce,
+            max_rollouts=max_rollouts,
+            rollout_window=window,
+            compat=compat,
+            csi_secrets=csi_secrets,
         ),
         workers=8,
         watch_inactivity=watch_inactivity,

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kube_nudge.agentwire import Claim, key_id
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -23,6 +24,8 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.csi import PodStatus, advance, class_view, project_pod_status
 from kube_nudge.model.references import CSI_DRIVER, discover
+from kube_nudge.strategies.hot.rules import check_claim
+from tests.agent_support import KEY as HOT_KEY
 from tests.unit.fakes import KEY, NS, PATH
 
 DB = SourceRef(SourceKind.CSI, NS, "db")
@@ -145,9 +148,11 @@ def test_a_rotation_moves_the_class_and_a_new_pod_repeating_it_does_not() -> Non
     fresh = advance(rotated, None, kept({"pw": "2"}, 30, pod="web-2", written="12:00:09"))
     assert fresh is not None and fresh.state == rotated.state
     # ... and the data last changed when the rotation was recorded, not at that mount.
-    assert fresh.data_changed_at == rotated.data_changed_at != class_view(
-        kept({"pw": "2"}, 30, written="12:00:09")
-    ).data_changed_at
+    assert (
+        fresh.data_changed_at
+        == rotated.data_changed_at
+        != class_view(kept({"pw": "2"}, 30, written="12:00:09")).data_changed_at
+    )
 
 
 def test_an_older_write_a_deletion_or_a_rewrite_of_the_same_objects_never_move_it() -> None:
@@ -209,3 +214,33 @@ def test_pods_mounting_an_unknown_class_adopt_and_a_later_rotation_rolls() -> No
     assert describe_changes(plan.changes, rotated.states, NS) == (
         "secretproviderclass/db keys [pw] changed"
     )
+
+
+# -- strategy hot: a directory of CSI volumes is confirmed by the driver's status ---------
+
+
+def _claim(dirs: dict[str, str | None]) -> Claim:
+    return Claim(key_id(HOT_KEY), dirs)
+
+
+def _hot_spec() -> dict[str, Any]:
+    spec = pod_spec()
+    spec["containers"][0]["volumeMounts"][0]["mountPath"] = "/mnt/secrets"
+    return spec
+
+
+def test_a_csi_directory_counts_once_the_status_has_the_versions_and_the_agent_reloaded() -> None:
+    spec, claim = _hot_spec(), _claim({"/mnt/secrets": "any-hash-of-the-provider-files"})
+
+    def check(csi: dict[str, float | None] | None, loaded_at: float | None) -> str | None:
+        return check_claim(claim, spec, NS, HOT_KEY, {}, csi=csi, loaded_at=loaded_at)
+
+    assert check({"db": 100.0}, 100.4) is None  # the status write's second: after the files
+    assert check({"db": 100.0}, 99.9) == (
+        "/mnt/secrets: its agent has not reloaded since the CSI driver wrote secretproviderclass/db"
+    )
+    assert check({"db": None}, 200.0) == (
+        "/mnt/secrets: the CSI driver has not written the delivered versions of "
+        "secretproviderclass/db into it yet"
+    )
+    assert check({}, None) is None  # a class that doesn't count is not checked

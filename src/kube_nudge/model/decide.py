@@ -217,10 +217,8 @@ def decide(
     if (held := _own_hold(strategy, view, assessment, memory)) is not None:
         return held
     uncopied = _uncopied(view, assessment)
-    if assessment.desired == applied and not uncopied:
-        return Noop()
-    if applied == assessment.unmounted and not uncopied:
-        return Adopt(assessment.desired, mounted=True)
+    if (current := _current(assessment, applied, uncopied)) is not None:
+        return current
     settings = view.settings
     recent = recent_rollouts(memory.rollouts, view.rolled_at, now, settings.rollout_window)
     recent = [t for t in recent if t > view.released_at]  # an operator released the cap
@@ -247,6 +245,20 @@ def decide(
         had_baseline=bool(view.baseline_hash),
         uncopied=uncopied if assessment.desired == applied else (),
     )
+
+
+def _current(
+    assessment: Assessment, applied: str, uncopied: tuple[SourceRef, ...]
+) -> Decision | None:
+    """Noop when the pods run the desired config; Adopt when they do but its hash was
+    recorded while the Secrets Store CSI classes they mount were unknown (model/csi.py)."""
+    if uncopied:
+        return None
+    if assessment.desired == applied:
+        return Noop()
+    if applied == assessment.unmounted:
+        return Adopt(assessment.desired, mounted=True)
+    return None
 
 
 def _own_hold(

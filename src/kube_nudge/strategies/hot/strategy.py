@@ -300,10 +300,7 @@ class HotStrategy(AdoptsBaseline):
                 ):
                     why = f"{ref.display(namespace)} changed since this delivery"
                     return dict.fromkeys(claimed, why)
-        except NotReproducible as exc:
-            return dict.fromkeys(claimed, str(exc))
-        csi = [ref for ref in assessment.visible if ref.kind is SourceKind.CSI]
-        try:
+            csi = [ref for ref in assessment.visible if ref.kind is SourceKind.CSI]
             written = await self._csi_writes(namespace, csi, assessment) if csi else {}
         except NotReproducible as exc:
             return dict.fromkeys(claimed, str(exc))
