@@ -8,6 +8,7 @@ hot reloads in place once each pod's status and agent say so."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from kube_nudge.agent.watch import claim
 from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, key_id
-from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import (
     DEPLOYMENTS,
     PODS,
@@ -55,6 +56,11 @@ from tests.integration.rollout_timeline import DEPLOYMENT, Timeline, watching
 pytestmark = pytest.mark.cluster
 
 V1, V2 = {"db-password": "7"}, {"db-password": "8"}
+# The driver writes a pod's status as it mounts the volume, before the containers start;
+# here kwok starts them first and the test writes the statuses after, which would make
+# the pods look stale at first sight (kube-nudge.io/adopt: roll-stale) to a controller
+# started after: such tests adopt without that check.
+ADOPT = {**ENABLED, "kube-nudge.io/adopt": "never-roll"}
 
 
 def notes(obj: dict[str, Any]) -> dict[str, str]:
@@ -90,6 +96,13 @@ async def new_pods(kube: KubeClient, namespace: str, old: list[dict[str, Any]]) 
 
     await until(replaced, timeout=60)
     return await running_pods(kube, namespace, "web", 2)
+
+
+async def collected(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
+    """The garbage collector deletes the status of ``pod``, which is gone."""
+    name = f"{pod['metadata']['name']}-{namespace}-db"
+    with contextlib.suppress(ApiError):  # collected already
+        await kube.delete(SECRETPROVIDERCLASSPODSTATUSES.path(namespace, name))
 
 
 async def test_mounting_adopts_a_rotation_rolls_once_and_new_pods_repeating_it_roll_nothing(
@@ -132,9 +145,15 @@ async def test_mounting_adopts_a_rotation_rolls_once_and_new_pods_repeating_it_r
         assert "secretproviderclass/db keys [db-password] changed" in rolling["message"]
         assert '"8"' not in rolling["message"] and " 8" not in rolling["message"]
 
-        # The other old pod rotates at its own pace, the new pods mount the same versions.
+        # The other old pod rotates at its own pace; the old pods go, and with them their
+        # statuses (the garbage collector's, by their ownerReferences: done here, as it
+        # finds a new CRD's objects only at its next discovery); the new pods mount the same
+        # versions.
         await rotated(kube, pods[1], "db", V2)
-        for pod in await new_pods(kube, namespace, pods):
+        fresh = await new_pods(kube, namespace, pods)
+        for pod in pods:
+            await collected(kube, namespace, pod)
+        for pod in fresh:
             status = await mounted(kube, pod, "db", V2)
         await seen(running, namespace, status)
         web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
@@ -153,7 +172,7 @@ async def test_a_rotation_of_a_class_synced_to_a_secret_the_pods_read_rolls_once
                       secret_provider_class("db", synced="db-synced"))  # fmt: skip
     await synced(kube, namespace, "db-synced", "pw-7")
     spec = csi_consumer("db", env_secret="db-synced")
-    deployment = manifests.deployment("web", replicas=2, spec=spec, annotations=ENABLED)
+    deployment = manifests.deployment("web", replicas=2, spec=spec, annotations=ADOPT)
     await kube.create(DEPLOYMENTS.path(namespace), deployment)
     pods = await running_pods(kube, namespace, "web", 2)
     for pod in pods:
@@ -204,7 +223,7 @@ async def hot_web(kube: KubeClient, namespace: str, deadline: str) -> list[dict[
     await install_driver_crds(kube)
     await kube.create(SECRETPROVIDERCLASSES.path(namespace), secret_provider_class("db"))
     await kube.create(SECRETS.path(namespace), agent_key_secret())
-    hot = {**ENABLED, "kube-nudge.io/strategy": "hot", "kube-nudge.io/hot-deadline": deadline}
+    hot = {**ADOPT, "kube-nudge.io/strategy": "hot", "kube-nudge.io/hot-deadline": deadline}
     deployment = manifests.deployment("web", replicas=2, spec=csi_consumer("db"),
                                       annotations=hot)  # fmt: skip
     await kube.create(DEPLOYMENTS.path(namespace), deployment)
@@ -253,7 +272,7 @@ async def test_hot_never_counts_a_pod_whose_status_has_not_recorded_the_rotation
 ) -> None:
     """Both agents reload, but the driver rotated only the first pod: the second has the
     old files, so at the deadline the fallback names it, and only it, and why."""
-    pods = await hot_web(kube, namespace, "6s")
+    pods = await hot_web(kube, namespace, "10s")
     names = [p["metadata"]["name"] for p in pods]
     async with running_controller(cluster, namespace, csi_secrets=True) as running:
         status = await kube.get(
@@ -261,14 +280,13 @@ async def test_hot_never_counts_a_pod_whose_status_has_not_recorded_the_rotation
         )
         await seen(running, namespace, status)
         await rotated(kube, pods[0], "db", V2)
-        await posted(kube, namespace, "HotReload")
         for pod in pods:
             await agent_reloads(kube, namespace, pod)
         [failed] = await posted(kube, namespace, "HotReloadFailed", timeout=60)
         message = failed["message"]
-        assert f"within 6 s: {names[1]} (" in message, message
+        assert f"within 10 s: {names[1]} (" in message, message
         assert (
             f"{names[1]}: /mnt/secrets-store: the CSI driver has not written the delivered "
             "versions of secretproviderclass/db into it yet"
         ) in message
-        assert names[0] not in message.split("within 6 s:")[1].split(";")[0]
+        assert names[0] not in message.split("within 10 s:")[1].split(";")[0]
