@@ -163,9 +163,12 @@ def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
     return template_annotation(obj, kind.template_path, CONFIG_HASH)
 
 
-async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> None:
-    """Install a namespaced CRD serving ``resource`` (schemaless) and wait until it is
-    Established; a CRD left by an earlier test of this session is reused."""
+async def install_crd(
+    kube: KubeClient, resource: Resource, singular: str, schema: dict[str, Any] | None = None
+) -> None:
+    """Install a namespaced CRD serving ``resource`` (with ``schema``, else schemaless) and
+    wait until it is Established; a CRD left by an earlier test of this session is reused."""
+    schema = schema or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     name = f"{resource.plural}.{resource.group}"
     try:
         await kube.create(CRDS.path(), {
@@ -176,9 +179,7 @@ async def install_crd(kube: KubeClient, resource: Resource, singular: str) -> No
                 "names": {"plural": resource.plural, "singular": singular,
                           "kind": resource.kind},
                 "versions": [{"name": resource.version, "served": True, "storage": True,
-                              "schema": {"openAPIV3Schema": {
-                                  "type": "object",
-                                  "x-kubernetes-preserve-unknown-fields": True}}}],
+                              "schema": {"openAPIV3Schema": schema}}],
             },
         })  # fmt: skip
     except ApiError as exc:

@@ -14,7 +14,6 @@ from typing import Any
 
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import (
-    CRDS,
     PODS,
     SECRETPROVIDERCLASSPODSTATUSES,
     SECRETS,
@@ -22,7 +21,8 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.model.references import CSI_DRIVER
 from kube_nudge_dev import manifests
-from kube_nudge_dev.waiting import until, wait_for_object
+from kube_nudge_dev.waiting import until
+from tests.integration.controller_support import install_crd
 
 DRIVER = "secrets-store-csi-driver"
 """The driver's field manager (client-go's default: its binary's name)."""
@@ -71,45 +71,9 @@ _CLASS_SCHEMA = {
 
 async def install_driver_crds(kube: KubeClient) -> None:
     """Both CRDs of the driver's v1 API, served and discoverable (reused if installed)."""
-    for resource, singular, schema in (
-        (SECRETPROVIDERCLASSPODSTATUSES, "secretproviderclasspodstatus", _STATUS_SCHEMA),
-        (SECRETPROVIDERCLASSES, "secretproviderclass", _CLASS_SCHEMA),
-    ):
-        await _install(kube, resource, singular, schema)
-
-
-async def _install(
-    kube: KubeClient, resource: Resource, singular: str, schema: dict[str, Any]
-) -> None:
-    name = f"{resource.plural}.{resource.group}"
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": name},
-        "spec": {
-            "group": resource.group, "scope": "Namespaced",
-            "names": {"plural": resource.plural, "singular": singular, "kind": resource.kind,
-                      "listKind": f"{resource.kind}List"},
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": schema}}],
-        },
-    }  # fmt: skip
-    try:
-        await kube.create(CRDS.path(), crd)
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-    await wait_for_object(
-        kube, CRDS.path(), name,
-        lambda o: any(c["type"] == "Established" and c["status"] == "True"
-                      for c in (o.get("status") or {}).get("conditions") or []),
-        timeout=30,
-    )  # fmt: skip
-
-    async def discoverable() -> bool:
-        found = await kube.get(f"/apis/{resource.group}/{resource.version}")
-        return any(r.get("name") == resource.plural for r in found.get("resources") or ())
-
-    await until(discoverable, 30)
+    await install_crd(kube, SECRETPROVIDERCLASSPODSTATUSES, "secretproviderclasspodstatus",
+                      _STATUS_SCHEMA)  # fmt: skip
+    await install_crd(kube, SECRETPROVIDERCLASSES, "secretproviderclass", _CLASS_SCHEMA)
 
 
 def secret_provider_class(name: str, synced: str | None = None) -> dict[str, Any]:

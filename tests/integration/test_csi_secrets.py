@@ -216,10 +216,13 @@ def agent_loaded(files: dict[str, bytes]) -> dict[str, str]:
     return {LOADED_HASH: loaded, LOADED_AT: f"{time.time():.3f}"}
 
 
-async def hot_web(kube: KubeClient, namespace: str, deadline: str) -> list[dict[str, Any]]:
+async def hot_web(
+    kube: KubeClient, namespace: str, deadline: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Class `db`, the agent key, Deployment `web` (2 pods, strategy hot, mounting the class
-    whole), each pod's status written; returns the pods once the wall clock is past the
-    second they started in (a change in that second would count as read at start)."""
+    whole), each pod's status written; returns the pods and the last status written, once
+    the wall clock is past the second the pods started in (a change in that second would
+    count as read at start)."""
     await install_driver_crds(kube)
     await kube.create(SECRETPROVIDERCLASSES.path(namespace), secret_provider_class("db"))
     await kube.create(SECRETS.path(namespace), agent_key_secret())
@@ -229,10 +232,10 @@ async def hot_web(kube: KubeClient, namespace: str, deadline: str) -> list[dict[
     await kube.create(DEPLOYMENTS.path(namespace), deployment)
     pods = await running_pods(kube, namespace, "web", 2)
     for pod in pods:
-        await mounted(kube, pod, "db", V1)
+        status = await mounted(kube, pod, "db", V1)
     started = [parse_timestamp(p["status"]["startTime"]) or 0.0 for p in pods]
     await eventually(lambda: time.time() >= max(started) + 1, timeout=5)
-    return pods
+    return pods, status
 
 
 async def agent_reloads(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
@@ -244,12 +247,9 @@ async def agent_reloads(kube: KubeClient, namespace: str, pod: dict[str, Any]) -
 async def test_hot_reloads_a_rotation_in_place_once_each_pods_status_and_agent_say_so(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
-    pods = await hot_web(kube, namespace, "5m")
+    pods, status = await hot_web(kube, namespace, "5m")
     names = [p["metadata"]["name"] for p in pods]
     async with running_controller(cluster, namespace, csi_secrets=True) as running:
-        status = await kube.get(
-            SECRETPROVIDERCLASSPODSTATUSES.path(namespace, f"{names[1]}-{namespace}-db")
-        )
         await seen(running, namespace, status)
         for pod in pods:  # the driver rotates each pod, and each pod's agent reloads
             await rotated(kube, pod, "db", V2)
@@ -272,12 +272,9 @@ async def test_hot_never_counts_a_pod_whose_status_has_not_recorded_the_rotation
 ) -> None:
     """Both agents reload, but the driver rotated only the first pod: the second has the
     old files, so at the deadline the fallback names it, and only it, and why."""
-    pods = await hot_web(kube, namespace, "10s")
+    pods, status = await hot_web(kube, namespace, "10s")
     names = [p["metadata"]["name"] for p in pods]
     async with running_controller(cluster, namespace, csi_secrets=True) as running:
-        status = await kube.get(
-            SECRETPROVIDERCLASSPODSTATUSES.path(namespace, f"{names[1]}-{namespace}-db")
-        )
         await seen(running, namespace, status)
         await rotated(kube, pods[0], "db", V2)
         for pod in pods:
