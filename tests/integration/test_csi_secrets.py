@@ -10,23 +10,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from kube_nudge.agent.watch import claim
 from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, key_id
+from kube_nudge.app.run import csi_served
+from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import (
     DEPLOYMENTS,
     PODS,
     SECRETPROVIDERCLASSPODSTATUSES,
     SECRETS,
+    Resource,
 )
 from kube_nudge.model import BASELINE_HASH, ROLLED_AT, SourceKind, SourceRef
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.desired import desired_hash
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
+from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
@@ -40,6 +45,7 @@ from tests.integration.controller_support import (
     template_hash,
 )
 from tests.integration.csi_support import (
+    GROUP,
     MOUNT,
     SECRETPROVIDERCLASSES,
     csi_consumer,
@@ -287,3 +293,18 @@ async def test_hot_never_counts_a_pod_whose_status_has_not_recorded_the_rotation
             "versions of secretproviderclass/db into it yet"
         ) in message
         assert names[0] not in message.split("within 10 s:")[1].split(";")[0]
+
+
+async def test_csi_secrets_without_the_drivers_crd_served_counts_no_class(
+    kube: KubeClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    on = ControllerOptions(defaults=product_defaults(csi_secrets=True))
+    await install_driver_crds(kube)
+    assert await csi_served(kube, on) == on
+    missing = Resource("secrets-store.example.com", "v1", "secretproviderclasspodstatuses",
+                       "SecretProviderClassPodStatus")  # fmt: skip
+    assert (await csi_served(kube, on, missing)).defaults.csi_secrets is False
+    assert "--csi-secrets: the API server does not serve secretproviderclasspodstatuses/" in (
+        caplog.text
+    )
+    assert (await csi_served(kube, on, replace(missing, group=GROUP, version="v9"))) != on

@@ -20,7 +20,7 @@ from kube_nudge import __version__
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.resources import SECRETPROVIDERCLASSPODSTATUSES
+from kube_nudge.kube.resources import SECRETPROVIDERCLASSPODSTATUSES, Resource
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
 from kube_nudge.notifications.model import Notification, Receiver
 from kube_nudge.reporting.audit import Audit
@@ -95,12 +95,15 @@ async def resolve_workloads(
     return registry(custom), tuple(pending)
 
 
-async def csi_served(client: KubeClient, options: ControllerOptions) -> ControllerOptions:
+async def csi_served(
+    client: KubeClient,
+    options: ControllerOptions,
+    resource: Resource = SECRETPROVIDERCLASSPODSTATUSES,
+) -> ControllerOptions:
     """``options`` as they can be served: with --csi-secrets but no Secrets Store CSI CRD
-    served, CSI volumes consume nothing (logged) until a restart finds it."""
+    served (``resource``), CSI volumes consume nothing (logged) until a restart finds it."""
     if not options.defaults.csi_secrets:
         return options
-    resource = SECRETPROVIDERCLASSPODSTATUSES
     try:
         found = await client.get(f"/apis/{resource.api_version}")
     except ApiError as exc:
