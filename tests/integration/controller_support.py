@@ -67,6 +67,7 @@ async def running_controller(
     watch_inactivity: float = 90.0,
     max_concurrent_rollouts: int | None = None,
     notify: Callable[[Notification], None] | None = None,
+    csi_secrets: bool = False,
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
     it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
@@ -79,7 +80,11 @@ async def running_controller(
         kinds=kinds,
         pending_kinds=pending_kinds,
         defaults=product_defaults(
-            debounce=debounce, max_rollouts=max_rollouts, rollout_window=window, compat=compat
+            debounce=debounce,
+            max_rollouts=max_rollouts,
+            rollout_window=window,
+            compat=compat,
+            csi_secrets=csi_secrets,
         ),
         workers=8,
         watch_inactivity=watch_inactivity,
@@ -163,11 +168,16 @@ def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:
 
 
 async def install_crd(
-    kube: KubeClient, resource: Resource, singular: str, subresources: dict[str, Any] | None = None
+    kube: KubeClient,
+    resource: Resource,
+    singular: str,
+    subresources: dict[str, Any] | None = None,
+    schema: dict[str, Any] | None = None,
 ) -> None:
-    """Install a namespaced CRD serving ``resource`` (schemaless, with ``subresources`` such
-    as ``{"status": {}}``) and wait until it is Established; a CRD left by an earlier test
-    of this session is reused."""
+    """Install a namespaced CRD serving ``resource`` (with ``schema``, else schemaless; with
+    ``subresources`` such as ``{"status": {}}``) and wait until it is Established; a CRD left
+    by an earlier test of this session is reused."""
+    schema = schema or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     name = f"{resource.plural}.{resource.group}"
     try:
         await kube.create(CRDS.path(), {
@@ -179,9 +189,7 @@ async def install_crd(
                           "kind": resource.kind},
                 "versions": [{"name": resource.version, "served": True, "storage": True,
                               "subresources": subresources or {},
-                              "schema": {"openAPIV3Schema": {
-                                  "type": "object",
-                                  "x-kubernetes-preserve-unknown-fields": True}}}],
+                              "schema": {"openAPIV3Schema": schema}}],
             },
         })  # fmt: skip
     except ApiError as exc:

@@ -6,7 +6,8 @@ outside the watched namespaces) is denied. With `snapshotStrategy.enabled` the s
 a workload rolling onto copies that its ReplicaSet then owns, and the chart's admission policy
 denies the writes to users' ConfigMaps and Secrets that RBAC then allows; with
 `hotStrategy.enabled` (same mode) for a hot change nudging a workload's pods, and the policy
-keeps that grant to the one annotation."""
+keeps that grant to the one annotation; with `csi.enabled` (same mode) for a rotation the
+Secrets Store CSI driver recorded."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ from tests.integration.controller_support import (
     start_replica,
     template_hash,
 )
+from tests.integration.csi_support import (
+    csi_consumer,
+    install_driver_crds,
+    mounted,
+    rotated,
+    running_pods,
+)
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +82,11 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
     # namespace-scoped, with the snapshot and hot strategies' grants
     snapshot = mode == "snapshot"
     sets: tuple[str, ...] = (f"watchNamespaces={{{namespace}}}",) if scoped else ()
-    sets += ("snapshotStrategy.enabled=true", "hotStrategy.enabled=true") if snapshot else ()
+    sets += (
+        ("snapshotStrategy.enabled=true", "hotStrategy.enabled=true", "csi.enabled=true")
+        if snapshot
+        else ()
+    )
     sets += ("argoRollouts.enabled=true",) if snapshot else ()  # the optional grants
     # Only this test's workload: cluster-wide, workloads other tests left in namespaces still
     # being deleted would otherwise be adopted, and Events about them refused.
@@ -128,6 +140,15 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
                 "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "ro"}},
                          "template": template},
             })  # fmt: skip
+
+        if snapshot:  # --csi-secrets: the Secrets Store CSI driver's statuses, read
+            await install_driver_crds(kube)
+            csi = manifests.deployment("csi", spec=csi_consumer("db"), annotations={
+                **ENABLED, "kube-nudge.io/adopt": "never-roll"})  # fmt: skip
+            csi["metadata"]["labels"] = {"rbac-test": namespace}
+            await kube.create(DEPLOYMENTS.path(namespace), csi)
+            [csi_pod] = await running_pods(kube, namespace, "csi", 1)
+            await mounted(kube, csi_pod, "db", {"db-password": "1"})
         # The chart's command line as it is, but for the probe port; cluster-wide, it watches
         # every namespace of the session cluster, as installed. Scoped, the chart's own
         # --namespace flags say which (kube-nudge refuses one given twice).
@@ -183,7 +204,17 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
                 kube, PODS.path(namespace), lambda found: old not in found and len(found) == 1,
                 params={"labelSelector": "app=evictable"}, timeout=30,
             )  # fmt: skip
-            if snapshot:
+            if snapshot:  # a rotation the driver recorded rolls the CSI consumer
+                await wait_for_object(
+                    kube, DEPLOYMENTS.path(namespace), "csi",
+                    lambda o: "kube-nudge.io/baseline-hash" in o["metadata"]["annotations"],
+                    timeout=30,
+                )  # fmt: skip
+                await rotated(kube, csi_pod, "db", {"db-password": "2"})
+                await wait_for_object(
+                    kube, DEPLOYMENTS.path(namespace), "csi",
+                    lambda o: template_hash(o, BUILTIN_KINDS[0]) is not None, timeout=30,
+                )  # fmt: skip
                 await wait_for_object(
                     kube, DEPLOYMENTS.path(namespace), "hot",
                     lambda o: "kube-nudge.io/baseline-hash" in o["metadata"]["annotations"],

@@ -76,7 +76,8 @@ def run_wait(
     monkeypatch.setattr(wait_command, "collect", collect)
     monkeypatch.setattr(wait_command, "POLL_SECONDS", 0.0)
     args = argparse.Namespace(namespace="shop", state_namespace="kube-nudge",
-                              hmac_secret="kube-nudge-hmac-key", compat=False)  # fmt: skip
+                              hmac_secret="kube-nudge-hmac-key", compat=False,
+                              csi_secrets=False)  # fmt: skip
     target = [NamedObject("Deployment", "web")]
     client = FakeApi(namespace="shop").as_client()
     code = asyncio.run(WAIT._wait(client, args, target, timeout, io.StringIO()))

@@ -287,6 +287,27 @@ def test_argo_rollouts_get_their_rbac_and_flag_only_when_enabled() -> None:
     assert [spec.flag for spec in config.custom_workloads] == ["--argo-rollouts"]
 
 
+def test_csi_secrets_read_the_drivers_pod_statuses_only_when_enabled() -> None:
+    group = "secrets-store.csi.x-k8s.io"
+    csi = {"apiGroups": [group], "resources": ["secretproviderclasspodstatuses"],
+           "verbs": ["get", "list", "watch"]}  # fmt: skip
+
+    def driver_rules(docs: list[Doc]) -> list[Doc]:
+        return [r for d in docs if d["kind"] in ("ClusterRole", "Role")
+                for r in d.get("rules") or [] if group in r["apiGroups"]]  # fmt: skip
+
+    assert driver_rules(render("viewer.create=true")) == []
+    assert "--csi-secrets" not in container_args(render())
+    docs = render("csi.enabled=true", "viewer.create=true")
+    assert driver_rules(docs) == [csi, {**csi, "verbs": ["list"]}]  # the controller; viewers
+    args = container_args(docs)
+    assert "--csi-secrets" in args
+    config = RUN.config(build_parser().parse_args(args))  # raises on a flag it rejects
+    assert config.controller.defaults.csi_secrets is True
+    scoped = render("csi.enabled=true", "watchNamespaces={team-a}")
+    assert driver_rules(scoped) == [csi]  # where it watches, and nowhere else
+
+
 def test_the_pod_is_hardened_and_highly_available() -> None:
     docs = render()
     deployment = only(docs, "Deployment")

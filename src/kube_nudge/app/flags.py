@@ -22,6 +22,7 @@ from kube_nudge.reporting.hmackey import KEY_FIELD, read_key_file
 
 __all__ = [
     "add_cluster_flags",
+    "add_csi_flag",
     "add_key_flags",
     "check_address",
     "check_count",
@@ -163,6 +164,15 @@ def add_key_flags(parser: argparse.ArgumentParser) -> None:
         help="namespace of kube-nudge's key Secret (default kube-nudge)")  # fmt: skip
     add("--hmac-secret", default="kube-nudge-hmac-key", help="name of the key Secret")
     add("--hmac-key-file", help="read the hash key from this file instead")
+
+
+def add_csi_flag(parser: argparse.ArgumentParser) -> None:
+    """``--csi-secrets``, as the controller's: Secrets Store CSI classes count as sources."""
+    parser.add_argument(
+        "--csi-secrets",
+        action="store_true",
+        help="count Secrets Store CSI classes as sources, as `run --csi-secrets` does",
+    )
 
 
 def check_key_flags(args: argparse.Namespace) -> None:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
 from kube_nudge.app.flags import (
     add_cluster_flags,
+    add_csi_flag,
     add_key_flags,
     check_key_flags,
     check_namespace,
@@ -97,6 +98,7 @@ class PlanCommand:
             help="output format")  # fmt: skip
         add_cluster_flags(parser)
         add_key_flags(parser)
+        add_csi_flag(parser)
 
     def execute(self, args: argparse.Namespace) -> int:
         """Validate everything, read, plan, print; the exit code."""
@@ -133,7 +135,7 @@ def _plan(inputs: Inputs, notes: list[str]) -> Plan:
 
 def _offline(base: list[Manifest], head: list[Manifest], args: argparse.Namespace) -> Plan:
     namespace = args.namespace or "default"
-    defaults = product_defaults(compat=args.compat)
+    defaults = product_defaults(compat=args.compat, csi_secrets=args.csi_secrets)
     inputs = offline_inputs(
         sort_objects((m.obj for m in base), namespace, BUILTIN_KINDS),
         sort_objects((m.obj for m in head), namespace, BUILTIN_KINDS),
@@ -159,7 +161,7 @@ async def _read_live(client: KubeClient, head: list[Manifest], args: argparse.Na
         key = await read_installation_key(client, args, sys.stderr)
         namespace = args.namespace or client.default_namespace
         given = sort_objects((m.obj for m in head), namespace, BUILTIN_KINDS)
-        defaults = product_defaults(compat=args.compat)
+        defaults = product_defaults(compat=args.compat, csi_secrets=args.csi_secrets)
         inputs = await live_inputs(client, given, defaults=defaults, hmac_key=key)
     finally:
         await client.aclose()

@@ -20,6 +20,7 @@ from kube_nudge import __version__
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
+from kube_nudge.kube.resources import SECRETPROVIDERCLASSPODSTATUSES, Resource
 from kube_nudge.kube.workloads import WorkloadKind, WorkloadSpec, registry, resolve
 from kube_nudge.notifications.model import Notification, Receiver
 from kube_nudge.reporting.audit import Audit
@@ -94,6 +95,32 @@ async def resolve_workloads(
     return registry(custom), tuple(pending)
 
 
+async def csi_served(
+    client: KubeClient,
+    options: ControllerOptions,
+    resource: Resource = SECRETPROVIDERCLASSPODSTATUSES,
+) -> ControllerOptions:
+    """``options`` as they can be served: with --csi-secrets but no Secrets Store CSI CRD
+    served (``resource``), CSI volumes consume nothing (logged) until a restart finds it."""
+    if not options.defaults.csi_secrets:
+        return options
+    try:
+        found = await client.get(f"/apis/{resource.api_version}")
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        found = {}
+    if any(entry.get("name") == resource.plural for entry in found.get("resources") or []):
+        return options
+    log.warning(
+        "--csi-secrets: the API server does not serve %s/%s (is the Secrets Store CSI driver "
+        "installed?); CSI volumes count as no source until kube-nudge restarts with it served",
+        resource.plural, resource.api_version,
+    )  # fmt: skip
+    defaults = dataclasses.replace(options.defaults, csi_secrets=False)
+    return dataclasses.replace(options, defaults=defaults)
+
+
 async def serve(config: RunConfig) -> None:
     """Run the controller until cancelled."""
     use_small_tls_buffers()  # before the first connection (runtime/tlsbuffers.py)
@@ -112,7 +139,7 @@ async def serve(config: RunConfig) -> None:
             hmac_key = read_key_file(config.hmac_key_file)
         else:
             hmac_key = await _state_key(client, config)
-        options = config.controller
+        options = await csi_served(client, config.controller)
         if config.custom_workloads:
             kinds, pending = await resolve_workloads(client, config.custom_workloads)
             options = dataclasses.replace(options, kinds=kinds, pending_kinds=pending)
@@ -166,7 +193,7 @@ def _beside(config: RunConfig, controller: Controller, hmac_key: bytes) -> list[
         runnables.append(Audit(
             client, metrics, interval=config.audit_interval,
             namespaces=options.namespaces, kinds=options.kinds, hmac_key=hmac_key,
-            compat=options.defaults.compat,
+            compat=options.defaults.compat, csi_secrets=options.defaults.csi_secrets,
         ))  # fmt: skip
     if config.webhook is not None:
         webhook_server = HttpServer(*config.webhook.address, tls=config.webhook.tls,

@@ -275,6 +275,13 @@ class RunCommand:
             help="also opt in workloads annotated for Wave or Reloader",
         )
         add(
+            "--csi-secrets",
+            action="store_true",
+            help="also count the SecretProviderClasses of Secrets Store CSI volumes as sources: "
+            "new object versions in their SecretProviderClassPodStatus are a change "
+            "(docs/csi-secrets.md)",
+        )
+        add(
             "--debounce",
             default="auto",
             help="default debounce: auto (a quiet window that "
@@ -387,6 +394,7 @@ class RunCommand:
                     max_rollouts=count,
                     rollout_window=window,
                     compat=args.compat,
+                    csi_secrets=args.csi_secrets,
                 ),
                 workers=args.workers,
                 source_selector=_selector("--source-selector", args.source_selector),

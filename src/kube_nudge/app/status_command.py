@@ -27,6 +27,7 @@ from kube_nudge.app.errors import (
 )
 from kube_nudge.app.flags import (
     add_cluster_flags,
+    add_csi_flag,
     add_key_flags,
     check_key_flags,
     check_namespaces,
@@ -77,6 +78,7 @@ class StatusCommand:
         add("--all", action="store_true", dest="include_opted_out",
             help="also list workloads that did not opt in but run stale pods")  # fmt: skip
         add_key_flags(parser)
+        add_csi_flag(parser)
 
     def execute(self, args: argparse.Namespace) -> int:
         """Validate, collect, print; the exit code."""
@@ -119,6 +121,7 @@ class StatusCommand:
             rows = await collect(
                 client, namespaces=scope, hmac_key=key, kinds=await readable_kinds(client),
                 include_opted_out=args.include_opted_out, compat=args.compat,
+                csi_secrets=args.csi_secrets,
                 key_location=f"{args.state_namespace}/{args.hmac_secret}",
             )  # fmt: skip
             return rows, key is not None

@@ -40,6 +40,7 @@ from kube_nudge.app.errors import (
 )
 from kube_nudge.app.flags import (
     add_cluster_flags,
+    add_csi_flag,
     add_key_flags,
     check_duration,
     check_key_flags,
@@ -171,6 +172,7 @@ class WaitCommand:
         add("--namespace", "-n", help="namespace (default: the context's)")
         add("--timeout", default="10m", help="give up after this long (default 10m)")
         add_key_flags(parser)
+        add_csi_flag(parser)
 
     def execute(self, args: argparse.Namespace) -> int:
         """Validate, then wait; the exit code."""
@@ -210,7 +212,8 @@ class WaitCommand:
             kinds = await readable_kinds(client)
             while True:
                 rows = await collect(client, namespaces=(namespace,), hmac_key=key, kinds=kinds,
-                                     compat=args.compat, key_location=where)  # fmt: skip
+                                     compat=args.compat, key_location=where,
+                                     csi_secrets=args.csi_secrets)  # fmt: skip
                 chosen = _selected(rows, targets)
                 await self._something_to_wait_for(client, namespace, targets, chosen, args)
                 self._show(chosen, shown, out, live)

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from kube_nudge.controller.csi import CsiClasses
 from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.controller.reader import WorkloadKey
 from kube_nudge.kube import resources
@@ -84,8 +85,9 @@ class Cache:
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._scopes = scopes
         self._sources = {
-            kind: [self._source_informer(kind, ns) for ns in scopes] for kind in SourceKind
+            kind: [self._source_informer(kind, ns) for ns in scopes] for kind in _SOURCE_RESOURCES
         }
+        self._csi = self._csi_classes() if options.defaults.csi_secrets else None
         self._workloads = {
             kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
         }
@@ -100,7 +102,10 @@ class Cache:
     # -- lookups (Reader) ------------------------------------------------------------------
 
     def source(self, ref: SourceRef) -> SourceView | None:
-        """The cached view of a ConfigMap/Secret, if it exists (and is in scope)."""
+        """The cached view of a ConfigMap/Secret (a CSI class: once mounted), if it exists
+        (and is in scope)."""
+        if ref.kind is SourceKind.CSI:
+            return self._csi.view(ref) if self._csi is not None else None
         for informer in self._sources[ref.kind]:
             if informer.config.namespace in (None, ref.namespace):
                 return informer.store.get((ref.namespace, ref.name))
@@ -119,7 +124,9 @@ class Cache:
         return self.index.consumers(ref)
 
     def source_keys(self, kind: SourceKind) -> list[Key]:
-        """(namespace, name) of every cached ConfigMap or Secret."""
+        """(namespace, name) of every cached ConfigMap or Secret (or known CSI class)."""
+        if kind is SourceKind.CSI:
+            return self._csi.keys() if self._csi is not None else []
         return [key for informer in self._sources[kind] for key in informer.store]
 
     def source_refs(self) -> list[SourceRef]:
@@ -138,6 +145,7 @@ class Cache:
     def informers(self) -> list[Informer[Any]]:
         """Every informer, sources first."""
         found: list[Informer[Any]] = [i for group in self._sources.values() for i in group]
+        found += self._csi.informers if self._csi is not None else []
         return found + [i for group in self._workloads.values() for i in group]
 
     # -- the informers ---------------------------------------------------------------------
@@ -170,6 +178,24 @@ class Cache:
             self._client, resource, project, on_change, config,
             on_restart=self._restart_counter(resource),
         )  # fmt: skip
+
+    def _csi_classes(self) -> CsiClasses:
+        """The informers of the Secrets Store CSI driver's pod statuses (--csi-secrets)."""
+        configs = [
+            InformerConfig(
+                namespace=namespace,
+                page_size=self._options.page_size,
+                inactivity_timeout=self._options.watch_inactivity,
+            )
+            for namespace in self._scopes
+        ]
+        resource = CsiClasses.resource
+
+        def on_change(ref: SourceRef, old: SourceView | None, new: SourceView | None) -> None:
+            if self._handlers is not None:
+                self._handlers.source_changed(resource, ref, old, new)
+
+        return CsiClasses(self._client, configs, on_change, self._restart_counter(resource))
 
     def _workload_informer(
         self, kind: WorkloadKind, namespace: str | None
@@ -226,6 +252,8 @@ class Cache:
                            for r in model.hold_reasons)  # fmt: skip
         for source_kind, informers in self._sources.items():
             self._gauge_tracked(_SOURCE_RESOURCES[source_kind], informers)
+        if self._csi is not None:
+            self._gauge_tracked(self._csi.resource, self._csi.informers)
         for workload_kind, group in self._workloads.items():
             self._gauge_tracked(workload_kind.resource, group)
 

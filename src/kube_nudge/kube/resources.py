@@ -58,3 +58,8 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
+SECRETPROVIDERCLASSPODSTATUSES = Resource(
+    "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasspodstatuses",
+    "SecretProviderClassPodStatus",
+)  # fmt: skip
+"""The Secrets Store CSI driver's record of what it mounted for one pod (docs/csi-secrets.md)."""

@@ -22,7 +22,7 @@ from kube_nudge.model.hashing import (
 )
 from kube_nudge.model.memory import WorkloadMemory, recent_rollouts
 from kube_nudge.model.projection import SourceView, WorkloadView
-from kube_nudge.model.references import Consumption, SourceRef
+from kube_nudge.model.references import Consumption, SourceKind, SourceRef
 from kube_nudge.model.visibility import visible_sources
 
 __all__ = [
@@ -67,6 +67,10 @@ class Assessment:
     """The latest change of the data of any source that counts (Unix seconds), if known."""
     versions: Mapping[SourceRef, int] = field(default_factory=dict)
     """resourceVersion of each source that counts and exists."""
+    unmounted: str | None = None
+    """When a Secrets Store CSI class counts and its versions are known: the hash as it was
+    while none was known (every CSI class left out). A workload recorded at it has since
+    had its pods mount the classes: it adopts ``desired`` (model/csi.py)."""
 
 
 def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Assessment:
@@ -82,6 +86,13 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
     for ref in visibility.visible:
         source = source_of(ref)
         states[ref] = source.state if source is not None else ABSENT
+    # A CSI class no pod has mounted yet has unknown versions, not absent ones: left out.
+    hashed = {
+        ref: use
+        for ref, use in visibility.visible.items()
+        if ref.kind is not SourceKind.CSI or states[ref].present
+    }
+    without_csi = {ref: use for ref, use in hashed.items() if ref.kind is not SourceKind.CSI}
     missing = missing_requirements(visibility.visible, states, namespace=view.namespace)
     changes = [
         source.data_changed_at
@@ -92,7 +103,7 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
         visible=visibility.visible,
         refused=visibility.refused,
         states=states,
-        desired=config_hash(hmac_key, visibility.visible, states),
+        desired=config_hash(hmac_key, hashed, states),
         key_id=key_id(hmac_key),
         missing=tuple(missing),
         changed_at=max(changes, default=None),
@@ -101,6 +112,9 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
             for ref in visibility.visible
             if (source := source_of(ref)) is not None and source.resource_version
         },
+        unmounted=(
+            config_hash(hmac_key, without_csi, states) if len(without_csi) < len(hashed) else None
+        ),
     )
 
 
@@ -116,6 +130,9 @@ class Adopt:
 
     config_hash: str
     new_key: bool = False
+    mounted: bool = False
+    """The pods just mounted Secrets Store CSI classes whose versions were unknown when
+    the workload's hash was recorded: they run the versions they mounted."""
 
 
 #: Every reason the model's own rules hold a rollout for (``Hold.reason``: the ``reason``
@@ -214,8 +231,8 @@ def decide(
     if (held := _own_hold(strategy, view, assessment, memory)) is not None:
         return held
     uncopied = _uncopied(view, assessment)
-    if assessment.desired == applied and not uncopied:
-        return Noop()
+    if (current := _current(assessment, applied, uncopied)) is not None:
+        return current
     settings = view.settings
     recent = recent_rollouts(memory.rollouts, view.rolled_at, now, settings.rollout_window)
     recent = [t for t in recent if t > view.released_at]  # an operator released the cap
@@ -242,6 +259,20 @@ def decide(
         had_baseline=bool(view.baseline_hash),
         uncopied=uncopied if assessment.desired == applied else (),
     )
+
+
+def _current(
+    assessment: Assessment, applied: str, uncopied: tuple[SourceRef, ...]
+) -> Decision | None:
+    """Noop when the pods run the desired config; Adopt when they do but its hash was
+    recorded while the Secrets Store CSI classes they mount were unknown (model/csi.py)."""
+    if uncopied:
+        return None
+    if assessment.desired == applied:
+        return Noop()
+    if applied == assessment.unmounted:
+        return Adopt(assessment.desired, mounted=True)
+    return None
 
 
 def _own_hold(

@@ -131,6 +131,8 @@ def _held(hold: Hold, now: float, changes: Mapping[SourceRef, tuple[str, ...]]) 
 def _adopted(decision: Adopt) -> Prediction:
     if decision.new_key:
         return Prediction(Verb.NONE, "adopted again under the current installation key")
+    if decision.mounted:
+        return Prediction(Verb.NONE, "adopts the Secrets Store CSI versions its pods mounted")
     return Prediction(
         Verb.NONE, "not adopted yet: kube-nudge first records what its pods run, restarting nothing"
     )

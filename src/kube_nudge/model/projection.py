@@ -103,14 +103,17 @@ def data_changed_at(metadata: Mapping[str, Any]) -> float | None:
     return data_write(metadata)[0]
 
 
-def data_write(metadata: Mapping[str, Any]) -> tuple[float | None, tuple[str, ...]]:
+def data_write(
+    metadata: Mapping[str, Any], data_fields: tuple[str, ...] = _DATA_FIELDS
+) -> tuple[float | None, tuple[str, ...]]:
     """``data_changed_at`` and the managers of that latest data write (interned: a handful
-    of tools write every object)."""
+    of tools write every object). ``data_fields``: the top-level fields that hold the data
+    (``f:status`` for a Secrets Store CSI pod status)."""
     latest: float | None = None
     writers: list[str] = []
     for entry in metadata.get("managedFields") or ():
         fields = entry.get("fieldsV1") if isinstance(entry, Mapping) else None
-        if isinstance(fields, Mapping) and any(name in fields for name in _DATA_FIELDS):
+        if isinstance(fields, Mapping) and any(name in fields for name in data_fields):
             stamp = parse_timestamp(entry.get("time"))
             manager = entry.get("manager")
             if stamp is None:
@@ -235,6 +238,8 @@ def project_workload(
         return None
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
+    if not defaults.csi_secrets:
+        consumed = {ref: use for ref, use in consumed.items() if ref.kind is not SourceKind.CSI}
     # A template may name stand-ins: what it consumes are the sources they stand for.
     stand_ins = _stand_ins(obj, template_path, defaults)
     direct: frozenset[SourceRef] = _NONE

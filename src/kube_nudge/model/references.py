@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "CSI_DRIVER",
     "Consumption",
     "SourceKind",
     "SourceRef",
@@ -25,6 +26,8 @@ __all__ = [
 ]
 
 _UNNAMED = "<unnamed>"
+CSI_DRIVER = "secrets-store.csi.k8s.io"
+"""The Secrets Store CSI driver's name in a pod's ``csi`` volume."""
 _CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 SUBPATH_SUFFIX = " (subPath)"
 INIT_SUFFIX = " (init container)"
@@ -35,6 +38,9 @@ class SourceKind(StrEnum):
 
     CONFIGMAP = "configmap"
     SECRET = "secret"  # noqa: S105  # nosec B105 # a kind, not a password
+    CSI = "secretproviderclass"
+    """A SecretProviderClass mounted by the Secrets Store CSI driver (docs/csi-secrets.md):
+    its "keys" are the ids of the objects the driver fetched, their data the versions."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -224,6 +230,29 @@ def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
                 )
         else:
             yield slot.kind, name, _use(None, optional, f"envFrom {slot.label}", frozen=True)
+    yield from _csi_classes(spec, subpath_volumes, init_volumes)
+
+
+def _csi_classes(
+    spec: Mapping[str, Any], subpath_volumes: set[str], init_volumes: set[str]
+) -> Iterator[_Found]:
+    """The SecretProviderClass of every Secrets Store CSI volume. Every object it fetches
+    counts (None: all keys), and it is optional: until a pod mounted it, its versions are
+    unknown, which is not missing config (model/csi.py)."""
+    for volume in _dicts(spec.get("volumes")):
+        csi = _dict(volume.get("csi"))
+        if csi is None or csi.get("driver") != CSI_DRIVER:
+            continue
+        attributes = _dict(csi.get("volumeAttributes")) or {}
+        name = _name(attributes.get("secretProviderClass"))
+        if name is None:
+            continue
+        label = _label(volume.get("name"))
+        via = f"volume {label}"
+        via += SUBPATH_SUFFIX if label in subpath_volumes else ""
+        via += INIT_SUFFIX if label in init_volumes else ""
+        frozen = label in subpath_volumes or label in init_volumes
+        yield SourceKind.CSI, name, _use(None, True, via, frozen=frozen)
 
 
 def rename_references(

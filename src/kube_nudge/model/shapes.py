@@ -239,6 +239,9 @@ class WorkloadDefaults:
     strategies: tuple[str, ...] = field(default=DEFAULT_STRATEGY_NAMES)
     compat: bool = False
     """Also opt in workloads annotated for Wave or Reloader."""
+    csi_secrets: bool = False
+    """Count the SecretProviderClasses of Secrets Store CSI volumes as sources (--csi-secrets);
+    off, a template's CSI volumes consume nothing, as before."""
     extensions: tuple[StrategyShape, ...] = ()
     """What the registered strategies add to the model (each a `model.extensions.StrategyModel`),
     default first."""

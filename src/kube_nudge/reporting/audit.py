@@ -51,6 +51,7 @@ class Audit:
         kinds: tuple[WorkloadKind, ...],
         hmac_key: bytes,
         compat: bool,
+        csi_secrets: bool = False,
     ) -> None:
         self._client = client
         self._metrics = metrics
@@ -59,6 +60,7 @@ class Audit:
         self._kinds = kinds
         self._key = hmac_key
         self._compat = compat
+        self._csi_secrets = csi_secrets
 
     async def run(self) -> None:
         """Audit, wait, repeat until cancelled; a failed pass is logged and counted."""
@@ -79,6 +81,7 @@ class Audit:
             include_opted_out=True,
             kinds=self._kinds,
             compat=self._compat,
+            csi_secrets=self._csi_secrets,
         )
         states = Counter((row.state, "true" if row.opted_in else "false") for row in rows)
         for state in _STATES:

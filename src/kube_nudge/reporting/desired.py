@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
+from kube_nudge.kube.resources import CONFIGMAPS, SECRETPROVIDERCLASSPODSTATUSES, SECRETS
+from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
     SourceKind,
     SourceRef,
@@ -20,19 +21,64 @@ from kube_nudge.model import (
     WorkloadView,
     project_source,
 )
+from kube_nudge.model.csi import advance, project_pod_status
+from kube_nudge.strategies.registry import product_defaults
 
 JSON = dict[str, Any]
 
 
 async def read_source(client: KubeClient, ref: SourceRef) -> JSON | None:
-    """The ConfigMap or Secret ``ref``, or None if it doesn't exist."""
-    resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
+    """The ConfigMap or Secret ``ref``, or None if it doesn't exist; for a Secrets Store CSI
+    class, the list of its namespace's SecretProviderClassPodStatuses (None: not served)."""
+    if ref.kind is SourceKind.CSI:
+        path = SECRETPROVIDERCLASSPODSTATUSES.path(ref.namespace)
+    else:
+        resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
+        path = resource.path(ref.namespace, ref.name)
     try:
-        return await client.get(resource.path(ref.namespace, ref.name))
+        return await client.get(path)
     except ApiError as exc:
         if exc.not_found:
             return None
         raise
+
+
+def project_read(ref: SourceRef, obj: JSON, *, compat: bool = True) -> SourceView | None:
+    """What ``read_source`` read, as the controller's caches keep it. A CSI class is its
+    newest mounted status's versions (None: none mounted), as ``model/csi.py`` folds them;
+    unlike the caches, which keep a class's versions once a status went away, this sees
+    only the statuses there are now."""
+    if ref.kind is not SourceKind.CSI:
+        return project_source(obj, compat=compat)
+    view = None
+    for item in obj.get("items") or ():
+        status = project_pod_status(item)
+        if status is not None and status.ref == ref:
+            view = advance(view, None, status) or view
+    return view
+
+
+async def desired_hash(
+    client: KubeClient,
+    kind: WorkloadKind,
+    workload: JSON,
+    hmac_key: bytes,
+    *,
+    cache: dict[SourceRef, JSON | None] | None = None,
+    csi_secrets: bool = False,
+) -> str:
+    """The hash ``workload``'s pod template should carry given the sources as they are now.
+
+    ``cache`` (optional) lets a caller checking many workloads read each source once;
+    ``csi_secrets``: as the controller's ``--csi-secrets``.
+    """
+    # Every registered strategy's: a template may name one's stand-ins, whose sources count.
+    defaults = product_defaults(compat=True, csi_secrets=csi_secrets)
+    view = project_workload(workload, kind.template_path, defaults, opted_out_too=True)
+    if view is None:  # pragma: no cover - opted_out_too always projects
+        raise AssertionError("projection refused a workload")
+    views = await source_views(client, view, cache if cache is not None else {})
+    return assess(view, views.__getitem__, hmac_key).desired
 
 
 async def source_views(
@@ -49,5 +95,5 @@ async def source_views(
         if ref not in cache:
             cache[ref] = await read_source(client, ref)
         obj = cache[ref]
-        views[ref] = project_source(obj, compat=compat) if obj is not None else None
+        views[ref] = project_read(ref, obj, compat=compat) if obj is not None else None
     return views

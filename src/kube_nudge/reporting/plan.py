@@ -29,7 +29,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import SHARE_ALL
 from kube_nudge.model.podtemplate import get_template
-from kube_nudge.reporting.desired import read_source
+from kube_nudge.reporting.desired import project_read, read_source
 from kube_nudge.reporting.planning import Candidate, Eviction, Inputs
 
 __all__ = ["Objects", "api_object", "live_inputs", "offline_inputs", "sort_objects"]
@@ -164,7 +164,7 @@ def _views(
     objects: Mapping[SourceRef, JSON | None], compat: bool
 ) -> dict[SourceRef, SourceView | None]:
     return {
-        ref: project_source(obj, compat=compat) if obj is not None else None
+        ref: project_read(ref, obj, compat=compat) if obj is not None else None
         for ref, obj in objects.items()
     }
 

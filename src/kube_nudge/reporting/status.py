@@ -140,13 +140,15 @@ async def collect(
     compat: bool = False,
     key_location: str = "the installation key's Secret",
     clock: Clock = SYSTEM_CLOCK,
+    csi_secrets: bool = False,
 ) -> list[WorkloadStatus]:
     """Every opted-in workload in ``namespaces`` (None: all), and with
     ``include_opted_out`` every other one that runs stale pods, sorted. Without
     ``hmac_key``, rows say what needs no key; ``key_location`` (``namespace/name`` of the key
     Secret) is named in the detail of those that can't be verified. ``clock`` tells whether
-    a rollout window is open."""
-    defaults = product_defaults(compat=compat)  # every registered strategy is valid
+    a rollout window is open; ``csi_secrets``: as the controller's ``--csi-secrets``."""
+    # Every registered strategy is valid.
+    defaults = product_defaults(compat=compat, csi_secrets=csi_secrets)
     cache: dict[SourceRef, JSON | None] = {}
     rows = []
     for namespace in namespaces:

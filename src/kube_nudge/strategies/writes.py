@@ -135,6 +135,11 @@ async def record_baseline(
             "re-baselined without restarting: its config hash was made under another "
             "installation key (was the kube-nudge-hmac-key Secret replaced?)"
         )
+    elif plan.mounted:
+        message = (
+            "recorded the hash of the config the pods run: they mounted Secrets Store CSI "
+            "classes whose versions were not known before; the next change rolls them"
+        )
     else:
         message = "recorded the hash of the config the pods run; the next change rolls them"
     context.events.post(target.ref, NORMAL, "Adopted", message)

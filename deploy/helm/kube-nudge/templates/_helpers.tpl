@@ -102,6 +102,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: [rollouts]
   verbs: [get, list, watch, patch]
 {{- end }}
+{{- if .Values.csi.enabled }}
+# --csi-secrets: the Secrets Store CSI driver's record of the object versions it mounted
+# for each pod (docs/csi-secrets.md); read only, and nothing else of the driver's.
+- apiGroups: [secrets-store.csi.x-k8s.io]
+  resources: [secretproviderclasspodstatuses]
+  verbs: [get, list, watch]
+{{- end }}
 {{- range .Values.customWorkloads }}
 - apiGroups: [{{ .group | quote }}]
   resources: [{{ .resource | quote }}]

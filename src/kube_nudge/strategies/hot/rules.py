@@ -46,6 +46,7 @@ from kube_nudge.model.extensions import Delivery
 from kube_nudge.model.hashing import ABSENT, SourceState
 from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.references import (
+    CSI_DRIVER,
     INIT_SUFFIX,
     SUBPATH_SUFFIX,
     Consumption,
@@ -55,6 +56,7 @@ from kube_nudge.model.references import (
 
 __all__ = [
     "POLL_SECONDS",
+    "CsiWrites",
     "NotReproducible",
     "PodReport",
     "Verdict",
@@ -432,15 +434,61 @@ def _expected(
     return expected, problems
 
 
+CsiWrites = Mapping[str, float | None]
+"""Per SecretProviderClass that counts: when the Secrets Store CSI driver wrote the delivered
+versions into the pod (its SecretProviderClassPodStatus's write, whole seconds), None when
+its status records other versions or there is none."""
+
+
+def _csi_classes_at(pod_spec: Mapping[str, Any], directory: str) -> list[str]:
+    """The SecretProviderClasses of the Secrets Store CSI volumes mounted at ``directory``
+    (empty when something else is mounted there too: that is checked by data)."""
+    classes = []
+    for volume_name, _, _ in _mounts_at(pod_spec, directory):
+        volume = _volume(pod_spec, volume_name) or {}
+        csi = volume.get("csi")
+        if not isinstance(csi, Mapping) or csi.get("driver") != CSI_DRIVER:
+            return []
+        name = (csi.get("volumeAttributes") or {}).get("secretProviderClass")
+        classes.append(str(name))
+    return classes
+
+
+def _csi_delivered(classes: list[str], csi: CsiWrites, loaded_at: float | None) -> str | None:
+    """Whether the pod has a change of the CSI classes mounted at a directory: the files
+    there come from the provider, so kube-nudge can't lay them out to check the agent's
+    hash. Instead the driver's status of the pod must record the delivered versions, and
+    the agent must have reloaded since it wrote them (in that second or later: the driver
+    writes the files, then the status). A class that doesn't count is not checked."""
+    for name in classes:
+        if name not in csi:
+            continue
+        written = csi[name]
+        if written is None:
+            return (
+                "the CSI driver has not written the delivered versions of "
+                f"secretproviderclass/{name} into it yet"
+            )
+        if loaded_at is None or loaded_at < math.floor(written):
+            return (
+                f"its agent has not reloaded since the CSI driver wrote secretproviderclass/{name}"
+            )
+    return None
+
+
 def check_claim(
     claim: Claim | None,
     pod_spec: Mapping[str, Any],
     namespace: str,
     key: bytes,
     sources: Sources,
+    *,
+    csi: CsiWrites | None = None,
+    loaded_at: float | None = None,
 ) -> str | None:
     """None when ``claim`` is the data in ``sources`` as the pod's volumes lay it out under
-    ``key``; else why not (names, never values)."""
+    ``key``; else why not (names, never values). A directory of Secrets Store CSI volumes is
+    checked by the driver's record instead (``csi``, and the agent's ``loaded_at``)."""
     if claim is None:
         return "its kube-nudge.io/loaded-hash is missing or not of this version"
     if claim.key_id != key_id(key):
@@ -451,6 +499,10 @@ def check_claim(
     if not claim.dirs:
         return "its agent watches no directory"
     for directory, reported in sorted(claim.dirs.items()):
+        if classes := _csi_classes_at(pod_spec, directory):
+            if (why := _csi_delivered(classes, csi or {}, loaded_at)) is not None:
+                return f"{directory}: {why}"
+            continue
         expected, problems = _expected(pod_spec, directory, key, namespace, sources)
         if reported in expected:
             continue

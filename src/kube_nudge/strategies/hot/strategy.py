@@ -34,7 +34,13 @@ from kube_nudge.agentwire import (
 from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.pods import matching_pods, pod_started
-from kube_nudge.kube.resources import CONFIGMAPS, PODS, SECRETS, Resource
+from kube_nudge.kube.resources import (
+    CONFIGMAPS,
+    PODS,
+    SECRETPROVIDERCLASSPODSTATUSES,
+    SECRETS,
+    Resource,
+)
 from kube_nudge.model import (
     BASELINE_HASH,
     ROLLED_AT,
@@ -44,12 +50,14 @@ from kube_nudge.model import (
     describe_versions,
 )
 from kube_nudge.model.annotations import FAILED, KEY_ID
+from kube_nudge.model.csi import class_view, project_pod_status
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.hot.rules import (
+    CsiWrites,
     NotReproducible,
     PodReport,
     Verdict,
@@ -292,12 +300,45 @@ class HotStrategy(AdoptsBaseline):
                 ):
                     why = f"{ref.display(namespace)} changed since this delivery"
                     return dict.fromkeys(claimed, why)
+            csi = [ref for ref in assessment.visible if ref.kind is SourceKind.CSI]
+            written = await self._csi_writes(namespace, csi, assessment) if csi else {}
         except NotReproducible as exc:
             return dict.fromkeys(claimed, str(exc))
+        unwritten = dict.fromkeys(ref.name for ref in csi)
         return {
-            name: check_claim(claim, claimed[name].get("spec") or {}, namespace, key, sources)
+            name: check_claim(
+                claim, claimed[name].get("spec") or {}, namespace, key, sources,
+                csi=written.get(name, unwritten),
+                loaded_at=parse_time(claimed[name]["metadata"]["annotations"].get(LOADED_AT)),
+            )
             for name, claim in claims.items()
-        }
+        }  # fmt: skip
+
+    async def _csi_writes(
+        self, namespace: str, refs: list[SourceRef], assessment: Assessment
+    ) -> dict[str, CsiWrites]:
+        """Per pod, for each Secrets Store CSI class that counts: when the driver wrote the
+        delivered versions into it (its SecretProviderClassPodStatus), None if it has not."""
+        resource = SECRETPROVIDERCLASSPODSTATUSES
+        try:
+            found = await self._context.client.get(resource.path(namespace))
+        except ApiError as exc:
+            if exc.not_found:
+                return {}
+            if exc.status == 403:
+                raise NotReproducible(
+                    f"kube-nudge may not list {resource.kind}s in {namespace} (403)"
+                ) from None
+            raise
+        written: dict[str, dict[str, float | None]] = {}
+        for obj in found.get("items") or []:
+            status = project_pod_status(obj)
+            if status is None or status.ref not in refs:
+                continue
+            delivered = class_view(status).state == assessment.states.get(status.ref, ABSENT)
+            at = (status.written_at or 0.0) if delivered else None
+            written.setdefault(status.pod, {})[status.secret_provider_class] = at
+        return dict(written)
 
     async def _read(self, resource: Resource, namespace: str, name: str) -> JSON | None:
         """One object by name, None if it doesn't exist; NotReproducible if refused."""
