@@ -154,12 +154,18 @@ def controller_writes(cluster: LocalCluster, namespace: str) -> list[dict[str, A
 
 
 async def expected_hash(
-    kube: KubeClient, kind: WorkloadKind, obj: dict[str, Any], key: bytes
+    kube: KubeClient,
+    kind: WorkloadKind,
+    obj: dict[str, Any],
+    key: bytes,
+    *,
+    csi_secrets: bool = False,
 ) -> str:
     """The hash computed from the sources as they are in the API right now, by the
     independent oracle (`kube_nudge_dev.confighash`: the documented hash, none of the
-    reconciler's rules)."""
-    return await confighash.expected_hash(kube, kind.template_path, obj, key)
+    reconciler's rules); ``csi_secrets`` as the controller's ``--csi-secrets``."""
+    return await confighash.expected_hash(kube, kind.template_path, obj, key,
+                                          csi_secrets=csi_secrets)  # fmt: skip
 
 
 def template_hash(obj: dict[str, Any], kind: WorkloadKind) -> str | None:

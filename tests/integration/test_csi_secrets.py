@@ -29,7 +29,6 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.model import BASELINE_HASH, ROLLED_AT, SourceKind, SourceRef
 from kube_nudge.model.projection import parse_timestamp
-from kube_nudge.reporting.desired import desired_hash
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import manifests
@@ -40,6 +39,7 @@ from tests.agent_support import KEY
 from tests.integration.controller_support import (
     Running,
     eventually,
+    expected_hash,
     posted,
     running_controller,
     template_hash,
@@ -145,8 +145,8 @@ async def test_mounting_adopts_a_rotation_rolls_once_and_new_pods_repeating_it_r
                                     lambda o: template_hash(o, DEPLOYMENT) is not None,
                                     timeout=30)  # fmt: skip
         rolled = template_hash(web, DEPLOYMENT)
-        assert rolled == await desired_hash(kube, DEPLOYMENT, web, running.hmac_key,
-                                            csi_secrets=True)  # fmt: skip
+        assert rolled == await expected_hash(kube, DEPLOYMENT, web, running.hmac_key,
+                                             csi_secrets=True)  # fmt: skip
         [rolling] = await posted(kube, namespace, "Rolling")
         assert "secretproviderclass/db keys [db-password] changed" in rolling["message"]
         assert '"8"' not in rolling["message"] and " 8" not in rolling["message"]
@@ -204,7 +204,7 @@ async def test_a_rotation_of_a_class_synced_to_a_secret_the_pods_read_rolls_once
         async def at_final() -> bool:
             nonlocal final
             obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-            final = await desired_hash(kube, DEPLOYMENT, obj, running.hmac_key, csi_secrets=True)
+            final = await expected_hash(kube, DEPLOYMENT, obj, running.hmac_key, csi_secrets=True)
             return template_hash(obj, DEPLOYMENT) == final
 
         await until(at_final, timeout=30)

@@ -9,7 +9,11 @@ documents in `kube_nudge.model.hashing` and `kube_nudge.model.digests` (their do
    and ``envFrom`` (every key), in every container list; a copy the template's
    ``kube-nudge.io/snapshots`` map names stands for its source. ``kube-nudge.io/configmaps``
    and ``secrets`` add sources (every key); ``exclude`` removes some. Reloader's and Wave's
-   annotations mean what README's ``--compat`` table says.
+   annotations mean what README's ``--compat`` table says. With ``--csi-secrets``
+   (docs/csi-secrets.md), a ``csi`` volume of driver ``secrets-store.csi.k8s.io`` consumes
+   its ``secretProviderClass`` (every key): the class's keys are the object ids of its newest
+   mounted SecretProviderClassPodStatus (highest resourceVersion), each id's value its
+   version; a class no pod mounted is unknown and left out of the hash altogether.
 2. Which of them count: one another namespace shares (``share-with``), and one not
    ``ignore``d.
 3. ``v1-`` and the first 40 hex digits of HMAC-SHA256 under the installation key over a
@@ -39,11 +43,14 @@ __all__ = ["Ref", "config_hash", "consumed", "expected_hash", "read_sources"]
 
 JSON = dict[str, Any]
 Ref = tuple[str, str, str]
-"""(kind, namespace, name), kind ``configmap`` or ``secret``: sorts as the hash orders."""
+"""(kind, namespace, name), kind ``configmap``, ``secret`` or ``secretproviderclass``: sorts
+as the hash orders."""
 Keys = frozenset[str] | None
 """The consumed keys of a source; None: every key."""
 
-CONFIGMAP, SECRET = "configmap", "secret"
+CONFIGMAP, SECRET, CSI = "configmap", "secret", "secretproviderclass"
+CSI_DRIVER = "secrets-store.csi.k8s.io"
+_CSI_STATUSES = "/apis/secrets-store.csi.x-k8s.io/v1/namespaces/{}/secretproviderclasspodstatuses"
 _TRUE = ("true", "True", "TRUE", "t", "T", "1")  # Go's ParseBool, as README lists
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _PREFIX = "kube-nudge.io/"
@@ -54,8 +61,11 @@ _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # --- 1. what the workload consumes ----------------------------------------------------
 
 
-def consumed(workload: JSON, template_path: Sequence[str]) -> dict[Ref, Keys]:
-    """Every source ``workload`` consumes and its keys, before sharing and ``ignore``."""
+def consumed(
+    workload: JSON, template_path: Sequence[str], *, csi_secrets: bool = False
+) -> dict[Ref, Keys]:
+    """Every source ``workload`` consumes and its keys, before sharing and ``ignore``
+    (``csi_secrets``: as ``--csi-secrets``, Secrets Store CSI classes too)."""
     namespace = workload["metadata"]["namespace"]
     annotations = workload["metadata"].get("annotations") or {}
     template: JSON = workload
@@ -64,7 +74,8 @@ def consumed(workload: JSON, template_path: Sequence[str]) -> dict[Ref, Keys]:
     copies = _stand_ins((template.get("metadata") or {}).get("annotations") or {})
     found: dict[Ref, Keys] = {}
     for kind, name, keys in _template_uses(template.get("spec") or {}):
-        _use(found, (kind, namespace, copies.get((kind, name), name)), keys)
+        if kind != CSI or csi_secrets:
+            _use(found, (kind, namespace, copies.get((kind, name), name)), keys)
     peers = _peers(annotations)
     named: set[Ref] = set()
     for kind, value in ((CONFIGMAP, annotations.get(_PREFIX + "configmaps")),
@@ -91,6 +102,11 @@ def consumed(workload: JSON, template_path: Sequence[str]) -> dict[Ref, Keys]:
 def _template_uses(spec: JSON) -> Iterator[tuple[str, str, Keys]]:
     """(kind, name, keys) of each reference of a pod spec."""
     for volume in spec.get("volumes") or []:
+        csi = volume.get("csi") or {}
+        if csi.get("driver") == CSI_DRIVER and (csi.get("volumeAttributes") or {}).get(
+            "secretProviderClass"
+        ):
+            yield CSI, csi["volumeAttributes"]["secretProviderClass"], None
         if "configMap" in volume:
             yield CONFIGMAP, volume["configMap"]["name"], _item_keys(volume["configMap"])
         if "secret" in volume:
@@ -275,6 +291,8 @@ async def read_sources(
 ) -> dict[Ref, JSON | None]:
     """Each source as the API has it now (None: it doesn't exist), read once per ``cache``."""
     for ref in refs:
+        if ref not in cache and ref[0] == CSI:
+            cache[ref] = await _csi_class(kube, ref)
         if ref not in cache:
             kind, namespace, name = ref
             plural = "configmaps" if kind == CONFIGMAP else "secrets"
@@ -287,6 +305,23 @@ async def read_sources(
     return {ref: cache[ref] for ref in refs}
 
 
+async def _csi_class(kube: KubeClient, ref: Ref) -> JSON | None:
+    """A Secrets Store CSI class as a source: its newest mounted status's objects as keys
+    and versions as values; None (unknown) when no pod has it mounted."""
+    _, namespace, name = ref
+    statuses = (await kube.get(_CSI_STATUSES.format(namespace)))["items"]
+    mounted = [
+        item for item in statuses
+        if (item.get("status") or {}).get("secretProviderClassName") == name
+        and (item.get("status") or {}).get("mounted") is True
+    ]  # fmt: skip
+    if not mounted:
+        return None
+    newest = max(mounted, key=lambda item: int(item["metadata"]["resourceVersion"]))
+    objects = newest["status"].get("objects") or []
+    return {"data": {entry["id"]: entry.get("version", "") for entry in objects}}
+
+
 async def expected_hash(
     kube: KubeClient,
     template_path: Sequence[str],
@@ -294,8 +329,12 @@ async def expected_hash(
     key: bytes,
     *,
     cache: dict[Ref, JSON | None] | None = None,
+    csi_secrets: bool = False,
 ) -> str:
-    """The hash ``workload``'s pod template should carry given its sources in the API now."""
-    uses = consumed(workload, template_path)
+    """The hash ``workload``'s pod template should carry given its sources in the API now
+    (``csi_secrets``: as the controller's ``--csi-secrets``)."""
+    uses = consumed(workload, template_path, csi_secrets=csi_secrets)
     sources = await read_sources(kube, list(uses), cache if cache is not None else {})
+    # A CSI class no pod mounted is unknown, not absent: it is left out, not hashed as gone.
+    uses = {ref: keys for ref, keys in uses.items() if ref[0] != CSI or sources[ref] is not None}
     return config_hash(key, counted(workload, uses, sources), sources)

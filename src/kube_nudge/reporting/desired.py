@@ -13,7 +13,6 @@ from typing import Any
 
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETPROVIDERCLASSPODSTATUSES, SECRETS
-from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
     SourceKind,
     SourceRef,
@@ -22,7 +21,6 @@ from kube_nudge.model import (
     project_source,
 )
 from kube_nudge.model.csi import advance, project_pod_status
-from kube_nudge.strategies.registry import product_defaults
 
 JSON = dict[str, Any]
 
@@ -56,29 +54,6 @@ def project_read(ref: SourceRef, obj: JSON, *, compat: bool = True) -> SourceVie
         if status is not None and status.ref == ref:
             view = advance(view, None, status) or view
     return view
-
-
-async def desired_hash(
-    client: KubeClient,
-    kind: WorkloadKind,
-    workload: JSON,
-    hmac_key: bytes,
-    *,
-    cache: dict[SourceRef, JSON | None] | None = None,
-    csi_secrets: bool = False,
-) -> str:
-    """The hash ``workload``'s pod template should carry given the sources as they are now.
-
-    ``cache`` (optional) lets a caller checking many workloads read each source once;
-    ``csi_secrets``: as the controller's ``--csi-secrets``.
-    """
-    # Every registered strategy's: a template may name one's stand-ins, whose sources count.
-    defaults = product_defaults(compat=True, csi_secrets=csi_secrets)
-    view = project_workload(workload, kind.template_path, defaults, opted_out_too=True)
-    if view is None:  # pragma: no cover - opted_out_too always projects
-        raise AssertionError("projection refused a workload")
-    views = await source_views(client, view, cache if cache is not None else {})
-    return assess(view, views.__getitem__, hmac_key).desired
 
 
 async def source_views(
