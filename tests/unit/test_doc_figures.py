@@ -73,6 +73,8 @@ SETTINGS: dict[str, str] = {
     "backoff (1 s\n  doubling to 60 s)": "runtime/backoff.py",
     "backoff (1 s, doubling up to 60 s)": "runtime/backoff.py",
     "600 s if unset": "Argo Rollouts' default spec.progressDeadlineSeconds",
+    "a quiet window of 1 s": "the CSI driver's quiet window in model/pacing.py",
+    "(2 minutes by default)": "the CSI driver's default --rotation-poll-interval",
     "in the pool 60 s (aiohttp's default is\n15 s; client-go keeps them 90 s": "the idle pool",
     "with 15 s, the pool": "aiohttp's default idle time",
     "every 10 s hands": "runtime/heap.py",
