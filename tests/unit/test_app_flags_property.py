@@ -422,6 +422,14 @@ def test_any_text_is_accepted_or_refused_in_one_line(command: str, flag: str, va
         assert err.startswith("kube-nudge: ") and err.count("\n") == 1, (flag, value, err)
 
 
+@pytest.mark.parametrize(("command", "flag"), [c for c in CASES if c[1].startswith("--")])
+def test_a_double_dash_value_is_refused_naming_the_flag(command: str, flag: str) -> None:
+    # Python's argparse drops "--" from "--flag=--" and stores [], which crashed the checks
+    # that expect one value (hypothesis found it on --write-burst).
+    code, err = outcome(argv(command, flag, "--"))
+    assert code == 2 and f"{flag} '--': want a value" in err and err.count("\n") == 1, err
+
+
 @pytest.mark.parametrize(
     ("flags", "says"),
     [

@@ -82,6 +82,21 @@ DEBUG_ENV = "KUBE_NUDGE_DEBUG"
 class OneLineParser(argparse.ArgumentParser):
     """argparse, with each usage error as one line naming the command (exit code 2)."""
 
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads, one used here
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, refusing ``--flag=--``: Python's argparse drops the ``--`` and stores
+        an empty list where the flag's type wants one value, which no check expects."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            value = getattr(parsed, action.dest, None)
+            given = value is not action.default  # argparse copies a default it appends to
+            empty = value == [] or (isinstance(value, list) and [] in value)
+            if action.option_strings and action.nargs is None and given and empty:
+                flag = max(action.option_strings, key=len)
+                self.error(f"{flag} '--': want a value, e.g. {flag}={action.metavar or 'VALUE'}")
+        return parsed, extra
+
     def error(self, message: str) -> NoReturn:
         """One line instead of the whole usage block."""
         command = self.prog.removeprefix("kube-nudge").strip()
