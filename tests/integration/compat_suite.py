@@ -104,6 +104,16 @@ CHECKS: tuple[Check, ...] = (
         ),
     ),
     Check(
+        "real node: a pod's volumes, env, probes and the kubernetes Service",
+        (
+            _t(
+                "test_real_node",
+                "test_a_pod_runs_with_real_volumes_env_probes_and_the_kubernetes_service",
+            ),
+        ),
+        real_node=True,
+    ),
+    Check(
         "real node: a rollout",
         (
             _t(
