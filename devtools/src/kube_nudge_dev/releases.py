@@ -28,7 +28,7 @@ ENV: Final = "KUBE_NUDGE_KUBE_VERSION"
 PINNED: Final = {34: "v1.34.4", 35: "v1.35.4", 36: "v1.36.3", 37: "v1.37.2"}
 
 #: The default: the newest patch of the newest minor that builds here.
-DEFAULT_MINOR: Final = 35
+DEFAULT_MINOR: Final = 37
 
 # Go a release needs beyond the local toolchain, fetched by the go command (GOTOOLCHAIN).
 _TOOLCHAINS: Final[dict[int, str]] = {}
