@@ -11,6 +11,7 @@ help:
 	@echo "make test   - install, lint, build/reuse the control plane, run every test"
 	@echo "make docs   - the documentation site into build/site (strict, every link checked)"
 	@echo "make test-faults - the fault suite at full size; rewrites docs/reliability.md"
+	@echo "make test-matrix - the compatibility suite on every supported Kubernetes minor"
 	@echo "make image  - build the controller image with podman: localhost/kube-nudge:<version>, :dev"
 	@echo "make host-packages - apt-get install what images and a real node need (root; if missing)"
 
@@ -159,3 +160,12 @@ test-faults: control-plane
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.fault_report build/faults.jsonl \
 		$$(( $$(date +%s) - start )) docs/reliability.md && \
 	echo "wrote docs/reliability.md"
+
+# The compatibility suite (tests/integration/compat_suite.py: existing integration tests,
+# selected) on every supported Kubernetes minor, one after another, each pinned release built
+# into the cache on first use. Refuses a dirty tree; rewrites docs/compatibility.json and
+# docs/compatibility.md. MATRIX_ARGS: e.g. --minors 1.34,1.37 or --no-real-node (a subset
+# writes build/compatibility.json only).
+.PHONY: test-matrix
+test-matrix: helm host-packages
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.compat_matrix $(MATRIX_ARGS)

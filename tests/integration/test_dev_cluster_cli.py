@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kube_nudge_dev.releases import selected
+
 pytestmark = pytest.mark.cluster
 
 
@@ -48,8 +50,10 @@ def _kube_nudge_dev() -> str:
 @pytest.fixture
 async def dev_cluster(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, Path]]:
     directory = tmp_path / "dev"
+    # The release the session runs ($KUBE_NUDGE_KUBE_VERSION or the default), named by flag.
     proc = await asyncio.create_subprocess_exec(
         _kube_nudge_dev(), "cluster", "--dir", str(directory),
+        f"--kube-version=1.{selected().minor}",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     yield proc, directory
@@ -65,6 +69,7 @@ async def test_ready_line_then_sigterm_stops_everything(
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode()
     assert line.startswith("dev-cluster ready in "), line
+    assert f" s (Kubernetes {selected().version}): export KUBECONFIG=" in line, line
     assert (directory / "kubeconfig").is_file()
     assert len(_processes_under(directory)) >= 5  # etcd, apiserver, kcm, scheduler, kwok
     proc.send_signal(signal.SIGTERM)

@@ -80,7 +80,7 @@ async def test_a_pod_runs_with_real_volumes_env_probes_and_the_kubernetes_servic
         while line not in kubectl(cluster, "logs", "-n", namespace, "app"):
             await asyncio.sleep(0.2)  # polling the container's log until the line is there
 
-    await asyncio.wait_for(logged("api v1.35.4"), timeout=60)
+    await asyncio.wait_for(logged(f"api {cluster.kube_version}"), timeout=60)
     await asyncio.wait_for(logged("env info uid 65532"), timeout=60)
     assert read_in_container(cluster, namespace, "app", "/config/LEVEL") == "info"
     assert read_in_container(cluster, namespace, "app", "/creds/token") == "s3"

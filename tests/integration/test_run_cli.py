@@ -13,6 +13,7 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model.kubeversion import support_window
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
@@ -38,7 +39,7 @@ async def replicas(
 
 
 async def test_two_replicas_one_leader_failover_and_clean_logs(
-    replicas: list[Replica], kube: KubeClient, namespace: str
+    replicas: list[Replica], kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"K": "1"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": CANARY}))
@@ -83,8 +84,12 @@ async def test_two_replicas_one_leader_failover_and_clean_logs(
     for replica in replicas:
         text = replica.log.read_text()
         assert CANARY not in text
-        for line in text.splitlines():
-            json.loads(line)  # every log line is one JSON object
+        records = [json.loads(line) for line in text.splitlines()]  # each line one JSON object
+        # At start each replica names the server's version; inside the window, no warning.
+        version = [r for r in records if r["logger"] == "kube_nudge.app.serverversion"]
+        assert [(r["level"], r["msg"]) for r in version] == [
+            ("INFO", f"Kubernetes server {cluster.kube_version} (supported: {support_window()})")
+        ]
     assert CANARY not in metrics.text
 
 

@@ -4,7 +4,8 @@ Binaries are built from the Go module proxy with pinned versions (the wrapper mo
 ``gomod/`` are shipped as package data of ``kube-nudge-dev``, so this works from a plain
 ``pip install``), into a per-version cache directory outside any checkout, and only when
 missing. Users can point at prebuilt binaries with ``KUBE_NUDGE_BIN_DIR`` or envtest's
-``KUBEBUILDER_ASSETS``.
+``KUBEBUILDER_ASSETS``. Which Kubernetes release: ``releases.py`` (one per supported minor,
+each with its own wrapper module and cache directory).
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-KUBERNETES_VERSION = "v1.35.4"
+from kube_nudge_dev.releases import DEFAULT_MINOR as _DEFAULT_MINOR
+from kube_nudge_dev.releases import KubeRelease, UnknownRelease, release, selected
+
+#: The default release's version (what the dev cluster runs unless told otherwise).
+KUBERNETES_VERSION = release(_DEFAULT_MINOR).version
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
 
@@ -50,10 +55,10 @@ class _Recipe:
     ldflags: str = ""
 
 
-def _kube_ldflags() -> str:
-    major, minor = KUBERNETES_VERSION.lstrip("v").split(".")[:2]
+def _kube_ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
     stamps = {
-        "gitVersion": KUBERNETES_VERSION,
+        "gitVersion": version,
         "gitMajor": major,
         "gitMinor": minor,
         "gitTreeState": "clean",
@@ -64,20 +69,33 @@ def _kube_ldflags() -> str:
     return " ".join(flags)
 
 
-_RECIPES: dict[str, _Recipe] = {
-    "etcd": _Recipe("etcd", ".", "-s -w"),
-    "kwok": _Recipe(None, f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", "-s -w"),
-    **{
-        name: _Recipe("kube", f"k8s.io/kubernetes/cmd/{name}", _kube_ldflags())
-        for name in (
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kubectl",
-            *NODE_COMPONENTS,
-        )
-    },
-}
+_KUBE_COMMANDS = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    *NODE_COMPONENTS,
+)
+
+
+def _recipe(name: str, kube: KubeRelease) -> _Recipe:
+    if name == "etcd":
+        return _Recipe("etcd", ".", "-s -w")
+    if name == "kwok":
+        return _Recipe(None, f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}", "-s -w")
+    if name not in _KUBE_COMMANDS:
+        raise BuildError(f"no recipe for {name!r}")
+    return _Recipe(kube.module, f"k8s.io/kubernetes/cmd/{name}", _kube_ldflags(kube.version))
+
+
+def chosen(kube: KubeRelease | None = None) -> KubeRelease:
+    """``kube``, else the release ``$KUBE_NUDGE_KUBE_VERSION`` picks, else the default."""
+    if kube is not None:
+        return kube
+    try:
+        return selected()
+    except UnknownRelease as exc:
+        raise BuildError(str(exc)) from None
 
 
 def cache_root() -> Path:
@@ -93,19 +111,22 @@ def _gomod_dir() -> Path:
     return Path(str(resources.files("kube_nudge_dev") / "gomod"))
 
 
-def _version_id() -> str:
-    """Changes whenever a pinned version or a wrapper module changes.
+def _version_id(kube: KubeRelease | None = None) -> str:
+    """Changes whenever a pinned version or a wrapper module of ``kube`` changes.
 
-    Only the pins, the wrapper files' names and their bytes go in, in the order of their
-    paths relative to ``gomod/``: where the package is installed (or which package ships
-    it) never changes the id, so moving the code does not force a rebuild.
+    Only the pins, the wrapper files' names and their bytes go in (etcd's and that
+    release's, never another release's), in the order of their paths relative to
+    ``gomod/``: where the package is installed (or which package ships it) never changes
+    the id, so moving the code does not force a rebuild.
     """
+    kube = chosen(kube)
     root = _gomod_dir()
     digest = hashlib.sha256()
-    digest.update(f"{KUBERNETES_VERSION} {ETCD_VERSION} {KWOK_VERSION}".encode())
+    digest.update(f"{kube.version} {ETCD_VERSION} {KWOK_VERSION}".encode())
     wrappers = sorted(
         path.relative_to(root)
-        for path in root.rglob("*")
+        for module in ("etcd", kube.module)
+        for path in (root / module).rglob("*")
         if path.is_file() and path.suffix in {".mod", ".sum", ".go"}
     )
     for relative in wrappers:
@@ -113,9 +134,10 @@ def _version_id() -> str:
     return digest.hexdigest()[:12]
 
 
-def bin_cache_dir() -> Path:
-    """The per-version directory where this version's binaries are built."""
-    return cache_root() / f"controlplane-{KUBERNETES_VERSION}-{_version_id()}" / "bin"
+def bin_cache_dir(kube: KubeRelease | None = None) -> Path:
+    """The per-version directory where this release's binaries are built."""
+    kube = chosen(kube)
+    return cache_root() / f"controlplane-{kube.version}-{_version_id(kube)}" / "bin"
 
 
 def _prebuilt_dirs() -> list[Path]:
@@ -127,19 +149,20 @@ def _prebuilt_dirs() -> list[Path]:
     return dirs
 
 
-def find_binary(name: str) -> Path | None:
+def find_binary(name: str, kube: KubeRelease | None = None) -> Path | None:
     """Return an executable for ``name`` from the prebuilt dirs or the cache, if any."""
-    for directory in [*_prebuilt_dirs(), bin_cache_dir()]:
+    for directory in [*_prebuilt_dirs(), bin_cache_dir(kube)]:
         candidate = directory / name
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(toolchain: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        GOTOOLCHAIN="local",
+        # A release that needs a newer Go names it; the go command fetches that toolchain.
+        GOTOOLCHAIN=toolchain or "local",
         GOWORK="off",
         CGO_ENABLED="0",
         GOFLAGS="-mod=readonly -buildvcs=false -trimpath",
@@ -147,13 +170,13 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def _build_one(name: str, out_dir: Path, log: Path, go: str) -> None:
-    recipe = _RECIPES[name]
+def _build_one(name: str, kube: KubeRelease, out_dir: Path, log: Path, go: str) -> None:
+    recipe = _recipe(name, kube)
     with tempfile.TemporaryDirectory(prefix="kube-nudge-build-") as tmp:
         if recipe.module is None:
             cmd = [go, "install", f"-ldflags={recipe.ldflags}", recipe.package]
             cwd = Path(tmp)
-            env = _go_env()
+            env = _go_env(kube.toolchain)
             env["GOBIN"] = tmp
             built = Path(tmp) / name
         else:
@@ -162,7 +185,7 @@ def _build_one(name: str, out_dir: Path, log: Path, go: str) -> None:
             shutil.copytree(_gomod_dir() / recipe.module, cwd)
             built = Path(tmp) / f"{name}.bin"
             cmd = [go, "build", f"-ldflags={recipe.ldflags}", "-o", str(built), recipe.package]
-            env = _go_env()
+            env = _go_env(kube.toolchain)
         with log.open("ab") as sink:
             sink.write(f"\n$ {' '.join(cmd)}  (in {cwd})\n".encode())
             sink.flush()
@@ -180,11 +203,14 @@ def _build_one(name: str, out_dir: Path, log: Path, go: str) -> None:
 def ensure_binaries(
     names: tuple[str, ...] = COMPONENTS,
     *,
+    kube: KubeRelease | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Path]:
-    """Return a path for each binary, building the missing ones into the cache first."""
+    """Return a path for each binary of ``kube`` (default: :func:`chosen`), building the
+    missing ones into its cache first."""
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-    found = {name: find_binary(name) for name in names}
+    kube = chosen(kube)
+    found = {name: find_binary(name, kube) for name in names}
     missing = [name for name, path in found.items() if path is None]
     if missing:
         go = shutil.which("go")
@@ -193,17 +219,22 @@ def ensure_binaries(
                 f"cannot build {', '.join(missing)}: no Go toolchain on PATH "
                 "(install Go >= 1.25, or set KUBE_NUDGE_BIN_DIR to prebuilt binaries)"
             )
-        out_dir = bin_cache_dir()
+        out_dir = bin_cache_dir(kube)
         out_dir.mkdir(parents=True, exist_ok=True)
         log = out_dir.parent / "build.log"
-        say(f"building {len(missing)} control-plane binaries into {out_dir} (log: {log})")
+        say(
+            f"building {len(missing)} Kubernetes {kube.version} binaries into {out_dir} "
+            f"(log: {log})"
+        )
         say("the first build downloads Go modules and compiles Kubernetes: several minutes")
+        everything = time.monotonic()
         for index, name in enumerate(missing, start=1):
             started = time.monotonic()
             say(f"  [{index}/{len(missing)}] {name} ...")
-            _build_one(name, out_dir, log, go)
+            _build_one(name, kube, out_dir, log, go)
             say(f"  [{index}/{len(missing)}] {name} built in {time.monotonic() - started:.0f} s")
             found[name] = out_dir / name
+        say(f"Kubernetes {kube.version}: built in {time.monotonic() - everything:.0f} s")
     return {name: path for name, path in found.items() if path is not None}
 
 

@@ -10,11 +10,26 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from kube_nudge_dev.releases import ENV, KubeRelease, UnknownRelease, choices, parse_release
+
+
+def _kube_release(command: str, value: str | None) -> KubeRelease | None:
+    """``--kube-version``'s release (None when not given: the environment's or the
+    default); an unknown one is one line on stderr and exit code 2."""
+    if value is None:
+        return None
+    try:
+        return parse_release(value)
+    except UnknownRelease as exc:
+        print(f"kube-nudge-dev {command}: --kube-version {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
 
 def _run_cluster(args: argparse.Namespace) -> int:
     from kube_nudge_dev.main import run_dev_cluster
 
-    return run_dev_cluster(args.dir, nodes=args.nodes, real_node=args.real_node)
+    kube = _kube_release("cluster", args.kube_version)
+    return run_dev_cluster(args.dir, nodes=args.nodes, real_node=args.real_node, kube=kube)
 
 
 def _run_build(args: argparse.Namespace) -> int:
@@ -29,12 +44,13 @@ def _run_build(args: argparse.Namespace) -> int:
         go_tool_binary,
     )
 
+    kube = _kube_release("build", args.kube_version)
     try:
         tools = {tool.name: tool for tool in (HELM, PROMTOOL, PROMETHEUS)}
         if args.target in tools:
             print(f"{args.target}\t{go_tool_binary(tools[args.target])}")
             return 0
-        for name, path in ensure_binaries(COMPONENTS + NODE_COMPONENTS).items():
+        for name, path in ensure_binaries(COMPONENTS + NODE_COMPONENTS, kube=kube).items():
             print(f"{name}\t{path}")
     except BuildError as exc:
         print(f"kube-nudge-dev: {exc}", file=sys.stderr)
@@ -82,6 +98,15 @@ def _run_demo(args: argparse.Namespace) -> int:
     return demo()
 
 
+def _add_kube_version(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kube-version",
+        metavar="1.MINOR",
+        help=f"the Kubernetes release to run: one of {choices()}, each its pinned patch, built "
+        f"into the cache on first use (default: ${ENV}, else the newest that builds here)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="kube-nudge-dev", description=__doc__)
@@ -101,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also join one real node (kubelet + containerd + runc; root) with the "
         "controller image built from this checkout loaded (`make image`)",
     )
+    _add_kube_version(cluster)
     cluster.set_defaults(handler=_run_cluster)
 
     build = sub.add_parser(
@@ -118,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="control-plane",
         help="what to build (default: control-plane)",
     )
+    _add_kube_version(build)
     build.set_defaults(handler=_run_build)
 
     manifests = sub.add_parser(

@@ -22,10 +22,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kube_nudge_dev.build import COMPONENTS, NODE_COMPONENTS, ensure_binaries
+from kube_nudge_dev.build import COMPONENTS, NODE_COMPONENTS, chosen, ensure_binaries
 from kube_nudge_dev.certs import Pki, write_pki
 from kube_nudge_dev.node import NODE_NAME, NodeBinaries, RealNode, check_requirements
 from kube_nudge_dev.processes import ClusterError, Component, poll_until, stop_all
+from kube_nudge_dev.releases import KubeRelease
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -66,7 +67,11 @@ class LocalCluster:
         apiserver_args: tuple[str, ...] = (),
         real_node: bool = False,
         images: tuple[Path, ...] = (),
+        kube: KubeRelease | None = None,
     ) -> None:
+        self.kube = chosen(kube)
+        """The Kubernetes release it runs (default: ``$KUBE_NUDGE_KUBE_VERSION``'s, else the
+        default release; ``releases.py``)."""
         self._owns_directory = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="kube-nudge-dev-"))
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -89,6 +94,11 @@ class LocalCluster:
         self._pki: Pki | None = None
 
     @property
+    def kube_version(self) -> str:
+        """The gitVersion its API server reports: ``v1.MINOR.PATCH``."""
+        return self.kube.version
+
+    @property
     def pki(self) -> Pki:
         """The cluster's throwaway PKI (its serving certificate is valid for 127.0.0.1, so
         tests can serve a webhook with it, trusted through the cluster CA)."""
@@ -102,7 +112,8 @@ class LocalCluster:
         """Build or find binaries, start every component, return once the cluster is usable."""
         if self._real_node:
             check_requirements()  # one line naming what is missing, before any build
-        binaries = ensure_binaries(COMPONENTS + (NODE_COMPONENTS if self._real_node else ()))
+        names = COMPONENTS + (NODE_COMPONENTS if self._real_node else ())
+        binaries = ensure_binaries(names, kube=self.kube)
         started = time.monotonic()
         try:
             self._start(binaries)
@@ -237,7 +248,7 @@ class LocalCluster:
         if self.node is not None:
             return self.node
         check_requirements()
-        return self._start_real_node(ensure_binaries(NODE_COMPONENTS), images)
+        return self._start_real_node(ensure_binaries(NODE_COMPONENTS, kube=self.kube), images)
 
     def _start_real_node(self, binaries: dict[str, Path], images: tuple[Path, ...]) -> RealNode:
         from kube_nudge_dev.image import pause_image  # podman is needed only for a real node

@@ -13,6 +13,7 @@ from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import ImageError
 from kube_nudge_dev.node import NODE_LABEL, NODE_NAME, TAINT_KEY
 from kube_nudge_dev.processes import ClusterError
+from kube_nudge_dev.releases import KubeRelease
 
 
 class _StopRequested(Exception):
@@ -26,11 +27,21 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
     raise _StopRequested(signal.Signals(signum).name)
 
 
-def run_dev_cluster(directory: str | None, *, nodes: int = 2, real_node: bool = False) -> int:
+def run_dev_cluster(
+    directory: str | None,
+    *,
+    nodes: int = 2,
+    real_node: bool = False,
+    kube: KubeRelease | None = None,
+) -> int:
     """Start the cluster, print one ready line, run until SIGINT/SIGTERM; return exit code."""
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _raise_stop)
-    cluster = LocalCluster(Path(directory) if directory else None, nodes=nodes)
+    try:
+        cluster = LocalCluster(Path(directory) if directory else None, nodes=nodes, kube=kube)
+    except BuildError as exc:  # $KUBE_NUDGE_KUBE_VERSION names no pinned release
+        print(f"kube-nudge-dev cluster: {exc}", file=sys.stderr)
+        return 2
     idle = threading.Event()
     try:
         cluster.start()
@@ -45,7 +56,8 @@ def run_dev_cluster(directory: str | None, *, nodes: int = 2, real_node: bool = 
                 flush=True,
             )
         print(
-            f"dev-cluster ready in {cluster.startup_seconds:.1f} s: "
+            f"dev-cluster ready in {cluster.startup_seconds:.1f} s "
+            f"(Kubernetes {cluster.kube_version}): "
             f"export KUBECONFIG={cluster.kubeconfig}  (logs: {cluster.logs})",
             flush=True,
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kube_nudge import __version__
+from kube_nudge.app.serverversion import log_server_version
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
 from kube_nudge.kube.events import EventRecorder
@@ -135,6 +136,7 @@ async def serve(config: RunConfig) -> None:
     )
     metrics = Metrics()
     try:
+        await log_server_version(client)
         if config.hmac_key_file is not None:
             hmac_key = read_key_file(config.hmac_key_file)
         else:

@@ -270,3 +270,20 @@ true
 {{- fail (printf "%s: the cluster does not serve monitoring.coreos.com/v1 (the prometheus-operator's CRDs), so there can be no %s: install the operator's CRDs first, or turn it off. helm template cannot ask the cluster: pass --api-versions monitoring.coreos.com/v1" (index . 1) (index . 2)) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when the chart's ValidatingAdmissionPolicies go in: asked for
+     (admissionPolicy.enabled) and served by the cluster (admissionregistration.k8s.io/v1,
+     GA in Kubernetes 1.30; a cluster can turn it off). Where it is not served they are left
+     out and NOTES.txt says so in one line, rather than failing the install. A cluster's
+     discovery names every kind ("v1/ConfigMap"), so there the kind itself is asked for;
+     helm template knows only group/versions, so there the group/version is. */}}
+{{- define "kube-nudge.admissionPolicies" -}}
+{{- $api := .Capabilities.APIVersions -}}
+{{- $served := $api.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" -}}
+{{- if not ($api.Has "v1/ConfigMap") -}}
+{{- $served = $api.Has "admissionregistration.k8s.io/v1" -}}
+{{- end -}}
+{{- if and .Values.admissionPolicy.enabled $served -}}
+true
+{{- end -}}
+{{- end -}}
