@@ -120,7 +120,10 @@ def _differences() -> list[str]:
 
 
 def render(results: dict[str, Any] | None) -> str:
-    """The whole page for ``results`` (None: no run committed yet)."""
+    """The whole page for ``results`` (None: no run committed yet); ValueError for results
+    of a tree that was not a commit (their figures would measure code no commit holds)."""
+    if results is not None and not results.get("clean"):
+        raise ValueError(f"{results.get('commit')}: measured on a dirty tree; run it again")
     return "\n".join([*_header(results), *_checks(results), *_differences()]).rstrip() + "\n"
 
 

@@ -129,3 +129,9 @@ def test_which_tests_a_selection_takes(node: str, test: str, selected: bool) -> 
 )
 def test_a_checks_outcome(outcomes: list[str], expected: str) -> None:
     assert check_outcome([{"outcome": o} for o in outcomes]) == expected
+
+
+def test_results_of_a_dirty_tree_are_refused() -> None:
+    results = json.loads(RESULTS.read_text())
+    with pytest.raises(ValueError, match="dirty tree"):
+        render({**results, "clean": False})

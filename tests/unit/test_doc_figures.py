@@ -108,9 +108,17 @@ def unlabelled(text: str) -> list[tuple[int, str]]:
     return [(text.count("\n", 0, m.start()) + 1, m.group()) for m in FIGURE.finditer(text)]
 
 
+#: Pages generated whole from a committed results file that records its commit and a clean
+#: tree, each with the test that holds the page to its results.
+GENERATED_PAGES: dict[str, str] = {
+    "docs/compatibility.md": "tests/unit/test_compat_report.py (docs/compatibility.json)",
+}
+
+
 def test_every_measured_figure_is_generated_or_labelled_historical() -> None:
     found = [f"{path.relative_to(REPO)}:{line}: {figure}"
              for path in docfigures.documents(REPO)
+             if str(path.relative_to(REPO)) not in GENERATED_PAGES
              for line, figure in unlabelled(path.read_text())]  # fmt: skip
     assert found == [], (
         "figures typed by hand: generate them from a committed results file, or wrap them in "
