@@ -209,7 +209,11 @@ class WaitCommand:
             deadline = time.monotonic() + timeout
             shown: dict[str, str] = {}
             live = out.isatty()
-            kinds = await readable_kinds(client)
+            refused: list[str] = []
+            kinds = await readable_kinds(client, (namespace,), refused=refused)
+            if refused:
+                print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not list "
+                      "them)", file=sys.stderr)  # fmt: skip
             while True:
                 rows = await collect(client, namespaces=(namespace,), hmac_key=key, kinds=kinds,
                                      compat=args.compat, key_location=where,

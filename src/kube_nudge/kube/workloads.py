@@ -196,10 +196,39 @@ async def served(client: KubeClient, kind: WorkloadKind) -> bool:
     return any(entry.get("name") == resource.plural for entry in found.get("resources") or ())
 
 
-async def readable_kinds(client: KubeClient) -> tuple[WorkloadKind, ...]:
-    """The built-in kinds plus each discovered one the API serves (for the read-only
-    commands, which list every kind)."""
-    return (*BUILTIN_KINDS, *[kind for kind in DISCOVERED_KINDS if await served(client, kind)])
+async def readable_kinds(
+    client: KubeClient,
+    namespaces: Iterable[str | None] = (None,),
+    *,
+    refused: list[str] | None = None,
+) -> tuple[WorkloadKind, ...]:
+    """The built-in kinds plus each discovered one the API serves and the account may list
+    in ``namespaces`` (None: all), for the read-only commands, which list every kind. A
+    served kind the account may not list (a viewer role without Rollouts, say) is named in
+    ``refused`` instead of failing the command: it is optional, the built-in ones are not."""
+    kinds = list(BUILTIN_KINDS)
+    for kind in DISCOVERED_KINDS:
+        if not await served(client, kind):
+            continue
+        if await _may_list(client, kind, namespaces):
+            kinds.append(kind)
+        elif refused is not None:
+            refused.append(f"{kind.resource.plural}.{kind.resource.group}")
+    return tuple(kinds)
+
+
+async def _may_list(
+    client: KubeClient, kind: WorkloadKind, namespaces: Iterable[str | None]
+) -> bool:
+    """Whether a one-item list of ``kind`` in each of ``namespaces`` is allowed."""
+    for namespace in namespaces:
+        try:
+            await client.get(kind.resource.path(namespace), limit=1)
+        except ApiError as exc:
+            if exc.status == 403:
+                return False
+            raise
+    return True
 
 
 def registry(custom: Iterable[WorkloadKind] = ()) -> tuple[WorkloadKind, ...]:
