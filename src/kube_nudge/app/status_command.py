@@ -120,15 +120,15 @@ class StatusCommand:
                 scope = tuple(args.namespaces) or (client.default_namespace,)
             refused: list[str] = []
             kinds = await readable_kinds(client, scope, refused=refused)
-            if refused:
-                print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not list "
-                      "them)", file=sys.stderr)  # fmt: skip
             rows = await collect(
                 client, namespaces=scope, hmac_key=key, kinds=kinds,
                 include_opted_out=args.include_opted_out, compat=args.compat,
                 csi_secrets=args.csi_secrets,
                 key_location=f"{args.state_namespace}/{args.hmac_secret}",
             )  # fmt: skip
+            if refused:  # said once the report stands: an error stays one line
+                print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not list "
+                      "them)", file=sys.stderr)  # fmt: skip
             return rows, key is not None
         finally:
             await client.aclose()

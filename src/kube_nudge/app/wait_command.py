@@ -211,13 +211,14 @@ class WaitCommand:
             live = out.isatty()
             refused: list[str] = []
             kinds = await readable_kinds(client, (namespace,), refused=refused)
-            if refused:
-                print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not list "
-                      "them)", file=sys.stderr)  # fmt: skip
             while True:
                 rows = await collect(client, namespaces=(namespace,), hmac_key=key, kinds=kinds,
                                      compat=args.compat, key_location=where,
                                      csi_secrets=args.csi_secrets)  # fmt: skip
+                if refused:  # said once the first report stands: an error stays one line
+                    print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not "
+                          "list them)", file=sys.stderr)  # fmt: skip
+                    refused.clear()
                 chosen = _selected(rows, targets)
                 await self._something_to_wait_for(client, namespace, targets, chosen, args)
                 self._show(chosen, shown, out, live)
