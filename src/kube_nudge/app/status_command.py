@@ -126,12 +126,18 @@ class StatusCommand:
                 csi_secrets=args.csi_secrets,
                 key_location=f"{args.state_namespace}/{args.hmac_secret}",
             )  # fmt: skip
-            if refused:  # said once the report stands: an error stays one line
-                print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not list "
-                      "them)", file=sys.stderr)  # fmt: skip
+            say_unlisted(refused)  # once the report stands: an error stays one line
             return rows, key is not None
         finally:
             await client.aclose()
+
+
+def say_unlisted(refused: list[str]) -> None:
+    """One stderr line naming the optional kinds the account may not list (then forgotten)."""
+    if refused:
+        print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not list them)",
+              file=sys.stderr)  # fmt: skip
+        refused.clear()
 
 
 def exit_code(rows: Sequence[WorkloadStatus]) -> int:

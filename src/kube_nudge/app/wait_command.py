@@ -48,6 +48,7 @@ from kube_nudge.app.flags import (
     quoted,
     read_installation_key,
 )
+from kube_nudge.app.status_command import say_unlisted
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS, readable_kinds
@@ -215,10 +216,7 @@ class WaitCommand:
                 rows = await collect(client, namespaces=(namespace,), hmac_key=key, kinds=kinds,
                                      compat=args.compat, key_location=where,
                                      csi_secrets=args.csi_secrets)  # fmt: skip
-                if refused:  # said once the first report stands: an error stays one line
-                    print(f"kube-nudge: not listed: {', '.join(refused)} (this account may not "
-                          "list them)", file=sys.stderr)  # fmt: skip
-                    refused.clear()
+                say_unlisted(refused)  # once the first report stands: an error stays one line
                 chosen = _selected(rows, targets)
                 await self._something_to_wait_for(client, namespace, targets, chosen, args)
                 self._show(chosen, shown, out, live)
