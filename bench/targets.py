@@ -49,12 +49,12 @@ class Figures:
         """Whether a status read from ``tools`` in ``scenarios`` rests on one repetition or
         on a projected run of one of them (tools without runs there are not counted)."""
         scenarios = tuple(scenarios)
-        for tool in tools:
-            for scenario in scenarios:
-                runs = self.runs(tool, scenario) if tool else []
-                if len(runs) == 1 or any(run.get(flag) for run in runs for flag in _PROJECTED):
-                    return True
-        return False
+        return any(
+            len(self.runs(tool, scenario)) == 1
+            or any(self.projected(tool, scenario, flag) for flag in _PROJECTED)
+            for tool in tools if tool
+            for scenario in scenarios
+        )  # fmt: skip
 
     def peers(self, *, defaults_only: bool = False) -> list[str]:
         """Peer columns (with ``defaults_only``: not the knob-raised variants)."""

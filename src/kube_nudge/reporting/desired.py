@@ -9,6 +9,7 @@ the documents and none of this code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from kube_nudge.kube.client import ApiError, KubeClient
@@ -39,6 +40,24 @@ async def read_source(client: KubeClient, ref: SourceRef) -> JSON | None:
         if exc.not_found:
             return None
         raise
+
+
+async def read_allowed(
+    client: KubeClient, refs: Iterable[SourceRef], cache: dict[SourceRef, JSON | None]
+) -> list[SourceRef]:
+    """Read each of ``refs`` not yet in ``cache`` into it (``read_source``), in order; the
+    ones this user may not get (403) are returned instead, uncached."""
+    forbidden = []
+    for ref in sorted(refs):
+        if ref in cache:
+            continue
+        try:
+            cache[ref] = await read_source(client, ref)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            forbidden.append(ref)
+    return forbidden
 
 
 def project_read(ref: SourceRef, obj: JSON, *, compat: bool = True) -> SourceView | None:

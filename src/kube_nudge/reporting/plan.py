@@ -29,7 +29,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import SHARE_ALL
 from kube_nudge.model.podtemplate import get_template
-from kube_nudge.reporting.desired import project_read, read_source
+from kube_nudge.reporting.desired import project_read, read_allowed
 from kube_nudge.reporting.planning import Candidate, Eviction, Inputs
 
 __all__ = ["Objects", "api_object", "live_inputs", "offline_inputs", "sort_objects"]
@@ -210,14 +210,7 @@ async def _read_sources(
 ) -> tuple[dict[SourceRef, JSON | None], frozenset[SourceRef]]:
     """Each source as it is now (None: absent), and those this user may not get."""
     found: dict[SourceRef, JSON | None] = {}
-    forbidden = set()
-    for ref in sorted(refs):
-        try:
-            found[ref] = await read_source(client, ref)
-        except ApiError as exc:
-            if exc.status != 403:
-                raise
-            forbidden.add(ref)
+    forbidden = await read_allowed(client, refs, found)
     return found, frozenset(forbidden)
 
 

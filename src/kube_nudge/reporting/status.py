@@ -38,7 +38,7 @@ from kube_nudge.model import (
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
-from kube_nudge.reporting.desired import JSON, read_source, source_views
+from kube_nudge.reporting.desired import JSON, read_allowed, source_views
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.strategies.registry import (
     delivers,
@@ -240,17 +240,7 @@ async def _forbidden_sources(
     client: KubeClient, view: WorkloadView, cache: dict[SourceRef, JSON | None]
 ) -> list[SourceRef]:
     """The sources ``view`` consumes that the reader may not get (the others are cached)."""
-    forbidden = []
-    for ref in sorted(view.consumed):
-        if ref in cache:
-            continue
-        try:
-            cache[ref] = await read_source(client, ref)
-        except ApiError as exc:
-            if exc.status != 403:
-                raise
-            forbidden.append(ref)
-    return forbidden
+    return await read_allowed(client, view.consumed, cache)
 
 
 async def _unreadable(
