@@ -18,7 +18,7 @@ from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS
 from kube_nudge.model import SourceKind, WorkloadView, parse_workload
 from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.reporting import status
@@ -199,3 +199,11 @@ async def test_a_failed_rollout_names_the_strategies_that_can_roll_back(
     assert posted.events[-1][3].endswith(
         "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl rollout undo)"
     )
+    # A kind whose revisions kube-nudge doesn't read: no strategy is offered instead.
+    rollout = Target(ARGO_ROLLOUTS, NS, "app", toy_workload())
+    for name in ("toy", "snapshot"):
+        await follower._record_failure(rollout, failed, reconciler.strategies[name])
+        assert posted.events[-1][3].endswith(
+            "; kube-nudge cannot roll back a Rollout: it reads no revisions of that kind "
+            "(revert the source)"
+        )

@@ -103,6 +103,12 @@ class RolloutFollower:
 
     def _after_failure(self, target: Target, strategy: Strategy) -> str:
         """What happens next, for the failure's message."""
+        if target.kind.revisions is None:
+            # (An Argo Rollout, a --workload kind: no strategy has a revision to go back to.)
+            return (
+                f"; kube-nudge cannot roll back a {target.kind.resource.kind}: it reads no "
+                f"revisions of that kind (revert the source)"
+            )
         if isinstance(strategy, RollingBack) and target.view.settings.rollback_on_failure:
             return f"; rolling back to {strategy.rolls_back_to}"
         if isinstance(strategy, RollingBack):
