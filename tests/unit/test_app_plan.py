@@ -198,3 +198,18 @@ def test_bad_input_is_exit_2_in_one_line(tmp_path: Path, args: list[str], says: 
     code, out, err = _run(["plan", *given])
     assert (code, out) == (2, "")
     assert says in err and err.count("\n") == 1
+
+
+def test_an_argo_rollout_in_the_files_is_planned(tmp_path: Path) -> None:
+    template = {"metadata": {"labels": {"app": "canary"}}, "spec": manifests.env_consumer("LEVEL")}
+    canary = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+              "metadata": {"name": "canary", "annotations": ENABLED},
+              "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "canary"}},
+                       "template": template}}  # fmt: skip
+    more = {"canary": canary}
+    code, out, _ = plan(tmp_path, fleet("info", more=more), fleet("debug", more=more), "-o", "json")
+    assert code == 1
+    found = rows(out)
+    assert (found["Rollout/canary"]["action"], found["Rollout/canary"]["sources"]) == (
+        "roll", ["configmap/app [LEVEL]"],
+    )  # fmt: skip

@@ -18,8 +18,10 @@ from collections.abc import Sequence
 
 from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
 from kube_nudge.app.flags import add_cluster_flags, check_namespaces
+from kube_nudge.app.status_command import say_unlisted
 from kube_nudge.app.tables import fit
 from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.workloads import readable_kinds
 from kube_nudge.reporting.migrate import Migration, MigrationRow, collect_migration
 
 __all__ = ["MIGRATE", "MigrateCommand", "render_markdown", "render_table"]
@@ -82,7 +84,11 @@ async def _collect(client: KubeClient, args: argparse.Namespace) -> Migration:
             (None,) if args.all_namespaces
             else tuple(args.namespaces) or (client.default_namespace,)
         )  # fmt: skip
-        return await collect_migration(client, namespaces=scope, now=time.time())
+        refused: list[str] = []
+        kinds = await readable_kinds(client, scope, refused=refused)
+        found = await collect_migration(client, namespaces=scope, now=time.time(), kinds=kinds)
+        say_unlisted(refused)  # once the report stands: an error stays one line
+        return found
     finally:
         await client.aclose()
 

@@ -33,9 +33,10 @@ from kube_nudge.app.flags import (
     read_installation_key,
 )
 from kube_nudge.app.manifest_files import Manifest, read_manifests
+from kube_nudge.app.status_command import say_unlisted
 from kube_nudge.app.tables import fit
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS, readable_kinds
 from kube_nudge.model.preview import Verb
 from kube_nudge.reporting.plan import live_inputs, offline_inputs, sort_objects
 from kube_nudge.reporting.planning import Inputs, Plan, PlanRow, plan_rows
@@ -50,6 +51,9 @@ from kube_nudge.strategies.registry import (
 __all__ = ["PLAN", "PlanCommand", "render_markdown", "render_table"]
 
 _MIN_WIDTH = 100
+#: The kinds a manifest may be: every built-in one, Argo's Rollout too (a file can hold one
+#: whether or not a cluster serves it).
+_FILE_KINDS = (*BUILTIN_KINDS, *DISCOVERED_KINDS)
 _COLOURS = {"roll": "33", "reload": "33", "evict": "33", "hold": "31", "unknown": "31"}
 
 
@@ -137,8 +141,8 @@ def _offline(base: list[Manifest], head: list[Manifest], args: argparse.Namespac
     namespace = args.namespace or "default"
     defaults = product_defaults(compat=args.compat, csi_secrets=args.csi_secrets)
     inputs = offline_inputs(
-        sort_objects((m.obj for m in base), namespace, BUILTIN_KINDS),
-        sort_objects((m.obj for m in head), namespace, BUILTIN_KINDS),
+        sort_objects((m.obj for m in base), namespace, _FILE_KINDS),
+        sort_objects((m.obj for m in head), namespace, _FILE_KINDS),
         defaults=defaults,
     )
     return _plan(inputs, [
@@ -160,11 +164,14 @@ async def _read_live(client: KubeClient, head: list[Manifest], args: argparse.Na
     try:
         key = await read_installation_key(client, args, sys.stderr)
         namespace = args.namespace or client.default_namespace
-        given = sort_objects((m.obj for m in head), namespace, BUILTIN_KINDS)
+        given = sort_objects((m.obj for m in head), namespace, _FILE_KINDS)
         defaults = product_defaults(compat=args.compat, csi_secrets=args.csi_secrets)
-        inputs = await live_inputs(client, given, defaults=defaults, hmac_key=key)
+        refused: list[str] = []
+        kinds = await readable_kinds(client, (namespace,), refused=refused)
+        inputs = await live_inputs(client, given, defaults=defaults, hmac_key=key, kinds=kinds)
     finally:
         await client.aclose()
+    say_unlisted(refused)  # once the plan stands: an error stays one line
     notes = []
     if key is None:
         notes.append(
