@@ -54,7 +54,7 @@ class Timeline:
 
     def apply(self, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
-        progress = progress_of("Deployment", obj)
+        progress = progress_of("Deployment.apps", obj)
         now = Seen(
             template_hash(obj, DEPLOYMENT),
             progress is not None and progress.done,

@@ -11,15 +11,18 @@ it: ``observedGeneration`` as a string, ``phase``, ``abort``, ``pauseConditions`
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kube_nudge.app.run import resolve_workloads
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, ROLLOUTS
 from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import BASELINE_HASH
+from kube_nudge.model.argorollout import WORKLOAD_GENERATION
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
@@ -219,6 +222,59 @@ async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
         assert rolled["spec"]["replicas"] == 0  # nothing but the template annotation
         ro = await kube.get(ROLLOUTS.path(namespace, "web-ro"))
         assert "template" not in ro["spec"]  # Argo refuses a template beside workloadRef
+
+        # The rollout is the Rollout's: the Deployment (0 of 0 updated) is followed by it.
+        # Argo sees the new template (copies the Deployment's generation) and pauses.
+        generation = str(rolled["metadata"]["generation"])
+        await kube.merge_patch(
+            ROLLOUTS.path(namespace, "web-ro"),
+            {"metadata": {"annotations": {WORKLOAD_GENERATION: generation}}},
+        )
+        paused = [{"reason": "CanaryPauseStep"}]
+        await argo_writes(kube, namespace, "web-ro", phase="Paused", currentPodHash="9a1b",
+                          stableRS="5f7c", pauseConditions=paused,
+                          workloadObservedGeneration=generation)  # fmt: skip
+        code, out, err = await cli_as(cluster.kubeconfig, namespace, "status", "-o", "json")
+        assert code == 0, err
+        [row] = [r for r in _rows(out) if r["kind"] == "Deployment"]
+        assert (row["name"], row["state"], row["rolledOut"]) == ("web", "rolling", False)
+
+        # An analysis fails: Argo aborts. The Deployment's rollout failed, and says why.
+        await argo_writes(
+            kube, namespace, "web-ro", phase="Degraded", abort=True, pauseConditions=None,
+            message="RolloutAborted: Rollout aborted update to revision 2",
+        )  # fmt: skip
+        await until(lambda: _reasons(kube, namespace, "RolloutFailed"), TIMEOUT)
+        [failed] = await events(kube, namespace, "RolloutFailed")
+        assert (failed["involvedObject"]["kind"], failed["involvedObject"]["name"]) == (
+            "Deployment", "web",
+        )  # fmt: skip
+        assert "Rollout web-ro: aborted: RolloutAborted" in failed["message"]
+        assert await events(kube, namespace, "RolloutComplete") == []
+        code, out, err = await cli_as(cluster.kubeconfig, namespace, "wait", "deployment/web",
+                                      "--timeout=30s")  # fmt: skip
+        assert code == 1, out + err
+
+
+async def test_plan_and_migrate_read_rollouts(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    await healthy_web(kube, namespace, {"reloader.stakater.com/auto": "true"})
+    # plan, live: the ConfigMap as Git would apply it next; the Rollout reads it.
+    head = tmp_path / "head.yaml"
+    head.write_text(yaml.safe_dump(manifests.configmap("app", {"LEVEL": "debug"})))
+    code, out, err = await cli_as(cluster.kubeconfig, namespace, "plan", "-f", str(head),
+                                  "-o", "json", "--compat")  # fmt: skip
+    assert code == 1, out + err
+    planned = {f"{w['kind']}/{w['name']}": w["action"] for w in json.loads(out)["workloads"]}
+    assert planned == {"Rollout/web": "roll"}
+    # migrate: the Rollout carrying Reloader's annotation is in the report, adopted at the
+    # switch without a restart.
+    code, out = await kube_nudge_cli(cluster, namespace, "migrate", "-o", "json")
+    assert code == 0, out
+    rows = {f"{w['kind']}/{w['name']}": w for w in json.loads(out)["workloads"]}
+    assert list(rows) == ["Rollout/web"]
+    assert (rows["Rollout/web"]["optedIn"], rows["Rollout/web"]["atSwitch"]) == (True, "none")
 
 
 def _rows(out: str) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ async def test_wait_returns_once_every_consumer_rolled_out_the_change(
             assert template_hash(obj, DEPLOYMENT) == await expected_hash(
                 kube, DEPLOYMENT, obj, running.hmac_key
             )
-            assert rollout_complete("Deployment", obj) is True
+            assert rollout_complete("Deployment.apps", obj) is True
         # Progress went to the log line by line (not a terminal): each workload appeared.
         assert f"{namespace}/Deployment/web" in out and f"{namespace}/Deployment/api" in out
 

@@ -74,7 +74,7 @@ def test_healthy_and_fully_promoted_is_done() -> None:
     assert state.verdict is Verdict.HEALTHY
     assert state.detail == "3 of 3 updated, 3 available"
     assert state.own_deadline == ARGO_DEFAULT_PROGRESS_DEADLINE
-    assert rollout_complete("Rollout", obj) is True
+    assert rollout_complete("Rollout.argoproj.io", obj) is True
 
 
 def test_healthy_phase_with_the_stable_replicaset_behind_is_still_progressing() -> None:
@@ -127,30 +127,34 @@ def test_observed_generation_is_a_string_and_a_spec_hash_counts_as_observed() ->
     assert rollout_observed(rollout(generation=3, observed="5c6b8f7d9"))  # a v0.9 spec hash
     assert rollout_observed(rollout(generation=3, observed=3))
     # The built-in rule (an int) would call the string unobserved forever.
-    progress = progress_of("Rollout", rollout(generation=3, observed="3"))
+    progress = progress_of("Rollout.argoproj.io", rollout(generation=3, observed="3"))
     assert progress is not None and progress.observed and progress.done
 
 
 def test_with_workload_ref_the_referenced_generation_must_be_observed_too() -> None:
     behind = rollout(annotations={WORKLOAD_GENERATION: "4"}, workloadObservedGeneration="3")
     assert not rollout_observed(behind)
-    progress = progress_of("Rollout", behind)
+    progress = progress_of("Rollout.argoproj.io", behind)
     assert progress is not None and not progress.observed and not progress.done
     caught_up = rollout(annotations={WORKLOAD_GENERATION: "4"}, workloadObservedGeneration="4")
     assert rollout_observed(caught_up)
 
 
 def test_progress_maps_failure_and_waiting_onto_kube_nudges_terms() -> None:
-    degraded = progress_of("Rollout", rollout(phase="Degraded", current="n", stable="o"))
+    degraded = progress_of(
+        "Rollout.argoproj.io", rollout(phase="Degraded", current="n", stable="o")
+    )
     assert degraded is not None and degraded.deadline_exceeded and not degraded.done
-    paused = progress_of("Rollout", rollout(phase="Paused", current="n", stable="o"))
+    paused = progress_of("Rollout.argoproj.io", rollout(phase="Paused", current="n", stable="o"))
     assert paused is not None and not paused.deadline_exceeded and not paused.done
     assert paused.timed_by_controller
 
 
 def rolled(obj: dict[str, Any], at: float) -> Any:
     obj["metadata"]["annotations"][ROLLED_AT] = str(at)
-    view = project_workload(obj, ("spec", "template"), WorkloadDefaults(), kind="Rollout")
+    view = project_workload(
+        obj, ("spec", "template"), WorkloadDefaults(), kind="Rollout.argoproj.io"
+    )
     assert view is not None
     return view
 
@@ -185,7 +189,9 @@ def test_a_rollout_with_workload_ref_is_held_naming_the_deployment_to_opt_in() -
     obj = rollout()
     del obj["spec"]["template"]
     obj["spec"]["workloadRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
-    view = project_workload(obj, ("spec", "template"), WorkloadDefaults(), kind="Rollout")
+    view = project_workload(
+        obj, ("spec", "template"), WorkloadDefaults(), kind="Rollout.argoproj.io"
+    )
     assert view is not None and view.template_elsewhere == "Deployment/web"
     hold = decide(view, assess(view, lambda ref: None, b"k"), WorkloadMemory(), T0)
     assert isinstance(hold, Hold) and hold.event_reason == "NoPodTemplate"

@@ -66,7 +66,7 @@ def deployment(
 
 
 def view(obj: dict[str, Any]) -> WorkloadView:
-    projected = project_workload(obj, PATH, parse_defaults(), kind="Deployment")
+    projected = project_workload(obj, PATH, parse_defaults(), kind="Deployment.apps")
     assert projected is not None
     return projected
 
@@ -81,7 +81,7 @@ def parse_defaults() -> Any:
 
 
 def test_a_deployment_is_done_when_every_replica_is_updated_and_available() -> None:
-    progress = progress_of("Deployment", deployment(progressing="ReplicaSetUpdated"))
+    progress = progress_of("Deployment.apps", deployment(progressing="ReplicaSetUpdated"))
     assert progress is not None and progress.done and not progress.deadline_exceeded
     assert progress.detail == "4 of 4 updated, 4 available"
 
@@ -95,22 +95,26 @@ def test_a_deployment_is_done_when_every_replica_is_updated_and_available() -> N
     ],
 )
 def test_a_deployment_part_way_is_not_done(changes: dict[str, Any], detail: str) -> None:
-    progress = progress_of("Deployment", deployment(progressing="ReplicaSetUpdated", **changes))
+    progress = progress_of(
+        "Deployment.apps", deployment(progressing="ReplicaSetUpdated", **changes)
+    )
     assert progress is not None and not progress.done
     assert progress.detail == detail
 
 
 def test_a_status_about_an_earlier_generation_says_nothing_about_this_rollout() -> None:
-    progress = progress_of("Deployment", deployment(generation=3, observed=2, deadline_seconds=60))
+    progress = progress_of(
+        "Deployment.apps", deployment(generation=3, observed=2, deadline_seconds=60)
+    )
     assert progress is not None and not progress.done and not progress.deadline_exceeded
     assert progress.own_deadline == 60.0
 
 
 def test_progress_deadline_exceeded_is_a_failure_and_new_replicaset_available_sticks() -> None:
-    failed = progress_of("Deployment", deployment(progressing="ProgressDeadlineExceeded"))
+    failed = progress_of("Deployment.apps", deployment(progressing="ProgressDeadlineExceeded"))
     assert failed is not None and failed.deadline_exceeded and not failed.done
     # A pod lost after the rollout finished does not make that rollout unfinished.
-    later = progress_of("Deployment", deployment(available=2))
+    later = progress_of("Deployment.apps", deployment(available=2))
     assert later is not None and later.done
 
 
@@ -121,21 +125,21 @@ def test_statefulsets_and_daemonsets_follow_revisions_and_counts() -> None:
         "status": {"observedGeneration": 1, "readyReplicas": 2, "updatedReplicas": 2,
                    "currentRevision": "a", "updateRevision": "b"},
     }  # fmt: skip
-    assert rollout_complete("StatefulSet", sts) is False
+    assert rollout_complete("StatefulSet.apps", sts) is False
     sts["status"]["currentRevision"] = "b"
-    assert rollout_complete("StatefulSet", sts) is True
+    assert rollout_complete("StatefulSet.apps", sts) is True
     sts["spec"]["updateStrategy"] = {"type": "OnDelete"}
-    assert rollout_complete("StatefulSet", sts) is None  # nothing to follow
+    assert rollout_complete("StatefulSet.apps", sts) is None  # nothing to follow
     ds: dict[str, Any] = {
         "metadata": {"generation": 1},
         "spec": {},
         "status": {"observedGeneration": 1, "desiredNumberScheduled": 3,
                    "updatedNumberScheduled": 3, "numberAvailable": 2},
     }  # fmt: skip
-    assert rollout_complete("DaemonSet", ds) is False
+    assert rollout_complete("DaemonSet.apps", ds) is False
     ds["status"]["numberAvailable"] = 3
-    assert rollout_complete("DaemonSet", ds) is True
-    assert progress_of("CronJob", {"spec": {}}) is None
+    assert rollout_complete("DaemonSet.apps", ds) is True
+    assert progress_of("CronJob.batch", {"spec": {}}) is None
 
 
 # -- tracking -------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ async def wait_for_object(
 def deployment_complete(obj: JSON) -> bool:
     """True when a Deployment's latest template is fully rolled out and every replica is
     ready and available (what ``kubectl rollout status`` waits for)."""
-    return rollout_complete("Deployment", obj) is True
+    return rollout_complete("Deployment.apps", obj) is True
 
 
 async def until(check: Callable[[], Awaitable[bool]], timeout: float) -> None:

@@ -81,9 +81,22 @@ class RolloutBook:
             self._failed.discard(key)
         memory = self._memory.get(key)
         own_echo = memory is not None and memory.observe(view)
-        if self._count_rolling and self.tracking(key, view).phase is Phase.ROLLING:
-            self._maybe_rolling.add(key)
+        self._count_if_rolling(key, view)
         return own_echo
+
+    def progress_moved(self, key: WorkloadKey) -> None:
+        """``key``'s rollout progress moved with no change of its own view (the workload
+        running its template changed: ``runners.py``)."""
+        view = self._workload(key)
+        if view is not None:
+            self._count_if_rolling(key, view)
+
+    def _count_if_rolling(self, key: WorkloadKey, view: WorkloadView) -> None:
+        # Judged on the caches' view, which joins a runner's progress (``Cache.workload``).
+        if self._count_rolling and self.tracking(key, self._workload(key) or view).phase is (
+            Phase.ROLLING
+        ):
+            self._maybe_rolling.add(key)
 
     def forget(self, key: WorkloadKey) -> None:
         """Drop everything kept for a deleted workload (and its count in the state gauge)."""

@@ -10,6 +10,7 @@ runs. It runs on every replica, so a standby's caches are warm when it takes ove
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 from kube_nudge.controller.csi import CsiClasses
 from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.controller.reader import WorkloadKey
+from kube_nudge.controller.runners import Runners
 from kube_nudge.kube import resources
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
@@ -30,6 +32,7 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
+from kube_nudge.model.runners import run_by, runs_elsewhere
 from kube_nudge.runtime.index import ReverseIndex
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import owned_source_labels
@@ -66,6 +69,10 @@ class Handlers(Protocol):
         """A workload the projection left out (not opted in, or an opt-in that isn't one)."""
         ...
 
+    def runner_changed(self, key: WorkloadKey) -> None:
+        """The workload running ``key``'s template (``runners.py``) changed."""
+        ...
+
 
 class Cache:
     """Informers, index and lookups (a ``Reader``); a runnable that sets ``synced`` once
@@ -91,6 +98,8 @@ class Cache:
         self._workloads = {
             kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
         }
+        self._runners = [self._runners_of(kind) for kind in options.kinds
+                         if runs_elsewhere(kind.resource.group_kind)]  # fmt: skip
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
         self._gauges()
@@ -112,12 +121,26 @@ class Cache:
         return None
 
     def workload(self, key: WorkloadKey) -> WorkloadView | None:
-        """The cached view of an opted-in workload."""
+        """The cached view of an opted-in workload; if another workload runs its template
+        (``runners.py``), with that one's progress."""
         kind, namespace, name = key
         for informer in self._workloads.get(kind, ()):
             if informer.config.namespace in (None, namespace):
-                return informer.store.get((namespace, name))
+                view = informer.store.get((namespace, name))
+                return self._joined(view, namespace, kind, name)
         return None
+
+    def _joined(
+        self, view: WorkloadView | None, namespace: str, kind: WorkloadKind, name: str
+    ) -> WorkloadView | None:
+        """``view`` with the progress of the workload running its template, if one does."""
+        if view is None or not self._runners:
+            return view
+        owner = f"{kind.resource.group_kind}/{name}"
+        for runners in self._runners:
+            if (runner := runners.running(namespace, owner)) is not None:
+                return dataclasses.replace(view, progress=run_by(runner, view.generation))
+        return view
 
     def consumers(self, ref: SourceRef) -> frozenset[WorkloadKey]:
         """The cached workloads whose templates consume ``ref``."""
@@ -146,7 +169,8 @@ class Cache:
         """Every informer, sources first."""
         found: list[Informer[Any]] = [i for group in self._sources.values() for i in group]
         found += self._csi.informers if self._csi is not None else []
-        return found + [i for group in self._workloads.values() for i in group]
+        found += [i for group in self._workloads.values() for i in group]
+        return found + [i for runners in self._runners for i in runners.informers]
 
     # -- the informers ---------------------------------------------------------------------
 
@@ -209,7 +233,9 @@ class Cache:
         defaults = self._options.defaults
 
         def project(obj: dict[str, Any]) -> WorkloadView | None:
-            view = project_workload(obj, kind.template_path, defaults, kind=kind.resource.kind)
+            view = project_workload(
+                obj, kind.template_path, defaults, kind=kind.resource.group_kind
+            )
             if view is None and self._handlers is not None:
                 self._handlers.left_out(kind, obj)
             return view
@@ -226,6 +252,26 @@ class Cache:
             on_restart=self._restart_counter(kind.resource),
         )  # fmt: skip
 
+    def _runners_of(self, kind: WorkloadKind) -> Runners:
+        """The informers of ``kind``'s workloads that run another's template."""
+        configs = [
+            InformerConfig(
+                namespace=namespace,
+                page_size=self._options.page_size,
+                inactivity_timeout=self._options.watch_inactivity,
+            )
+            for namespace in self._scopes
+        ]
+
+        def on_change(namespace: str, owner: str) -> None:
+            group_kind, _, name = owner.partition("/")
+            watched = [k for k in self._workloads if k.resource.group_kind == group_kind]
+            if self._handlers is not None and watched:
+                self._handlers.runner_changed((watched[0], namespace, name))
+
+        restarts = self._restart_counter(kind.resource)
+        return Runners(self._client, kind, configs, on_change, restarts)
+
     def watch_kind(self, kind: WorkloadKind) -> None:
         """Start watching a workload kind that became available after start. Its workloads
         are queued as its informers list them; readiness does not wait for them."""
@@ -236,8 +282,12 @@ class Cache:
         self._workloads[kind] = informers
         self._gauge_tracked(kind.resource, informers)
         self._metrics.seed_kind(kind.resource.kind)
+        started: list[Informer[Any]] = list(informers)
+        if runs_elsewhere(kind.resource.group_kind):
+            self._runners.append(self._runners_of(kind))
+            started += self._runners[-1].informers
         if self._running:
-            self._tasks += [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
+            self._tasks += [asyncio.create_task(i.run(), name=str(i.resource)) for i in started]
 
     # -- gauges ----------------------------------------------------------------------------
 

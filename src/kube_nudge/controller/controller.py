@@ -25,6 +25,7 @@ from kube_nudge.controller.handlers import (
     Enqueue,
     EventHandlers,
     OptInErrors,
+    RunnerEvents,
     SourceEvents,
     WorkloadEvents,
 )
@@ -95,6 +96,7 @@ class Controller:
             sources=SourceEvents(self.cache, enqueue, self.replacer, self.events, self.synced),
             workloads=WorkloadEvents(self.book, enqueue, self.looks, self.synced),
             opt_in_errors=OptInErrors(self.events, options.defaults),
+            runners=RunnerEvents(self.cache, self.book, enqueue, self.looks, self.synced),
         ))  # fmt: skip
         self.workers = Workers(
             self.queue, self.reconciler, self.looks, self.cache,

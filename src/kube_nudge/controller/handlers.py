@@ -11,7 +11,10 @@ One table, ``EventHandlers``, names a handler per kind of event:
   never shorten a change's window), and, when its rollout moved on, the workloads waiting
   for another's rollout;
 - ``opt_in_errors`` (``OptInErrors``): a workload left out because its opt-in is not a
-  boolean → a Warning Event, once per message.
+  boolean → a Warning Event, once per message;
+- ``runners`` (``RunnerEvents``): the workload running another's template changed (an Argo
+  Rollout with ``workloadRef``) → that template's owner, as an event of its own: its
+  rollout is the runner's (``runners.py``).
 
 Every key goes onto the queue through ``Enqueue``, with its pacing (``model/pacing.py``); the
 next looks (``workers.py``) use it too. Nothing here reconciles: the workers drain the queue.
@@ -38,7 +41,14 @@ from kube_nudge.model.pacing import hold_for_change, hold_for_own_event
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.queue import WorkQueue
 
-__all__ = ["Enqueue", "EventHandlers", "OptInErrors", "SourceEvents", "WorkloadEvents"]
+__all__ = [
+    "Enqueue",
+    "EventHandlers",
+    "OptInErrors",
+    "RunnerEvents",
+    "SourceEvents",
+    "WorkloadEvents",
+]
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +227,31 @@ class OptInErrors:
             self._events.post(ref, WARNING, "InvalidAnnotation", message)
 
 
+class RunnerEvents:
+    """The runner of a workload's template changed → that workload, as its own event; and
+    those waiting for its rollout, since its progress is the runner's."""
+
+    def __init__(
+        self,
+        reader: Reader,
+        book: RolloutBook,
+        enqueue: Enqueue,
+        looks: NextLooks,
+        synced: asyncio.Event,
+    ) -> None:
+        self._reader = reader
+        self._book = book
+        self._enqueue = enqueue
+        self._looks = looks
+        self._synced = synced
+
+    def __call__(self, key: WorkloadKey) -> None:
+        self._book.progress_moved(key)  # before sync too: a restart counts what is rolling
+        if self._synced.is_set() and self._reader.workload(key) is not None:
+            self._enqueue.own(key)
+            self._looks.rollout_moved(key)
+
+
 @dataclass(frozen=True, slots=True)
 class EventHandlers:
     """The table: one named handler per kind of event the cache reports."""
@@ -224,6 +259,7 @@ class EventHandlers:
     sources: SourceEvents
     workloads: WorkloadEvents
     opt_in_errors: OptInErrors
+    runners: RunnerEvents
 
     def source_changed(
         self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
@@ -240,3 +276,7 @@ class EventHandlers:
     def left_out(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A workload the projection left out."""
         self.opt_in_errors(kind, obj)
+
+    def runner_changed(self, key: WorkloadKey) -> None:
+        """The workload running ``key``'s template changed."""
+        self.runners(key)

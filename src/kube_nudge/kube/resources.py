@@ -35,6 +35,14 @@ class Resource:
             base += f"/{subresource}"
         return base
 
+    @property
+    def group_kind(self) -> str:
+        """``Kind.group`` (``Deployment.apps``, ``Rollout.argoproj.io``; ``Pod`` in the core
+        group): what tells how to read a workload's status, so that a custom kind that
+        happens to share a Kind name (a ``Rollout`` of another group) is never read as
+        Argo's."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
     def __str__(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 

@@ -34,7 +34,9 @@ __all__ = [
     "Verdict",
     "read_rollout",
     "rollout_observed",
+    "workload_generation",
     "workload_ref",
+    "workload_ref_key",
 ]
 
 WORKLOAD_GENERATION = "rollout.argoproj.io/workload-generation"
@@ -82,6 +84,25 @@ def workload_ref(obj: Mapping[str, Any]) -> str | None:
     return None
 
 
+def workload_ref_key(obj: Mapping[str, Any]) -> str | None:
+    """``Deployment.apps/NAME``: the referenced workload by group-kind (from the reference's
+    ``apiVersion``), so that only that kind's workload of that name is meant."""
+    shown = workload_ref(obj)
+    if shown is None:
+        return None
+    api_version = _mapping(_mapping(obj.get("spec")).get("workloadRef")).get("apiVersion")
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    kind, _, name = shown.partition("/")
+    return f"{kind}.{group}/{name}" if group else shown
+
+
+def workload_generation(obj: Mapping[str, Any]) -> int | None:
+    """The referenced workload's ``metadata.generation`` Argo last saw (its copy in
+    ``rollout.argoproj.io/workload-generation``; ``workloadRef`` only), or None."""
+    annotations = _mapping(_mapping(obj.get("metadata")).get("annotations"))
+    return _number(annotations.get(WORKLOAD_GENERATION))
+
+
 def rollout_observed(obj: Mapping[str, Any]) -> bool:
     """Whether Argo has seen the Rollout's latest spec (and, with ``workloadRef``, the
     referenced workload's latest template)."""
@@ -91,7 +112,7 @@ def rollout_observed(obj: Mapping[str, Any]) -> bool:
     observed = _number(status.get("observedGeneration"))
     if isinstance(generation, int) and observed is not None and observed < generation:
         return False
-    copied = _number(_mapping(metadata.get("annotations")).get(WORKLOAD_GENERATION))
+    copied = workload_generation(obj)
     seen = _number(status.get("workloadObservedGeneration"))
     return copied is None or seen is None or seen >= copied
 

@@ -51,8 +51,8 @@ class Progress:
 
 
 def progress_of(kind: str, obj: Mapping[str, Any]) -> Progress | None:
-    """The rollout progress of ``obj``, a workload of ``kind`` (``Deployment`` ...), or
-    None when kube-nudge can't follow rollouts of that kind."""
+    """The rollout progress of ``obj``, a workload of group-kind ``kind``
+    (``Deployment.apps`` ...), or None when kube-nudge can't follow rollouts of that kind."""
     reader = _READERS.get(kind)
     if reader is None:
         return None
@@ -80,7 +80,7 @@ def rollout_complete(kind: str, obj: Mapping[str, Any]) -> bool | None:
 
 
 def _deployment(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Progress | None:
-    deadline = _own_deadline("Deployment", spec)
+    deadline = _own_deadline(spec)
     progressing = next(
         (
             c.get("reason")
@@ -148,17 +148,17 @@ class _Reader(NamedTuple):
     observed: Callable[[Mapping[str, Any]], bool] = _generation_observed
 
 
+#: By group-kind (``Resource.group_kind``): a custom kind that shares a Kind name is not read.
 _READERS: dict[str, _Reader] = {
-    "Deployment": _Reader(_deployment),
-    "StatefulSet": _Reader(_statefulset),
-    "DaemonSet": _Reader(_daemonset),
-    "Rollout": _Reader(_rollout, rollout_observed),  # argoproj.io: model/argorollout.py
+    "Deployment.apps": _Reader(_deployment),
+    "StatefulSet.apps": _Reader(_statefulset),
+    "DaemonSet.apps": _Reader(_daemonset),
+    "Rollout.argoproj.io": _Reader(_rollout, rollout_observed),  # model/argorollout.py
 }
 
 
-def _own_deadline(kind: str, spec: Mapping[str, Any]) -> float | None:
-    if kind != "Deployment":
-        return None
+def _own_deadline(spec: Mapping[str, Any]) -> float | None:
+    """A Deployment's ``spec.progressDeadlineSeconds``."""
     seconds = spec.get("progressDeadlineSeconds")
     return float(seconds) if isinstance(seconds, int) and seconds > 0 else None
 

@@ -8,8 +8,8 @@ it. Objects that project to None (workloads that did not opt in) are not kept at
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -25,7 +25,6 @@ from kube_nudge.model.annotations import (
     parse_source,
     parse_workload,
 )
-from kube_nudge.model.argorollout import workload_ref
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
 from kube_nudge.model.progress import Progress, progress_of
@@ -38,6 +37,7 @@ from kube_nudge.model.references import (
     discover,
     merge,
 )
+from kube_nudge.model.runners import template_elsewhere
 from kube_nudge.model.shapes import (
     NO_EXTRAS,
     Extras,
@@ -182,7 +182,11 @@ class WorkloadView:
     (`StrategyModel.view`; each reads its own with an accessor of its package)."""
     template_elsewhere: str | None = None
     """Where its pod template lives when it has none of its own: ``Deployment/web`` for an
-    Argo Rollout with ``spec.workloadRef`` (read by the kind's entry in ``_ELSEWHERE``)."""
+    Argo Rollout with ``spec.workloadRef`` (``model.runners``)."""
+    generation: int = field(default=0, compare=False)
+    """Its ``metadata.generation``: whether a workload running its template has seen the
+    latest (``model.runners``). Not compared by ``same_but_records``: kube-nudge's own
+    writes move it."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -229,7 +233,8 @@ def project_workload(
 ) -> WorkloadView | None:
     """Reduce a workload to a view, or None when it has not opted in (unless
     `opted_out_too`: audits look at every workload; `settings.enabled` then tells).
-    `kind` (``Deployment`` ...) tells how to read its rollout progress."""
+    `kind`, its group-kind (``Deployment.apps`` ...), tells how to read its rollout
+    progress."""
     metadata = obj.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     namespace = sys.intern(str(metadata.get("namespace") or ""))  # shared with the cache's key
@@ -273,17 +278,14 @@ def project_workload(
         failed=parse_failed(annotations.get(FAILED)),
         approved_at=max(parse_rolled_at(annotations.get(APPROVED_AT)), default=0.0),
         extras=_view_extras(annotations, settings, defaults),
-        template_elsewhere=_elsewhere(kind, obj) if pod_spec is None else None,
+        template_elsewhere=template_elsewhere(kind, obj) if pod_spec is None else None,
+        generation=_generation(metadata),
     )
 
 
-#: Kinds whose pod template may live in another object, and how each names it.
-_ELSEWHERE: dict[str, Callable[[Mapping[str, Any]], str | None]] = {"Rollout": workload_ref}
-
-
-def _elsewhere(kind: str, obj: Mapping[str, Any]) -> str | None:
-    read = _ELSEWHERE.get(kind)
-    return read(obj) if read is not None else None
+def _generation(metadata: Mapping[str, Any]) -> int:
+    generation = metadata.get("generation")
+    return generation if isinstance(generation, int) and not isinstance(generation, bool) else 0
 
 
 def _stand_ins(

@@ -160,7 +160,7 @@ async def _row(
 ) -> MigrationRow:  # fmt: skip
     meta = obj.get("metadata") or {}
     view = project_workload(obj, kind.template_path, defaults, opted_out_too=True,
-                            kind=kind.resource.kind)  # fmt: skip
+                            kind=kind.resource.group_kind)  # fmt: skip
     assert view is not None  # nosec B101 # opted_out_too always projects
     row = MigrationRow(
         namespace=view.namespace, kind=kind.resource.kind, name=str(meta.get("name")),

@@ -137,7 +137,7 @@ def _project(
     obj: Mapping[str, Any], kind: WorkloadKind, defaults: WorkloadDefaults
 ) -> WorkloadView:
     view = project_workload(obj, kind.template_path, defaults, opted_out_too=True,
-                            kind=kind.resource.kind)  # fmt: skip
+                            kind=kind.resource.group_kind)  # fmt: skip
     if view is None:  # pragma: no cover - opted_out_too always projects
         raise AssertionError("the projection refused a workload")
     return view

@@ -37,6 +37,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.model.runners import Runner, project_runner, run_by, runs_elsewhere
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
 from kube_nudge.reporting.desired import JSON, read_allowed, source_views
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
@@ -151,7 +152,9 @@ async def collect(
     defaults = product_defaults(compat=compat, csi_secrets=csi_secrets)
     cache: dict[SourceRef, JSON | None] = {}
     rows = []
+    kinds = tuple(kinds)
     for namespace in namespaces:
+        runners = await _runners(client, namespace, kinds)
         for kind in kinds:
             async for page, _ in client.list_pages(kind.resource.path(namespace)):
                 for obj in page:
@@ -160,7 +163,7 @@ async def collect(
                         kind.template_path,
                         defaults,
                         opted_out_too=True,
-                        kind=kind.resource.kind,
+                        kind=kind.resource.group_kind,
                     )
                     if view is None or (not view.settings.enabled and not include_opted_out):
                         continue
@@ -168,12 +171,44 @@ async def collect(
                     row = await _status(
                         client, kind, name, view, hmac_key, cache, compat, key_location, clock
                     )
-                    row = replace(row, rolled_out=rollout_complete(kind.resource.kind, obj))
+                    row = replace(row, rolled_out=_rolled_out(kind, obj, view, runners))
                     if row.state == "current" and row.rolled_out is False and row.opted_in:
                         row = replace(row, state="rolling", detail="its rollout is in progress")
                     if view.settings.enabled or row.state == "stale":
                         rows.append(row)
     return sorted(rows, key=lambda r: (r.namespace, r.kind, r.name))
+
+
+async def _runners(
+    client: KubeClient, namespace: str | None, kinds: Iterable[WorkloadKind]
+) -> dict[tuple[str, str], Runner]:
+    """The workloads in ``namespace`` (None: all) running another's template (an Argo
+    Rollout with ``workloadRef``), by (namespace, the owner as ``Kind.group/NAME``)."""
+    found: dict[tuple[str, str], Runner] = {}
+    for kind in kinds:
+        if not runs_elsewhere(kind.resource.group_kind):
+            continue
+        async for page, _ in client.list_pages(kind.resource.path(namespace)):
+            for obj in page:
+                if (runner := project_runner(kind.resource.group_kind, obj)) is not None:
+                    own = str((obj.get("metadata") or {}).get("namespace") or "")
+                    found[(own, runner.owner)] = runner
+    return found
+
+
+def _rolled_out(
+    kind: WorkloadKind,
+    obj: Mapping[str, Any],
+    view: WorkloadView,
+    runners: Mapping[tuple[str, str], Runner],
+) -> bool | None:
+    """Whether ``obj``'s current template runs everywhere: as the workload running it says
+    (``model/runners.py``), else as its own status does."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    runner = runners.get((view.namespace, f"{kind.resource.group_kind}/{name}"))
+    if runner is not None:
+        return run_by(runner, view.generation).done
+    return rollout_complete(kind.resource.group_kind, obj)
 
 
 async def _status(
