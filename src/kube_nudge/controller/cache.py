@@ -203,9 +203,10 @@ class Cache:
             on_restart=self._restart_counter(resource),
         )  # fmt: skip
 
-    def _csi_classes(self) -> CsiClasses:
-        """The informers of the Secrets Store CSI driver's pod statuses (--csi-secrets)."""
-        configs = [
+    def _unfiltered_configs(self) -> list[InformerConfig]:
+        """One informer config per watched scope, with no selector (the CSI driver's and
+        Argo's objects carry no labels of the user's to select on)."""
+        return [
             InformerConfig(
                 namespace=namespace,
                 page_size=self._options.page_size,
@@ -213,6 +214,10 @@ class Cache:
             )
             for namespace in self._scopes
         ]
+
+    def _csi_classes(self) -> CsiClasses:
+        """The informers of the Secrets Store CSI driver's pod statuses (--csi-secrets)."""
+        configs = self._unfiltered_configs()
         resource = CsiClasses.resource
 
         def on_change(ref: SourceRef, old: SourceView | None, new: SourceView | None) -> None:
@@ -254,14 +259,7 @@ class Cache:
 
     def _runners_of(self, kind: WorkloadKind) -> Runners:
         """The informers of ``kind``'s workloads that run another's template."""
-        configs = [
-            InformerConfig(
-                namespace=namespace,
-                page_size=self._options.page_size,
-                inactivity_timeout=self._options.watch_inactivity,
-            )
-            for namespace in self._scopes
-        ]
+        configs = self._unfiltered_configs()
 
         def on_change(namespace: str, owner: str) -> None:
             group_kind, _, name = owner.partition("/")
