@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus manifests demo clean
+.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -86,6 +86,12 @@ promtool: $(STAMP)
 prometheus: $(STAMP)
 	$(BIN)/kube-nudge-dev build prometheus
 
+# The pinned Argo Rollouts controller and its CRDs (their own cache directory) that
+# tests/integration/test_argo_rollouts*.py run; minutes cold, with Go 1.27.3 fetched from the
+# module proxy for this one build (GOTOOLCHAIN, set by the build itself).
+rollouts-controller: $(STAMP)
+	$(BIN)/kube-nudge-dev build rollouts-controller
+
 # Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
@@ -118,10 +124,10 @@ test-unit: helm promtool
 
 # The real-node tests (-m real_node) also need the host packages; they build the image and
 # the pause image on first use (under a minute cold) and join the node to the session cluster.
-test-integration: control-plane helm prometheus host-packages
+test-integration: control-plane helm prometheus rollouts-controller host-packages
 	$(BIN)/pytest tests/integration
 
-test: lint docs control-plane helm promtool prometheus host-packages
+test: lint docs control-plane helm promtool prometheus rollouts-controller host-packages
 	$(BIN)/pytest
 
 # With the host packages (root) the demo's pods are real containers on the real node;

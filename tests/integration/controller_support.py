@@ -17,7 +17,7 @@ import httpx2 as httpx
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, ROLLOUTS, Resource
+from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import (
     CONFIG_HASH,
@@ -184,20 +184,26 @@ async def install_crd(
     ``subresources`` such as ``{"status": {}}``) and wait until it is Established; a CRD left
     by an earlier test of this session is reused."""
     schema = schema or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    name = f"{resource.plural}.{resource.group}"
+    await apply_crd(kube, {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{resource.plural}.{resource.group}"},
+        "spec": {
+            "group": resource.group, "scope": "Namespaced",
+            "names": {"plural": resource.plural, "singular": singular, "kind": resource.kind},
+            "versions": [{"name": resource.version, "served": True, "storage": True,
+                          "subresources": subresources or {},
+                          "schema": {"openAPIV3Schema": schema}}],
+        },
+    })  # fmt: skip
+
+
+async def apply_crd(kube: KubeClient, crd: dict[str, Any]) -> None:
+    """Create CRD manifest ``crd`` (one of that name left by an earlier test of this session
+    is reused) and wait until API discovery serves each of its versions."""
+    spec = crd["spec"]
+    name = crd["metadata"]["name"]
     try:
-        await kube.create(CRDS.path(), {
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": name},
-            "spec": {
-                "group": resource.group, "scope": "Namespaced",
-                "names": {"plural": resource.plural, "singular": singular,
-                          "kind": resource.kind},
-                "versions": [{"name": resource.version, "served": True, "storage": True,
-                              "subresources": subresources or {},
-                              "schema": {"openAPIV3Schema": schema}}],
-            },
-        })  # fmt: skip
+        await kube.create(CRDS.path(), crd)
     except ApiError as exc:
         if not exc.conflict:
             raise
@@ -210,23 +216,16 @@ async def install_crd(
 
     # Established does not mean API discovery serves the group yet (it lags a moment).
     async def discoverable() -> bool:
-        try:
-            found = await kube.get(f"/apis/{resource.group}/{resource.version}")
-        except ApiError:
-            return False
-        return any(r.get("name") == resource.plural for r in found.get("resources") or ())
+        for version in spec["versions"]:
+            try:
+                found = await kube.get(f"/apis/{spec['group']}/{version['name']}")
+            except ApiError:
+                return False
+            if not any(r.get("name") == spec["names"]["plural"] for r in found["resources"]):
+                return False
+        return True
 
     await until(discoverable, 30)
-
-
-async def install_argo_rollouts_crd(kube: KubeClient) -> None:
-    """Argo's Rollout CRD where kube-nudge reads it: ``rollouts.argoproj.io``, v1alpha1,
-    namespaced, the status subresource (so only ``/status`` writes status, and a spec change
-    moves ``metadata.generation``) and the scale subresource, as Argo's CRD has them (its
-    full OpenAPI schema left out: the fields are kept as written)."""
-    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.HPAReplicas",
-             "labelSelectorPath": ".status.selector"}  # fmt: skip
-    await install_crd(kube, ROLLOUTS, "rollout", {"status": {}, "scale": scale})
 
 
 async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:

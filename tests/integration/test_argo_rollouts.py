@@ -1,11 +1,8 @@
-"""Argo Rollouts as a built-in kind (``run --argo-rollouts``) against the real API server.
-
-The Argo Rollouts controller does not run here (its module needs a newer Go toolchain than
-the one pinned for the dev cluster: docs/argo-rollouts.md says why). Its CRD is installed
-as Argo's is where kube-nudge reads it (group, names, the status and scale subresources),
-and each status below is written through the status subresource as that controller writes
-it: ``observedGeneration`` as a string, ``phase``, ``abort``, ``pauseConditions``,
-``currentPodHash``/``stableRS``.
+"""Argo Rollouts as a built-in kind (``run --argo-rollouts``) against the real API server,
+with Argo's own CRDs, each status written through the status subresource as its controller
+writes it: ``observedGeneration`` as a string, ``phase``, ``abort``, ``pauseConditions``,
+``currentPodHash``/``stableRS``. Writing them here gives each state on cue (an aborted
+analysis, a stale status); test_argo_rollouts_controller.py runs the real controller.
 """
 
 from __future__ import annotations
@@ -27,12 +24,12 @@ from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
+from tests.integration.argo_support import install_argo_rollouts_crds
 from tests.integration.controller_support import (
     Running,
     cli_as,
     events,
     expected_hash,
-    install_argo_rollouts_crd,
     kube_nudge_cli,
     running_controller,
     template_hash,
@@ -111,7 +108,7 @@ async def healthy_web(
 ) -> tuple[WorkloadKind, ...]:
     """Argo's CRD, ConfigMap ``app`` and Rollout ``web`` reading it, healthy at ReplicaSet
     5f7c; the kinds ``run --argo-rollouts`` watches."""
-    await install_argo_rollouts_crd(kube)
+    await install_argo_rollouts_crds(kube)
     kinds = await rollout_kinds(kube)
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     template = {"metadata": {"labels": {"app": "web"}}, "spec": manifests.env_consumer()}
@@ -131,7 +128,7 @@ async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
 
         # Argo sees the new template: a canary paused for promotion is in progress, not
         # done and not failed, however long it waits.
-        paused = [{"reason": "CanaryPauseStep"}]
+        paused = [{"reason": "CanaryPauseStep", "startTime": "2026-11-27T10:00:00Z"}]
         await argo_writes(kube, namespace, "web", phase="Paused", currentPodHash="9a1b",
                           stableRS="5f7c", pauseConditions=paused)  # fmt: skip
         code, out, err = await cli_as(cluster.kubeconfig, namespace, "status", "-o", "json")
@@ -201,14 +198,16 @@ async def test_an_aborted_rollout_fails_and_stops_the_line(
 async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
     kube: KubeClient, cluster: LocalCluster, namespace: str
 ) -> None:
-    await install_argo_rollouts_crd(kube)
+    await install_argo_rollouts_crds(kube)
     kinds = await rollout_kinds(kube)
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     # The migration shape Argo documents: the Deployment keeps the template, scaled to zero.
     await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
         "web", replicas=0, spec=manifests.env_consumer(), annotations=ENABLED))  # fmt: skip
     ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
-    await kube.create(ROLLOUTS.path(namespace), rollout("web-ro", ENABLED, workloadRef=ref))
+    selector = {"matchLabels": {"app": "web"}}  # the Deployment's: Argo checks they match
+    await kube.create(ROLLOUTS.path(namespace), rollout("web-ro", ENABLED, workloadRef=ref,
+                                                        selector=selector))  # fmt: skip
     async with running_controller(cluster, namespace, kinds=kinds) as running:
         await until(lambda: _reasons(kube, namespace, "NoPodTemplate"), TIMEOUT)
         [told] = await events(kube, namespace, "NoPodTemplate")
@@ -230,7 +229,7 @@ async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
             ROLLOUTS.path(namespace, "web-ro"),
             {"metadata": {"annotations": {WORKLOAD_GENERATION: generation}}},
         )
-        paused = [{"reason": "CanaryPauseStep"}]
+        paused = [{"reason": "CanaryPauseStep", "startTime": "2026-11-27T10:00:00Z"}]
         await argo_writes(kube, namespace, "web-ro", phase="Paused", currentPodHash="9a1b",
                           stableRS="5f7c", pauseConditions=paused,
                           workloadObservedGeneration=generation)  # fmt: skip

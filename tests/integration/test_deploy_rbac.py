@@ -43,12 +43,8 @@ from kube_nudge_dev.chartapply import ADMISSION, CHART_KINDS, apply_documents
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
-from tests.integration.controller_support import (
-    eventually,
-    install_argo_rollouts_crd,
-    start_replica,
-    template_hash,
-)
+from tests.integration.argo_support import install_argo_rollouts_crds
+from tests.integration.controller_support import eventually, start_replica, template_hash
 from tests.integration.csi_support import (
     csi_consumer,
     install_driver_crds,
@@ -131,7 +127,7 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
             hot["metadata"]["labels"] = {"rbac-test": namespace}
             await kube.create(DEPLOYMENTS.path(namespace), hot)
             # --argo-rollouts: a Rollout is read, followed and annotated with the chart's grant.
-            await install_argo_rollouts_crd(kube)
+            await install_argo_rollouts_crds(kube)
             template = {"metadata": {"labels": {"app": "ro"}}, "spec": spec}
             await kube.create(ROLLOUTS.path(namespace), {
                 "apiVersion": ROLLOUTS.api_version, "kind": "Rollout",

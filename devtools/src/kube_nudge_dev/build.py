@@ -111,6 +111,24 @@ def _gomod_dir() -> Path:
     return Path(str(resources.files("kube_nudge_dev") / "gomod"))
 
 
+def _wrapper_files(module: str) -> list[Path]:
+    """The files of wrapper module ``module`` that decide its build, relative to ``gomod/``."""
+    root = _gomod_dir()
+    return sorted(
+        path.relative_to(root)
+        for path in (root / module).rglob("*")
+        if path.is_file() and path.suffix in {".mod", ".sum", ".go"}
+    )
+
+
+def _wrapper_id(module: str) -> str:
+    """Changes whenever wrapper module ``module``'s files change."""
+    digest = hashlib.sha256()
+    for relative in _wrapper_files(module):
+        digest.update(relative.name.encode() + (_gomod_dir() / relative).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def _version_id(kube: KubeRelease | None = None) -> str:
     """Changes whenever a pinned version or a wrapper module of ``kube`` changes.
 
@@ -123,12 +141,7 @@ def _version_id(kube: KubeRelease | None = None) -> str:
     root = _gomod_dir()
     digest = hashlib.sha256()
     digest.update(f"{kube.version} {ETCD_VERSION} {KWOK_VERSION}".encode())
-    wrappers = sorted(
-        path.relative_to(root)
-        for module in ("etcd", kube.module)
-        for path in (root / module).rglob("*")
-        if path.is_file() and path.suffix in {".mod", ".sum", ".go"}
-    )
+    wrappers = sorted([*_wrapper_files("etcd"), *_wrapper_files(kube.module)])
     for relative in wrappers:
         digest.update(relative.name.encode() + (root / relative).read_bytes())
     return digest.hexdigest()[:12]
@@ -186,14 +199,7 @@ def _build_one(name: str, kube: KubeRelease, out_dir: Path, log: Path, go: str) 
             built = Path(tmp) / f"{name}.bin"
             cmd = [go, "build", f"-ldflags={recipe.ldflags}", "-o", str(built), recipe.package]
             env = _go_env(kube.toolchain)
-        with log.open("ab") as sink:
-            sink.write(f"\n$ {' '.join(cmd)}  (in {cwd})\n".encode())
-            sink.flush()
-            result = subprocess.run(  # nosec B603 # go from PATH, argv from _RECIPES, no shell
-                cmd, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False
-            )
-        if result.returncode != 0:
-            raise BuildError(f"building {name} failed (exit {result.returncode}); log: {log}")
+        _run_go(cmd, cwd, env, log, name)
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp_target = out_dir / f".{name}.partial"
         shutil.copy2(built, tmp_target)
@@ -269,10 +275,23 @@ class GoTool:
     ldflags: str
     cold: str
     """How long a cold build takes, for the progress line."""
+    module: str | None = None
+    """A wrapper module under ``gomod/`` to build in (a module whose own replace directives
+    must be repeated), else None: ``go install package@version``."""
+    toolchain: str | None = None
+    """GOTOOLCHAIN for the build, where the module needs a newer Go than the local one."""
+    shipped: str | None = None
+    """A directory of the tool's module copied beside ``bin/`` after the build (Argo's CRDs),
+    read from the module cache, never committed here."""
+
+    def home(self) -> Path:
+        """``<cache root>/<name>-<version>[-<wrapper id>]``: a wrapper's change rebuilds."""
+        suffix = f"-{_wrapper_id(self.module)}" if self.module else ""
+        return cache_root() / f"{self.name}-{self.version}{suffix}"
 
     def cache_dir(self) -> Path:
-        """Where it is built: ``<cache root>/<name>-<version>/bin``."""
-        return cache_root() / f"{self.name}-{self.version}" / "bin"
+        """Where it is built: ``home()/bin``."""
+        return self.home() / "bin"
 
 
 HELM = GoTool("helm", "helm.sh/helm/v3/cmd/helm", HELM_VERSION, _HELM_LDFLAGS, "about 3 minutes")
@@ -301,6 +320,37 @@ PROMETHEUS = GoTool(
     PROMTOOL.ldflags,
     "about 2 minutes after promtool, 5 alone",
 )
+
+
+# The Argo Rollouts controller, run against the dev cluster by
+# tests/integration/test_argo_rollouts_controller.py. Its go.mod needs Go 1.26.10 and pins its
+# Kubernetes modules with replace directives: hence a wrapper module and a toolchain the go
+# command fetches from the module proxy, for this build only. Its CRDs (manifests/crds in its
+# module) are copied beside the binary for the tests to install.
+ARGO_ROLLOUTS_VERSION = "v1.10.2"
+ARGO_ROLLOUTS = GoTool(
+    "rollouts-controller",
+    "github.com/argoproj/argo-rollouts/cmd/rollouts-controller",
+    ARGO_ROLLOUTS_VERSION,
+    "-s -w -X github.com/argoproj/argo-rollouts/utils/version.version="
+    + ARGO_ROLLOUTS_VERSION.lstrip("v"),
+    "about 5 minutes",
+    module="argo-rollouts",
+    toolchain="go1.27.3",
+    shipped="manifests/crds",
+)
+
+
+def argo_rollouts_binary(*, progress: Callable[[str], None] | None = None) -> Path:
+    """The pinned Argo Rollouts controller, built into its cache on first use."""
+    return go_tool_binary(ARGO_ROLLOUTS, progress=progress)
+
+
+def argo_rollouts_crds(*, progress: Callable[[str], None] | None = None) -> list[Path]:
+    """Argo Rollouts' own CRD manifests (Rollout, AnalysisRun, AnalysisTemplate,
+    ClusterAnalysisTemplate, Experiment), from the module of the pinned controller."""
+    argo_rollouts_binary(progress=progress)
+    return sorted((ARGO_ROLLOUTS.home() / "crds").glob("*-crd.yaml"))
 
 
 def helm_cache_dir() -> Path:
@@ -336,23 +386,55 @@ def go_tool_binary(tool: GoTool, *, progress: Callable[[str], None] | None = Non
             f"cannot build {tool.name} {tool.version}: no Go toolchain on PATH (Go >= 1.26)"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    log = target.parent.parent / "build.log"
+    log = tool.home() / "build.log"
     say(f"building {tool.name} {tool.version} into {target.parent} (log: {log}; {tool.cold} cold)")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kube-nudge-build-") as tmp:
-        env = _go_env()
-        env["GOBIN"] = tmp
-        cmd = [go, "install", f"-ldflags={tool.ldflags}", f"{tool.package}@{tool.version}"]
-        with log.open("ab") as sink:
-            sink.write(f"\n$ {' '.join(cmd)}\n".encode())
-            sink.flush()
-            result = subprocess.run(  # nosec B603 # go from PATH, pinned argv, no shell
-                cmd, cwd=tmp, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False
-            )
-        if result.returncode != 0:
-            raise BuildError(f"building {tool.name} failed (exit {result.returncode}); log: {log}")
+        env = _go_env(tool.toolchain)
+        built = Path(tmp) / tool.name
+        if tool.module is None:
+            env["GOBIN"] = tmp
+            cwd = Path(tmp)
+            cmd = [go, "install", f"-ldflags={tool.ldflags}", f"{tool.package}@{tool.version}"]
+        else:
+            # Copy the wrapper module out of the (possibly read-only) installed package.
+            cwd = Path(tmp) / tool.module
+            shutil.copytree(_gomod_dir() / tool.module, cwd)
+            built = Path(tmp) / f"{tool.name}.bin"
+            cmd = [go, "build", f"-ldflags={tool.ldflags}", "-o", str(built), tool.package]
+        _run_go(cmd, cwd, env, log, tool.name)
+        if tool.shipped is not None:
+            _copy_shipped(go, tool, tool.shipped, cwd, env)
         partial = target.parent / f".{tool.name}.partial"
-        shutil.copy2(Path(tmp) / tool.name, partial)
+        shutil.copy2(built, partial)
         partial.replace(target)  # atomic: a killed build never leaves half a binary
     say(f"{tool.name} {tool.version} built in {time.monotonic() - started:.0f} s")
     return target
+
+
+def _run_go(cmd: list[str], cwd: Path, env: dict[str, str], log: Path, name: str) -> None:
+    with log.open("ab") as sink:
+        sink.write(f"\n$ {' '.join(cmd)}  (in {cwd})\n".encode())
+        sink.flush()
+        result = subprocess.run(  # nosec B603 # go from PATH, pinned argv, no shell
+            cmd, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False
+        )
+    if result.returncode != 0:
+        raise BuildError(f"building {name} failed (exit {result.returncode}); log: {log}")
+
+
+def _copy_shipped(go: str, tool: GoTool, shipped: str, cwd: Path, env: dict[str, str]) -> None:
+    """Copy directory ``shipped`` of the tool's module (in the module cache) to its home."""
+    module = tool.package.split("/cmd/")[0]
+    found = subprocess.run(  # nosec B603 # go from PATH, pinned argv, no shell
+        [go, "list", "-m", "-f", "{{.Dir}}", module],
+        cwd=cwd, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    source = Path(found.stdout.strip()) / shipped
+    if found.returncode != 0 or not source.is_dir():
+        raise BuildError(f"{tool.name}: no {shipped} in module {module}: {found.stderr}")
+    destination = tool.home() / Path(shipped).name
+    shutil.rmtree(destination, ignore_errors=True)
+    shutil.copytree(source, destination)
+    for path in destination.rglob("*"):  # the module cache is read-only; the copy is not
+        path.chmod(0o755 if path.is_dir() else 0o644)

@@ -34,6 +34,7 @@ def _run_cluster(args: argparse.Namespace) -> int:
 
 def _run_build(args: argparse.Namespace) -> int:
     from kube_nudge_dev.build import (
+        ARGO_ROLLOUTS,
         COMPONENTS,
         HELM,
         NODE_COMPONENTS,
@@ -46,7 +47,7 @@ def _run_build(args: argparse.Namespace) -> int:
 
     kube = _kube_release("build", args.kube_version)
     try:
-        tools = {tool.name: tool for tool in (HELM, PROMTOOL, PROMETHEUS)}
+        tools = {tool.name: tool for tool in (HELM, PROMTOOL, PROMETHEUS, ARGO_ROLLOUTS)}
         if args.target in tools:
             print(f"{args.target}\t{go_tool_binary(tools[args.target])}")
             return 0
@@ -131,16 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser(
         "build",
-        help="build (or find) the control-plane binaries, helm, promtool or prometheus, and "
-        "print their paths",
+        help="build (or find) the control-plane binaries, helm, promtool, prometheus or the "
+        "Argo rollouts-controller, and print their paths",
         description="Print NAME<TAB>PATH for each control-plane binary (or for the pinned "
-        "helm, promtool or prometheus), building the missing ones into the cache first (the "
-        "first build takes minutes).",
+        "helm, promtool, prometheus or Argo rollouts-controller), building the missing ones "
+        "into the cache first (the first build takes minutes).",
     )
     build.add_argument(
         "target",
         nargs="?",
-        choices=("control-plane", "helm", "promtool", "prometheus"),
+        choices=("control-plane", "helm", "promtool", "prometheus", "rollouts-controller"),
         default="control-plane",
         help="what to build (default: control-plane)",
     )
