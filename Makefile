@@ -11,6 +11,7 @@ help:
 	@echo "make test   - install, lint, build/reuse the control plane, run every test"
 	@echo "make docs   - the documentation site into build/site (strict, every link checked)"
 	@echo "make test-faults - the fault suite at full size; rewrites docs/reliability.md"
+	@echo "make test-sabotage - each fault row broken on purpose; rewrites its table in docs/reliability.md"
 	@echo "make test-matrix - the compatibility suite on every supported Kubernetes minor"
 	@echo "make image  - build the controller image with podman: localhost/kube-nudge:<version>, :dev"
 	@echo "make host-packages - apt-get install what images and a real node need (root; if missing)"
@@ -156,6 +157,13 @@ bench-http: control-plane
 # The fault suite at full size, FAULT_RUNS fresh sessions; rewrites docs/reliability.md.
 # (`make test` runs the same scenarios at a smaller size.)
 FAULT_RUNS ?= 3
+# Each fault row broken on purpose (FAULT_SABOTAGE, tests/integration/sabotage.py): fails unless
+# every scenario then fails; rewrites docs/reliability.md's table and
+# bench/results/sabotage.jsonl. SABOTAGE="name ..." runs only those.
+.PHONY: test-sabotage
+test-sabotage: control-plane
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.sabotage_report docs/reliability.md $(SABOTAGE)
+
 .PHONY: test-faults
 test-faults: control-plane
 	@mkdir -p build && rm -f build/faults.jsonl && start=$$(date +%s) && \

@@ -19,6 +19,7 @@ from kube_nudge_dev.node import NodeUnavailable, RealNode
 from tests.integration.controller_support import CLI_OUTPUTS, REPLICA_LOGS
 from tests.integration.faults import FaultRun
 from tests.integration.leak_support import leaks
+from tests.integration.sabotage import sabotaged
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -118,6 +119,13 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
     yield name
     _read_events(f"namespace {name}", await kube.get(CORE_EVENTS.path(name)))
     await kube.delete(NAMESPACES.path(name=name))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sabotage() -> Iterator[None]:
+    """``FAULT_SABOTAGE=NAME`` breaks the code on purpose (tests/integration/sabotage.py)."""
+    with sabotaged():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import confighash
 from kube_nudge_dev.cluster import LocalCluster, free_port
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
+from tests.integration.sabotage import replica_command
 
 HMAC_SECRET = "kube-nudge-hmac-key"
 CONTROLLER_AGENT = "kube-nudge/"
@@ -285,7 +286,7 @@ async def start_replica(
     scope = [f"--namespace={namespace}"] if namespace is not None else []
     with log.open("ab") as sink:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kube_nudge", "run", f"--kubeconfig={kubeconfig}",
+            *replica_command(), "run", f"--kubeconfig={kubeconfig}",
             *scope, f"--state-namespace={state}",
             f"--metrics-addr=127.0.0.1:{port}", "--log-format=json", *extra_args,
             stdout=sink, stderr=sink,

@@ -1,0 +1,167 @@
+"""The fault suite's rows broken on purpose, one switch each: ``FAULT_SABOTAGE=NAME``.
+
+Each sabotage undoes, in the running code, the one thing its fault scenario exists to prove,
+so that scenario must fail; ``make test-sabotage`` runs each against its scenarios and
+records how they failed (bench/results/sabotage.jsonl, docs/reliability.md). The product
+has no hook for this: the switch patches the code from here, in the test process (the
+session fixture ``sabotaged``) and in each ``kube-nudge run`` it starts (``python -m
+tests.integration.sabotage``, which patches, then runs the command line as ``python -m
+kube_nudge`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kube_nudge.controller.workers import Workers
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.runtime.manager import Manager
+from kube_nudge.strategies import writes
+from kube_nudge.strategies.base import StrategyContext, Target
+
+ENV = "FAULT_SABOTAGE"
+
+
+@dataclass(frozen=True, slots=True)
+class Sabotage:
+    """What is broken, and the scenarios (pytest ``-k`` expression) that must then fail."""
+
+    broken: str
+    scenarios: str
+    apply: Callable[[pytest.MonkeyPatch], None]
+
+
+def _no_relist_on_410(patch: pytest.MonkeyPatch) -> None:
+    # A 410 is handled as any other failed watch: resumed from the expired version.
+    patch.setattr(ApiError, "gone", property(lambda self: False))
+
+
+def _no_watch_timeout(patch: pytest.MonkeyPatch) -> None:
+    watch = KubeClient.watch
+
+    def without_timeout(self: KubeClient, *args: Any, **kwargs: Any) -> Any:
+        return watch(self, *args, **{**kwargs, "inactivity_timeout": 86400.0})
+
+    patch.setattr(KubeClient, "watch", without_timeout)
+
+
+def _no_resync_at_start(patch: pytest.MonkeyPatch) -> None:
+    run = Workers.run
+
+    async def without_resync(self: Workers) -> None:
+        reader = self._reader
+        self._reader = _NoWorkloads()  # type: ignore[assignment]
+        try:
+            await run(self)
+        finally:
+            self._reader = reader
+
+    patch.setattr(Workers, "run", without_resync)
+
+
+class _NoWorkloads:
+    def workload_keys(self) -> tuple[()]:
+        return ()
+
+
+def _workers_without_lease(patch: pytest.MonkeyPatch) -> None:
+    init = Manager.__init__
+
+    def everything_always(self: Manager, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._always += self._leading
+        self._leading = []
+
+    patch.setattr(Manager, "__init__", everything_always)
+
+
+def _retry_after_per_request(patch: pytest.MonkeyPatch) -> None:
+    # A 429's Retry-After delays the retried request only; the client holds nothing else.
+    patch.setattr(KubeClient, "_hold_until", property(lambda self: 0.0, lambda self, v: None))
+
+
+def _stale_read_modify_write(patch: pytest.MonkeyPatch) -> None:
+    async def read_modify_put(context: StrategyContext, target: Target, body: Any) -> None:
+        path = target.kind.resource.path(target.namespace, target.name)
+        workload = await context.client.get(path)
+        await asyncio.sleep(0.2)  # the copy is a moment old, as a cache's would be
+        workload["metadata"].pop("resourceVersion", None)  # no conflict check
+        _merge(workload, body)
+        await context.client.request("PUT", path, body=workload)
+        context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
+
+    patch.setattr(writes, "patch_workload", read_modify_put)
+
+
+def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
+    """JSON merge patch semantics, enough for kube-nudge's patches."""
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+SABOTAGES: dict[str, Sabotage] = {
+    "no-relist-on-410": Sabotage(
+        "no re-list on 410", "apiserver_restart or expired or compaction", _no_relist_on_410
+    ),
+    "no-watch-timeout": Sabotage("no read timeout on watches", "silent", _no_watch_timeout),
+    "no-resync-at-start": Sabotage(
+        "no full resync when workers start", "sigkill_during", _no_resync_at_start
+    ),
+    "workers-without-lease": Sabotage(
+        "workers started regardless of the lease", "leader_dies", _workers_without_lease
+    ),
+    "retry-after-per-request": Sabotage(
+        "Retry-After holds only the retried request", "throttled", _retry_after_per_request
+    ),
+    "stale-read-modify-write": Sabotage(
+        "writes as read-modify-write of a stale copy (GET, then PUT)",
+        "concurrent_writer",
+        _stale_read_modify_write,
+    ),
+}
+
+
+def chosen() -> Sabotage | None:
+    """The sabotage ``$FAULT_SABOTAGE`` names, if any; an unknown name is a usage error."""
+    name = os.environ.get(ENV, "")
+    if not name:
+        return None
+    if name not in SABOTAGES:
+        raise pytest.UsageError(f"{ENV}={name!r}: use one of {', '.join(SABOTAGES)}")
+    return SABOTAGES[name]
+
+
+@contextmanager
+def sabotaged() -> Iterator[Sabotage | None]:
+    """Apply the chosen sabotage, if any, for the duration of the block."""
+    sabotage = chosen()
+    with pytest.MonkeyPatch.context() as patch:
+        if sabotage is not None:
+            sabotage.apply(patch)
+        yield sabotage
+
+
+def replica_command() -> list[str]:
+    """How to start ``kube-nudge``: sabotaged like this process when a sabotage is chosen."""
+    module = "tests.integration.sabotage" if chosen() else "kube_nudge"
+    return [sys.executable, "-m", module]
+
+
+if __name__ == "__main__":
+    from kube_nudge.launch import main
+
+    with sabotaged():
+        raise SystemExit(main())
