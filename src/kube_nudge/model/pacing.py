@@ -7,17 +7,23 @@ window, while the writes of one ``helm upgrade`` or ``kubectl apply -f`` of seve
 documents, which arrive one after another, coalesce into one rollout.
 
 The quiet window depends on who wrote the change (the field manager of the latest data
-write, from ``managedFields``): tools that write several objects one by one do so at their
-own pace, measured on the development cluster (2 cores, loaded by a test run; each figure is
-the gap between the watch events of a ConfigMap and a Secret written by one command, 15 to
-30 commands each, docs/concepts.md "Coalescing"):
+write, from ``managedFields``): tools that write several objects one by one leave a gap
+between two objects' writes. Each window is three times the largest gap its writer leaves
+against an API server ``ASSUMED_RTT`` away: the gap measured on the local development
+cluster (bench scenario ``writers``, in the committed bench/results/latest.json), plus one
+round trip per request the writer makes for each object, rounded up to half a second
+(tests/unit/test_pacing_windows.py derives them from that file):
 
-- ``helm`` upgrade: 2.6-19 ms; ``kubectl apply --server-side`` (manager ``kubectl``):
-  0.2-16 ms. The default quiet window, ``DEFAULT_QUIET_WINDOW``, holds them with room.
-- ``kubectl replace`` (``kubectl-replace``): 38-71 ms; client-side ``kubectl apply``
-  (``kubectl-client-side-apply``, which computes a three-way patch per object between its
-  writes): 65-195 ms, and 210-369 ms on a busier machine (bench scenario ``writers``).
-  They get ``WRITER_QUIET_WINDOWS``' longer windows.
+- ``helm`` upgrade and ``kubectl apply --server-side`` (manager ``kubectl``) send one
+  request per object back to back; the default quiet window, ``DEFAULT_QUIET_WINDOW``,
+  holds their local gaps with room. An API server further away than that window spaces
+  their writes by its round trip, and one upgrade may then roll twice (docs/concepts.md
+  says to raise ``--quiet-window`` there).
+- Client-side ``kubectl apply`` (``kubectl-client-side-apply``) reads each object, computes
+  a three-way patch, then patches it: two round trips per object.
+- ``kubectl replace`` and ``kubectl create`` (``kubectl-replace``, ``kubectl-create``): one
+  request per object, and the apply's local gap as theirs (the committed run doesn't
+  measure them).
 
 An explicit ``debounce`` of a duration keeps its old meaning: a fixed window from the first
 change (raised debounces, a long window for anyone who wants one); ``0`` looks at once.
@@ -30,6 +36,7 @@ from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
+    "ASSUMED_RTT",
     "AUTO_CAP",
     "DEFAULT_QUIET_WINDOW",
     "OWN_EVENT_DELAY",
@@ -49,6 +56,9 @@ OWN_EVENT_DELAY: Final = 1.0
 """With ``debounce: auto``, a workload's own events (its status updates during a rollout,
 edits of its other fields) are looked at this long after they arrive: promptness buys
 nothing there, and a rollout's many status updates coalesce into a few looks."""
+ASSUMED_RTT: Final = 0.1
+"""The round trip to the API server the per-writer windows are sized for (seconds): a
+managed control plane in another zone or region than the runner that applies."""
 WRITER_QUIET_WINDOWS: Final[tuple[tuple[str, float], ...]] = (
     ("kubectl-client-side-apply", 1.0),
     ("kubectl-replace", 0.5),
@@ -58,9 +68,7 @@ WRITER_QUIET_WINDOWS: Final[tuple[tuple[str, float], ...]] = (
     ("secrets-store-csi-driver", 1.0),
 )
 """Field managers known to pace their writes more slowly than the default quiet window
-allows, and their windows: kubectl's gaps grow with the load on the machine it runs on
-(client-side apply: 65-195 ms on 2 cores under a test run, 210-369 ms under a heavier one),
-so about three times the largest gap measured."""
+allows, and their windows (how they are sized: the module's docstring)."""
 
 
 @dataclass(frozen=True, slots=True)
