@@ -54,22 +54,33 @@ def _no_watch_timeout(patch: pytest.MonkeyPatch) -> None:
 
 
 def _no_resync_at_start(patch: pytest.MonkeyPatch) -> None:
+    # The resync when workers start queues only workloads never adopted: a restarted
+    # replica trusts that every adopted one is current, so changes made while it was down
+    # wait for the next change of the same source, if any.
     run = Workers.run
 
-    async def without_resync(self: Workers) -> None:
+    async def only_new_workloads(self: Workers) -> None:
         reader = self._reader
-        self._reader = _NoWorkloads()  # type: ignore[assignment]
+        self._reader = _OnlyNew(reader)  # type: ignore[assignment]
         try:
             await run(self)
         finally:
             self._reader = reader
 
-    patch.setattr(Workers, "run", without_resync)
+    patch.setattr(Workers, "run", only_new_workloads)
 
 
-class _NoWorkloads:
-    def workload_keys(self) -> tuple[()]:
-        return ()
+class _OnlyNew:
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+
+    def workload_keys(self) -> list[Any]:
+        views = {key: self._reader.workload(key) for key in self._reader.workload_keys()}
+        return [
+            key
+            for key, view in views.items()
+            if view is not None and view.baseline_hash is None and view.template_hash is None
+        ]
 
 
 def _workers_without_lease(patch: pytest.MonkeyPatch) -> None:
@@ -118,7 +129,9 @@ SABOTAGES: dict[str, Sabotage] = {
     ),
     "no-watch-timeout": Sabotage("no read timeout on watches", "silent", _no_watch_timeout),
     "no-resync-at-start": Sabotage(
-        "no full resync when workers start", "sigkill_during", _no_resync_at_start
+        "the resync when workers start skips adopted workloads",
+        "sigkill_during",
+        _no_resync_at_start,
     ),
     "workers-without-lease": Sabotage(
         "workers started regardless of the lease", "leader_dies", _workers_without_lease

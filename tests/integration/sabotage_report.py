@@ -56,9 +56,10 @@ def _outcome(case: Element) -> dict[str, str]:
 
 
 def caught(record: dict[str, Any]) -> bool:
-    """Every scenario of the sabotage failed (none passed or was skipped)."""
+    """Every scenario of the sabotage failed in its own body (none passed or was skipped,
+    and a setup or teardown error, e.g. a harness that could not start, proves nothing)."""
     tests = record["tests"]
-    return bool(tests) and all(t["outcome"] in ("failure", "error") for t in tests)
+    return bool(tests) and all(t["outcome"] == "failure" for t in tests)
 
 
 def table(records: list[dict[str, Any]], tree: TreeState) -> str:

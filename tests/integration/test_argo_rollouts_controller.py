@@ -120,7 +120,9 @@ async def test_argo_aborts_a_workload_ref_rollout_and_kube_nudge_stops_the_line(
         assert await state_of(cluster, namespace, "Deployment", "web") == "rolling"
 
         await abort(kube, namespace, "web-ro")
-        await argo_says(kube, namespace, "web-ro", lambda s: s.get("abort") is True)
+        # Argo itself handles it: back on the stable ReplicaSet, Degraded, and says why.
+        aborted = (await argo_says(kube, namespace, "web-ro", phase("Degraded")))["status"]
+        assert aborted["message"].startswith("RolloutAborted"), aborted
         await until(lambda: _posted(kube, namespace, "LineStopped"), TIMEOUT)
         [failed] = await events(kube, namespace, "RolloutFailed")
         assert (failed["involvedObject"]["kind"], failed["involvedObject"]["name"]) == (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -50,3 +51,19 @@ def test_helm_has_its_own_pinned_cache() -> None:
     assert build.helm_cache_dir().parent.name == f"helm-{build.HELM_VERSION}"
     assert build.helm_cache_dir().parent != build.bin_cache_dir(DEFAULT).parent
     assert "helm" not in build.COMPONENTS
+
+
+def test_argo_rollouts_builds_the_version_its_wrapper_module_requires() -> None:
+    go_mod = (build._gomod_dir() / "argo-rollouts" / "go.mod").read_text()
+    assert f"\tgithub.com/argoproj/argo-rollouts {build.ARGO_ROLLOUTS_VERSION} " in go_mod
+    assert f"tool {build.ARGO_ROLLOUTS.package}\n" in go_mod
+    assert build.ARGO_ROLLOUTS.home().name.startswith(
+        f"rollouts-controller-{build.ARGO_ROLLOUTS_VERSION}-"
+    )
+
+
+def test_argo_rollouts_cache_follows_its_toolchain_and_flags() -> None:
+    home = build.ARGO_ROLLOUTS.home()
+    newer = dataclasses.replace(build.ARGO_ROLLOUTS, toolchain="go1.27.4")
+    flags = dataclasses.replace(build.ARGO_ROLLOUTS, ldflags="-s")
+    assert len({home, newer.home(), flags.home()}) == 3

@@ -121,9 +121,9 @@ def _wrapper_files(module: str) -> list[Path]:
     )
 
 
-def _wrapper_id(module: str) -> str:
-    """Changes whenever wrapper module ``module``'s files change."""
-    digest = hashlib.sha256()
+def _wrapper_id(module: str, extra: str) -> str:
+    """Changes whenever wrapper module ``module``'s files or ``extra`` change."""
+    digest = hashlib.sha256(extra.encode())
     for relative in _wrapper_files(module):
         digest.update(relative.name.encode() + (_gomod_dir() / relative).read_bytes())
     return digest.hexdigest()[:12]
@@ -285,9 +285,12 @@ class GoTool:
     read from the module cache, never committed here."""
 
     def home(self) -> Path:
-        """``<cache root>/<name>-<version>[-<wrapper id>]``: a wrapper's change rebuilds."""
-        suffix = f"-{_wrapper_id(self.module)}" if self.module else ""
-        return cache_root() / f"{self.name}-{self.version}{suffix}"
+        """``<cache root>/<name>-<version>[-<id>]``: for a wrapper module, the id covers its
+        files, the toolchain and the flags, so a change of any rebuilds."""
+        if self.module is None:
+            return cache_root() / f"{self.name}-{self.version}"
+        extra = f"{self.toolchain} {self.ldflags}"
+        return cache_root() / f"{self.name}-{self.version}-{_wrapper_id(self.module, extra)}"
 
     def cache_dir(self) -> Path:
         """Where it is built: ``home()/bin``."""
@@ -350,7 +353,11 @@ def argo_rollouts_crds(*, progress: Callable[[str], None] | None = None) -> list
     """Argo Rollouts' own CRD manifests (Rollout, AnalysisRun, AnalysisTemplate,
     ClusterAnalysisTemplate, Experiment), from the module of the pinned controller."""
     argo_rollouts_binary(progress=progress)
-    return sorted((ARGO_ROLLOUTS.home() / "crds").glob("*-crd.yaml"))
+    found = sorted((ARGO_ROLLOUTS.home() / "crds").glob("*-crd.yaml"))
+    if not found:
+        raise BuildError(f"no Argo Rollouts CRDs in {ARGO_ROLLOUTS.home() / 'crds'}: delete "
+                         f"{ARGO_ROLLOUTS.home()} and run `make rollouts-controller`")  # fmt: skip
+    return found
 
 
 def helm_cache_dir() -> Path:

@@ -16,7 +16,8 @@ round trip per request the writer makes for each object, rounded up to half a se
 
 - ``helm`` upgrade and ``kubectl apply --server-side`` (manager ``kubectl``) send one
   request per object back to back; the default quiet window, ``DEFAULT_QUIET_WINDOW``,
-  holds their local gaps with room. An API server further away than that window spaces
+  holds helm's local gaps with room (server-side apply's are not measured: one request per
+  object, like helm's). An API server further away than that window spaces
   their writes by its round trip, and one upgrade may then roll twice (docs/concepts.md
   says to raise ``--quiet-window`` there).
 - Client-side ``kubectl apply`` (``kubectl-client-side-apply``) reads each object, computes
