@@ -96,7 +96,9 @@ def _workers_without_lease(patch: pytest.MonkeyPatch) -> None:
 
 def _retry_after_per_request(patch: pytest.MonkeyPatch) -> None:
     # A 429's Retry-After delays the retried request only; the client holds nothing else.
-    patch.setattr(KubeClient, "_hold_until", property(lambda self: 0.0, lambda self, v: None))
+    # (An instance attribute: a class property without a setter's effect shadows it.)
+    no_hold = property(lambda self: 0.0, lambda self, value: None)
+    patch.setattr(KubeClient, "_hold_until", no_hold, raising=False)
 
 
 def _stale_read_modify_write(patch: pytest.MonkeyPatch) -> None:

@@ -36,3 +36,10 @@ def test_the_stale_write_merges_as_a_json_merge_patch() -> None:
     workload = {"metadata": {"annotations": {"a": "1", "b": "2"}, "labels": {"x": "y"}}}
     sabotage._merge(workload, {"metadata": {"annotations": {"a": None, "c": "3"}}})
     assert workload == {"metadata": {"annotations": {"b": "2", "c": "3"}, "labels": {"x": "y"}}}
+
+
+@pytest.mark.parametrize("name", list(sabotage.SABOTAGES))
+def test_each_sabotage_applies_to_the_code_and_is_undone(name: str) -> None:
+    # A sabotage whose target moved fails here, not as a setup error of its fault scenario.
+    with pytest.MonkeyPatch.context() as patch:
+        sabotage.SABOTAGES[name].apply(patch)
