@@ -16,11 +16,22 @@ from typing import Any
 
 import yaml
 
+from kube_nudge.app.run import resolve_workloads
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import ROLLOUTS
+from kube_nudge.kube.resources import CONFIGMAPS, ROLLOUTS
+from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind, WorkloadSpec
+from kube_nudge.model import BASELINE_HASH
 from kube_nudge_dev.build import argo_rollouts_binary, argo_rollouts_crds
 from kube_nudge_dev.cluster import LocalCluster, free_port
-from tests.integration.controller_support import apply_crd
+from kube_nudge_dev.waiting import wait_for_object
+from tests.integration.controller_support import (
+    Running,
+    apply_crd,
+    expected_hash,
+    template_hash,
+)
+
+TIMEOUT = 60
 
 
 async def install_argo_rollouts_crds(kube: KubeClient) -> None:
@@ -63,3 +74,50 @@ async def abort(kube: KubeClient, namespace: str, name: str) -> None:
 
 async def _status_patch(kube: KubeClient, namespace: str, name: str, status: Any) -> None:
     await kube.merge_patch(ROLLOUTS.path(namespace, name) + "/status", {"status": status})
+
+
+async def adopted(kube: KubeClient, path: str, name: str) -> None:
+    """Wait until kube-nudge adopted workload ``name`` (its baseline recorded)."""
+    await wait_for_object(
+        kube, path, name,
+        lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
+    )  # fmt: skip
+
+
+async def rollout_kinds(kube: KubeClient) -> tuple[WorkloadKind, ...]:
+    """What ``run --argo-rollouts`` watches once the CRD is served."""
+    kinds, pending = await resolve_workloads(
+        kube, (WorkloadSpec.of(ARGO_ROLLOUTS, "--argo-rollouts"),)
+    )
+    assert pending == ()
+    assert kinds == (*BUILTIN_KINDS, ARGO_ROLLOUTS)
+    return kinds
+
+
+def rollout(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    """A canary Rollout (a pause step: it waits for promotion) reading LEVEL of ``app``."""
+    return {
+        "apiVersion": ROLLOUTS.api_version, "kind": "Rollout",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "strategy": {"canary": {"steps": [{"setWeight": 50}, {"pause": {}}]}},
+            **spec,
+        },
+    }  # fmt: skip
+
+
+async def change_and_roll(
+    kube: KubeClient, running: Running, kind: WorkloadKind, namespace: str, name: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Change LEVEL of ConfigMap ``app``; ``name`` as it was before and once its template
+    carries the hash of the new config."""
+    before = await kube.get(kind.resource.path(namespace, name))
+    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
+    want = await expected_hash(kube, kind, before, running.hmac_key)
+    rolled = await wait_for_object(
+        kube, kind.resource.path(namespace), name,
+        lambda o: template_hash(o, kind) == want, timeout=TIMEOUT,
+    )  # fmt: skip
+    return before, rolled

@@ -14,22 +14,24 @@ from typing import Any
 import pytest
 import yaml
 
-from kube_nudge.app.run import resolve_workloads
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, ROLLOUTS
-from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind, WorkloadSpec
-from kube_nudge.model import BASELINE_HASH
+from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model.argorollout import WORKLOAD_GENERATION
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
-from tests.integration.argo_support import install_argo_rollouts_crds
+from tests.integration.argo_support import (
+    adopted,
+    change_and_roll,
+    install_argo_rollouts_crds,
+    rollout,
+    rollout_kinds,
+)
 from tests.integration.controller_support import (
-    Running,
     cli_as,
     events,
-    expected_hash,
     kube_nudge_cli,
     running_controller,
     template_hash,
@@ -38,38 +40,6 @@ from tests.integration.controller_support import (
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
 TIMEOUT = 60
-
-
-async def adopted(kube: KubeClient, path: str, name: str) -> None:
-    """Wait until kube-nudge adopted workload ``name`` (its baseline recorded)."""
-    await wait_for_object(
-        kube, path, name,
-        lambda o: BASELINE_HASH in o["metadata"].get("annotations", {}), timeout=TIMEOUT,
-    )  # fmt: skip
-
-
-async def rollout_kinds(kube: KubeClient) -> tuple[WorkloadKind, ...]:
-    """What ``run --argo-rollouts`` watches once the CRD is served."""
-    kinds, pending = await resolve_workloads(
-        kube, (WorkloadSpec.of(ARGO_ROLLOUTS, "--argo-rollouts"),)
-    )
-    assert pending == ()
-    assert kinds == (*BUILTIN_KINDS, ARGO_ROLLOUTS)
-    return kinds
-
-
-def rollout(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
-    """A canary Rollout (a pause step: it waits for promotion) reading LEVEL of ``app``."""
-    return {
-        "apiVersion": ROLLOUTS.api_version, "kind": "Rollout",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": name}},
-            "strategy": {"canary": {"steps": [{"setWeight": 50}, {"pause": {}}]}},
-            **spec,
-        },
-    }  # fmt: skip
 
 
 async def argo_writes(kube: KubeClient, namespace: str, name: str, **status: Any) -> None:
@@ -81,21 +51,6 @@ async def argo_writes(kube: KubeClient, namespace: str, name: str, **status: Any
         ROLLOUTS.path(namespace, name) + "/status",
         {"status": {"observedGeneration": observed, **status}},
     )
-
-
-async def change_and_roll(
-    kube: KubeClient, running: Running, kind: WorkloadKind, namespace: str, name: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Change LEVEL of ConfigMap ``app``; ``name`` as it was before and once its template
-    carries the hash of the new config."""
-    before = await kube.get(kind.resource.path(namespace, name))
-    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "debug"}})
-    want = await expected_hash(kube, kind, before, running.hmac_key)
-    rolled = await wait_for_object(
-        kube, kind.resource.path(namespace), name,
-        lambda o: template_hash(o, kind) == want, timeout=TIMEOUT,
-    )  # fmt: skip
-    return before, rolled
 
 
 def healthy(pod_hash: str) -> dict[str, Any]:

@@ -22,12 +22,15 @@ from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
 from tests.integration.argo_support import (
     abort,
+    adopted,
     argo_rollouts_controller,
+    change_and_roll,
     install_argo_rollouts_crds,
     promote,
+    rollout,
+    rollout_kinds,
 )
 from tests.integration.controller_support import cli_as, events, running_controller
-from tests.integration.test_argo_rollouts import adopted, change_and_roll, rollout, rollout_kinds
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
