@@ -19,7 +19,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
-from kube_nudge_dev.waiting import until, wait_for_object
+from kube_nudge_dev.waiting import wait_for_object
 from tests.integration.argo_support import (
     abort,
     adopted,
@@ -30,7 +30,7 @@ from tests.integration.argo_support import (
     rollout,
     rollout_kinds,
 )
-from tests.integration.controller_support import cli_as, events, running_controller
+from tests.integration.controller_support import cli_as, events, posted, running_controller
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -92,8 +92,7 @@ async def test_argo_pauses_the_change_kube_nudge_wrote_and_completes_it_once_pro
 
         await promote(kube, namespace, "web")
         await argo_says(kube, namespace, "web", phase("Healthy"))
-        await until(lambda: _posted(kube, namespace, "RolloutComplete"), TIMEOUT)
-        [complete] = await events(kube, namespace, "RolloutComplete")
+        [complete] = await posted(kube, namespace, "RolloutComplete", TIMEOUT)
         assert complete["involvedObject"]["name"] == "web"
         code, out, err = await cli_as(cluster.kubeconfig, namespace, "wait", "rollout/web",
                                       "--timeout=30s")  # fmt: skip
@@ -126,7 +125,7 @@ async def test_argo_aborts_a_workload_ref_rollout_and_kube_nudge_stops_the_line(
         # Argo itself handles it: back on the stable ReplicaSet, Degraded, and says why.
         aborted = (await argo_says(kube, namespace, "web-ro", phase("Degraded")))["status"]
         assert aborted["message"].startswith("RolloutAborted"), aborted
-        await until(lambda: _posted(kube, namespace, "LineStopped"), TIMEOUT)
+        await posted(kube, namespace, "LineStopped", TIMEOUT)
         [failed] = await events(kube, namespace, "RolloutFailed")
         assert (failed["involvedObject"]["kind"], failed["involvedObject"]["name"]) == (
             "Deployment", "web",
@@ -137,7 +136,3 @@ async def test_argo_aborts_a_workload_ref_rollout_and_kube_nudge_stops_the_line(
         code, out, err = await cli_as(cluster.kubeconfig, namespace, "wait", "deployment/web",
                                       "--timeout=30s")  # fmt: skip
         assert code == 1, out + err
-
-
-async def _posted(kube: KubeClient, namespace: str, reason: str) -> bool:
-    return bool(await events(kube, namespace, reason))

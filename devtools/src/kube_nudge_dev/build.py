@@ -121,12 +121,17 @@ def _wrapper_files(module: str) -> list[Path]:
     )
 
 
-def _wrapper_id(module: str, extra: str) -> str:
-    """Changes whenever wrapper module ``module``'s files or ``extra`` change."""
-    digest = hashlib.sha256(extra.encode())
-    for relative in _wrapper_files(module):
+def _wrappers_digest(seed: str, files: list[Path]) -> str:
+    """A short digest of ``seed`` and wrapper ``files`` (their names and bytes, in order)."""
+    digest = hashlib.sha256(seed.encode())
+    for relative in files:
         digest.update(relative.name.encode() + (_gomod_dir() / relative).read_bytes())
     return digest.hexdigest()[:12]
+
+
+def _wrapper_id(module: str, extra: str) -> str:
+    """Changes whenever wrapper module ``module``'s files or ``extra`` change."""
+    return _wrappers_digest(extra, _wrapper_files(module))
 
 
 def _version_id(kube: KubeRelease | None = None) -> str:
@@ -138,13 +143,8 @@ def _version_id(kube: KubeRelease | None = None) -> str:
     the id, so moving the code does not force a rebuild.
     """
     kube = chosen(kube)
-    root = _gomod_dir()
-    digest = hashlib.sha256()
-    digest.update(f"{kube.version} {ETCD_VERSION} {KWOK_VERSION}".encode())
     wrappers = sorted([*_wrapper_files("etcd"), *_wrapper_files(kube.module)])
-    for relative in wrappers:
-        digest.update(relative.name.encode() + (root / relative).read_bytes())
-    return digest.hexdigest()[:12]
+    return _wrappers_digest(f"{kube.version} {ETCD_VERSION} {KWOK_VERSION}", wrappers)
 
 
 def bin_cache_dir(kube: KubeRelease | None = None) -> Path:
@@ -398,10 +398,9 @@ def go_tool_binary(tool: GoTool, *, progress: Callable[[str], None] | None = Non
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kube-nudge-build-") as tmp:
         env = _go_env(tool.toolchain)
-        built = Path(tmp) / tool.name
         if tool.module is None:
             env["GOBIN"] = tmp
-            cwd = Path(tmp)
+            cwd, built = Path(tmp), Path(tmp) / tool.name
             cmd = [go, "install", f"-ldflags={tool.ldflags}", f"{tool.package}@{tool.version}"]
         else:
             # Copy the wrapper module out of the (possibly read-only) installed package.
