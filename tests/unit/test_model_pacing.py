@@ -19,10 +19,11 @@ from kube_nudge.model.pacing import (
 
 def test_auto_holds_for_the_quiet_window_of_the_slowest_writer() -> None:
     assert hold_for_change(None) == Pacing(quiet=DEFAULT_QUIET_WINDOW, cap=AUTO_CAP)
-    assert hold_for_change(None, ("helm",)) == Pacing(quiet=0.05, cap=2.0)
-    assert hold_for_change(None, ("kubectl-client-side-apply",)) == Pacing(quiet=1.0, cap=2.0)
-    assert hold_for_change(None, ("helm", "kubectl-replace")) == Pacing(quiet=0.5, cap=2.0)
-    assert hold_for_change(None, ("kubectl",), quiet_window=0.1) == Pacing(quiet=0.1, cap=2.0)
+    assert hold_for_change(None, ("kubectl-edit",)) == Pacing(quiet=0.05, cap=2.0)
+    assert hold_for_change(None, ("helm",)) == Pacing(quiet=0.5, cap=2.0)
+    assert hold_for_change(None, ("kubectl-client-side-apply",)) == Pacing(quiet=1.5, cap=2.0)
+    assert hold_for_change(None, ("helm", "kubectl-replace")) == Pacing(quiet=1.0, cap=2.0)
+    assert hold_for_change(None, ("kubectl-edit",), quiet_window=0.1) == Pacing(quiet=0.1, cap=2.0)
 
 
 def test_a_duration_is_a_fixed_window_and_zero_looks_at_once() -> None:
@@ -37,7 +38,7 @@ def test_own_events_wait_the_own_delay_or_the_debounce() -> None:
 
 
 def test_a_slow_writer_never_gets_a_shorter_window_than_the_default() -> None:
-    assert quiet_window_for(("kubectl-create",), default=1.0) == 1.0
+    assert quiet_window_for(("helm",), default=1.0) == 1.0
 
 
 @given(

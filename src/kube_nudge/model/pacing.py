@@ -14,17 +14,17 @@ cluster (bench scenario ``writers``, in the committed bench/results/latest.json)
 round trip per request the writer makes for each object, rounded up to half a second
 (tests/unit/test_pacing_windows.py derives them from that file):
 
-- ``helm`` upgrade and ``kubectl apply --server-side`` (manager ``kubectl``) send one
-  request per object back to back; the default quiet window, ``DEFAULT_QUIET_WINDOW``,
-  holds helm's local gaps with room (server-side apply's are not measured: one request per
-  object, like helm's). An API server further away than that window spaces
-  their writes by its round trip, and one upgrade may then roll twice (docs/concepts.md
-  says to raise ``--quiet-window`` there).
+- ``helm`` upgrade sends one request per object back to back: one round trip and helm's
+  local gap.
 - Client-side ``kubectl apply`` (``kubectl-client-side-apply``) reads each object, computes
   a three-way patch, then patches it: two round trips per object.
-- ``kubectl replace`` and ``kubectl create`` (``kubectl-replace``, ``kubectl-create``): one
-  request per object, and the apply's local gap as theirs (the committed run doesn't
-  measure them).
+- ``kubectl apply --server-side`` (manager ``kubectl``), ``kubectl replace`` and
+  ``kubectl create`` (``kubectl-replace``, ``kubectl-create``): one request per object,
+  and the client-side apply's local gap as theirs (the same kubectl process between
+  objects; the committed run doesn't measure them).
+
+Any other writer (``kubectl edit`` or ``patch``, a controller, a script) gets the default,
+``DEFAULT_QUIET_WINDOW``: one edit rolls at once, and ``--quiet-window`` raises it.
 
 An explicit ``debounce`` of a duration keeps its old meaning: a fixed window from the first
 change (raised debounces, a long window for anyone who wants one); ``0`` looks at once.
@@ -61,9 +61,11 @@ ASSUMED_RTT: Final = 0.1
 """The round trip to the API server the per-writer windows are sized for (seconds): a
 managed control plane in another zone or region than the runner that applies."""
 WRITER_QUIET_WINDOWS: Final[tuple[tuple[str, float], ...]] = (
-    ("kubectl-client-side-apply", 1.0),
-    ("kubectl-replace", 0.5),
-    ("kubectl-create", 0.5),
+    ("helm", 0.5),
+    ("kubectl-client-side-apply", 1.5),
+    ("kubectl", 1.0),
+    ("kubectl-replace", 1.0),
+    ("kubectl-create", 1.0),
     # Not measured: the Secrets Store CSI driver's rotation writes a pod's status, then the
     # Secrets its class syncs (secretObjects), one pass apart; one change, one rollout.
     ("secrets-store-csi-driver", 1.0),
