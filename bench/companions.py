@@ -3,8 +3,11 @@
 The reload agent's scenario needs no cluster, the real node's needs root, and the scale
 scenario takes its own quarter of an hour, so each is rerun alone when what it measures
 changes (``BENCH_OUTPUT=agent``, ``BENCH_OUTPUT=agent-node``, ``BENCH_OUTPUT=scale``; kept
-in bench/results/). On the latest page a companion run newer than the full run stands in
-for that scenario, said so where it appears, instead of figures copied in by hand.
+in bench/results/); so is ``writers`` when kube-nudge's quiet windows change
+(``BENCH_OUTPUT=writers``). On the latest page a companion run newer than the full run
+stands in for that scenario, and so does an older one when the full run didn't run it, said
+so where it appears, instead of figures copied in by hand: for the tools it ran; the
+others keep the full run's figures.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-COMPANIONS = ("agent", "agent-node", "scale")
+COMPANIONS = ("agent", "agent-node", "scale", "writers")
 
 
 def unclean(value: Any) -> Any:
@@ -50,8 +53,9 @@ def dirty(document: dict[str, Any]) -> bool:
 
 
 def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, Any]:
-    """``document`` with each companion run in ``results_dir`` that is newer standing in for
-    its scenario; ``companions`` says which, from when, at which commit and where."""
+    """``document`` with each companion run in ``results_dir`` standing in for its scenario
+    when it is newer, or the full run didn't run that scenario; ``companions`` says which,
+    from when, at which commit and where."""
     merged = copy.deepcopy(document)
     merged["companions"] = {}
     for name in COMPANIONS:
@@ -59,13 +63,21 @@ def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, An
         if not path.exists():
             continue
         other = load(path)
-        if other["generated"] <= document["generated"]:
-            continue
+        newer = other["generated"] > document["generated"]
+        if not newer and _ran(document, name):
+            continue  # the full run measured it since
         for tool, scenarios in other["results"].items():
             if name in scenarios:
                 merged["results"].setdefault(tool, {})[name] = scenarios[name]
         merged["companions"][name] = {
+            "kept": sorted(
+                tool
+                for tool, scenarios in document["results"].items()
+                if "skipped" not in scenarios.get(name, {"skipped": "not run"})
+                and name not in other["results"].get(tool, {})
+            ),
             "generated": other["generated"],
+            "newer": newer,
             "commit": other["machine"]["git_commit"],
             "dirty": dirty(other),
             "repeat": other["sizes"]["repeat"],
@@ -76,13 +88,29 @@ def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, An
     return merged
 
 
+def _ran(document: dict[str, Any], name: str) -> bool:
+    """Whether ``document`` has runs of scenario ``name`` (a skip is none)."""
+    return any(
+        name in scenarios and "skipped" not in scenarios[name]
+        for scenarios in document["results"].values()
+    )
+
+
 def intro(name: str, companion: dict[str, Any]) -> str:
     """The line that says a section comes from its own run."""
     warning = (" **Measured on a dirty tree**: these figures belong to no commit; measure "
                "them again on a committed tree before quoting them.")  # fmt: skip
     dirty = warning if companion["dirty"] else ""
+    kept = companion.get("kept")
+    others = f" The rows of {', '.join(kept)} are the full run's." if kept else ""
+    when = (
+        "newer than the full run above"
+        if companion.get("newer", True)
+        else "the full run above did not run this scenario"
+    )
     return (
         f"From its own run ({companion['generated']}, {companion['repeat']} repetition(s), "
-        f"kube-nudge at commit {companion['commit']}; newer than the full run above): "
-        f"`{companion['command']}`, in [bench/results/{name}.md](bench/results/{name}.md).{dirty}"
+        f"kube-nudge at commit {companion['commit']}; {when}): "
+        f"`{companion['command']}`, in [bench/results/{name}.md](bench/results/{name}.md)."
+        f"{others}{dirty}"
     )

@@ -126,3 +126,24 @@ def test_a_newer_companion_run_stands_in_for_its_scenario(tmp_path: Path) -> Non
     (tmp_path / "agent.json").write_text(json.dumps(_results("2026-11-20 10:00 UTC", 30.0)))
     older = companions.with_companions(full, tmp_path)
     assert older["results"] == full["results"] and older["companions"] == {}
+
+
+def test_a_companion_of_some_tools_keeps_the_others_rows_and_says_so(tmp_path: Path) -> None:
+    full = _results("2026-11-23 18:41 UTC", 23.9)
+    full["results"]["reloader"] = {"agent": {"runs": [{"rss_mib": 40.0}]}}
+    (tmp_path / "agent.json").write_text(json.dumps(_results("2026-11-24 02:15 UTC", 24.5)))
+    merged = companions.with_companions(full, tmp_path)
+    assert merged["results"]["kube-nudge"]["agent"]["runs"] == [{"rss_mib": 24.5}]
+    assert merged["results"]["reloader"]["agent"]["runs"] == [{"rss_mib": 40.0}]
+    said = companions.intro("agent", merged["companions"]["agent"])
+    assert said.endswith("The rows of reloader are the full run's.")
+
+
+def test_an_older_companion_stands_in_for_a_scenario_the_full_run_skipped(tmp_path: Path) -> None:
+    full = _results("2026-11-27 18:00 UTC", 23.9)
+    full["results"]["kube-nudge"] = {"latency": {"runs": []}}
+    (tmp_path / "agent.json").write_text(json.dumps(_results("2026-11-24 02:15 UTC", 24.5)))
+    merged = companions.with_companions(full, tmp_path)
+    assert merged["results"]["kube-nudge"]["agent"]["runs"] == [{"rss_mib": 24.5}]
+    said = companions.intro("agent", merged["companions"]["agent"])
+    assert "the full run above did not run this scenario" in said
