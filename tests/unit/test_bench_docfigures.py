@@ -87,7 +87,8 @@ def test_a_results_file_of_a_dirty_tree_is_refused(tmp_path: Path) -> None:
     page = tmp_path / "docs" / "page.md"
     page.write_text(_block("latest-summary", "bench/results/clean.json"))
     (tmp_path / "bench/results/clean.json").write_text(json.dumps(document))
-    assert "kube-nudge at commit d737bca" in docfigures.render(page.read_text(), tmp_path)
+    commit = document["tree"]["commit"]
+    assert f"kube-nudge at commit {commit}" in docfigures.render(page.read_text(), tmp_path)
     document["tree"]["dirty"] = ["src/kube_nudge/model/decide.py"]
     (tmp_path / "bench/results/dirty.json").write_text(json.dumps(document))
     page.write_text(page.read_text() + _block("latest-summary", "bench/results/dirty.json"))
