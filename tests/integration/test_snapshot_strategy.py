@@ -518,6 +518,39 @@ def newest_revision(found: dict[str, Any]) -> int:
     return max((int(cr["revision"]) for cr in found.values()), default=0)
 
 
+def owners_of(found: dict[str, Any]) -> dict[str, set[str]]:
+    """Copy name -> ``Kind/name`` of each of its owners."""
+    return {
+        name: {f"{r['kind']}/{r['name']}" for r in obj["metadata"].get("ownerReferences") or ()}
+        for name, obj in found.items()
+    }
+
+
+def revisions_using(revisions: dict[str, Any], path: tuple[str, ...]) -> dict[str, set[str]]:
+    """ConfigMap copy name -> ``ControllerRevision/name`` of each revision whose template
+    (at ``path``) uses it."""
+    users: dict[str, set[str]] = {}
+    for name, revision in revisions.items():
+        for copy in copies_of(revision, path):
+            kind, copy_name = copy.split("/", 1)
+            if kind == "configmap":
+                users.setdefault(copy_name, set()).add(f"ControllerRevision/{name}")
+    return users
+
+
+async def wait_or_explain(
+    kube: KubeClient, path: str, condition: Callable[[dict[str, Any]], bool], wanted: str
+) -> None:
+    """Wait (180 s, kube-controller-manager's pace on a loaded machine) until ``condition``
+    holds for the copies at ``path``; on timeout, fail naming the copies and their owners."""
+    try:
+        await wait_for_objects(kube, path, condition, timeout=180, params=COPIES)
+    except TimeoutError:
+        listed = await kube.get(path, labelSelector=SNAPSHOT_LABEL)
+        left = owners_of({o["metadata"]["name"]: o for o in listed["items"]})
+        pytest.fail(f"wanted {wanted}; after 180 s the copies and their owners are {left}")
+
+
 async def prune_history(kube: KubeClient, revisions: str, *, keep: int) -> None:
     """Delete all but the ``keep`` newest ControllerRevisions at ``revisions`` (what
     kube-controller-manager does for ``revisionHistoryLimit``), tolerating its own deletes."""
@@ -563,20 +596,30 @@ async def test_controller_revisions_prune_copies_and_undo_restores_them(
         def referenced(found: dict[str, Any]) -> set[str]:
             return set().union(*(copies_of(cr, cr_template) for cr in found.values()))
 
-        # History limit 2: the current revision and two old ones keep their copies. The
-        # pruning is kube-controller-manager's, at its own pace (once no pod runs an old
-        # revision; on a loaded machine it took past 180 s). kube-nudge's part is that the
-        # copies go with their revisions, so prune as the controller manager would: delete
-        # all but the three newest. It never recreates an old revision, and leaves three.
         await wait_for_objects(
             kube, revisions, lambda found: newest_revision(found) == 6, timeout=60
         )
-        await prune_history(kube, revisions, keep=3)
-        crs = await wait_for_objects(kube, revisions, lambda found: len(found) == 3, timeout=30)
+        # kube-nudge's part, exactly: each copy is owned by the revisions whose template uses
+        # it and by nothing else (the workload let go), so it goes with the last of them.
+        every = {cr["metadata"]["name"]: cr for cr in (await kube.get(revisions))["items"]}
+        users = revisions_using(every, cr_template)
         await wait_for_objects(
             kube, CONFIGMAPS.path(namespace),
+            lambda found: owners_of(found) == {name: users.get(name) for name in found},
+            timeout=30, params=COPIES,
+        )  # fmt: skip
+        # History limit 2: the current revision and two old ones keep their copies. The
+        # pruning is kube-controller-manager's, at its own pace (once no pod runs an old
+        # revision; on a loaded machine it took past 180 s), so prune as it would: delete
+        # all but the three newest. It never recreates an old revision, and leaves three.
+        await prune_history(kube, revisions, keep=3)
+        crs = await wait_for_objects(kube, revisions, lambda found: len(found) == 3, timeout=30)
+        # Deleting the copies of the pruned revisions is the garbage collector's (also in
+        # kube-controller-manager, as slow on a loaded machine): wait as long for it.
+        await wait_or_explain(
+            kube, CONFIGMAPS.path(namespace),
             lambda found: {f"configmap/{n}" for n in found} == referenced(crs),
-            timeout=60, params=COPIES,
+            f"the copies {sorted(referenced(crs))} of the revisions left",
         )  # fmt: skip
 
         # Undo: the previous revision's template comes back with its copy and data.
