@@ -56,7 +56,7 @@ def test_figures_from_unrecorded_runs_are_gone(lie: str) -> None:
         assert lie not in docfigures.BLOCK.sub("", path.read_text()), path.name
 
 
-@pytest.mark.parametrize("name", ["latest", "agent", "agent-node", "scale", "profile"])
+@pytest.mark.parametrize("name", ["latest", "agent", "agent-node", "scale", "profile", "writers"])
 def test_each_committed_page_is_what_its_results_file_gives(name: str) -> None:
     out = outputs(name)
     assert out.page.read_text() == report.markdown(companions.load(out.data), out), (
