@@ -73,8 +73,7 @@ def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, An
             "kept": sorted(
                 tool
                 for tool, scenarios in document["results"].items()
-                if "skipped" not in scenarios.get(name, {"skipped": "not run"})
-                and name not in other["results"].get(tool, {})
+                if _measured(scenarios, name) and name not in other["results"].get(tool, {})
             ),
             "generated": other["generated"],
             "newer": newer,
@@ -88,12 +87,14 @@ def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, An
     return merged
 
 
+def _measured(scenarios: dict[str, Any], name: str) -> bool:
+    """Whether a tool's ``scenarios`` hold runs of ``name`` (a skip is none)."""
+    return name in scenarios and "skipped" not in scenarios[name]
+
+
 def _ran(document: dict[str, Any], name: str) -> bool:
-    """Whether ``document`` has runs of scenario ``name`` (a skip is none)."""
-    return any(
-        name in scenarios and "skipped" not in scenarios[name]
-        for scenarios in document["results"].values()
-    )
+    """Whether ``document`` has runs of scenario ``name`` for any tool."""
+    return any(_measured(scenarios, name) for scenarios in document["results"].values())
 
 
 def intro(name: str, companion: dict[str, Any]) -> str:

@@ -593,9 +593,6 @@ async def test_controller_revisions_prune_copies_and_undo_restores_them(
             )  # fmt: skip
         await running.controller.settled(timeout=30)
 
-        def referenced(found: dict[str, Any]) -> set[str]:
-            return set().union(*(copies_of(cr, cr_template) for cr in found.values()))
-
         await wait_for_objects(
             kube, revisions, lambda found: newest_revision(found) == 6, timeout=60
         )
@@ -614,12 +611,13 @@ async def test_controller_revisions_prune_copies_and_undo_restores_them(
         # all but the three newest. It never recreates an old revision, and leaves three.
         await prune_history(kube, revisions, keep=3)
         crs = await wait_for_objects(kube, revisions, lambda found: len(found) == 3, timeout=30)
+        left_users = revisions_using(crs, cr_template)
         # Deleting the copies of the pruned revisions is the garbage collector's (also in
         # kube-controller-manager, as slow on a loaded machine): wait as long for it.
         await wait_or_explain(
             kube, CONFIGMAPS.path(namespace),
-            lambda found: {f"configmap/{n}" for n in found} == referenced(crs),
-            f"the copies {sorted(referenced(crs))} of the revisions left",
+            lambda found: set(found) == set(left_users),
+            f"the copies {sorted(left_users)} of the revisions left",
         )  # fmt: skip
 
         # Undo: the previous revision's template comes back with its copy and data.
