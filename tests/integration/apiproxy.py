@@ -10,6 +10,8 @@ servers do:
 - ``expire_before``: a watch resuming from an older resourceVersion is answered with the
   API server's ``ERROR 410 Expired`` event, as after an etcd compaction.
 - ``throttle``: writes are answered ``429 Too Many Requests`` with ``Retry-After``.
+- ``delay_watches``: watch streams of one resource deliver each event a fixed time after
+  the API server sent it, in order: a cache lagging behind the client's own writes.
 
 Every request is logged (time, method, path, status) so tests can check how the client
 behaved, e.g. that it honoured Retry-After instead of retrying in a hot loop.
@@ -79,6 +81,8 @@ class ApiProxy:
     expired_before: int | None = None
     throttled_until: float = 0.0
     retry_after: int = 1
+    watch_delays: dict[str, float] = field(default_factory=dict)
+    """Seconds each watch event of a resource (by its plural) is held back."""
     _server: asyncio.Server | None = None
     _streams: set[_Stream] = field(default_factory=set)
     _connections: set[asyncio.Task[None]] = field(default_factory=set)
@@ -143,6 +147,11 @@ class ApiProxy:
         """Answer writes with 429 and ``Retry-After`` for the next ``seconds``."""
         self.retry_after = retry_after
         self.throttled_until = time.monotonic() + seconds
+
+    def delay_watches(self, resource: str, seconds: float) -> None:
+        """Watches of ``resource`` (a plural: ``deployments``) opened from now on deliver
+        each event ``seconds`` after the API server sent it."""
+        self.watch_delays[resource] = seconds
 
     def count(self, *, status: int | None = None, watch: bool | None = None) -> int:
         """How many requests matched."""
@@ -213,11 +222,14 @@ class ApiProxy:
                 raw = b"".join([chunk async for chunk in response.aiter_raw()])
                 await _respond(writer, response.status_code, raw, _passed(response))
                 return True
-            return await self._stream(response, writer)
+            delay = self.watch_delays.get(url.path.rstrip("/").rsplit("/", 1)[-1], 0.0)
+            return await self._stream(response, writer, delay)
         finally:
             await response.aclose()
 
-    async def _stream(self, response: httpx.Response, writer: asyncio.StreamWriter) -> bool:
+    async def _stream(
+        self, response: httpx.Response, writer: asyncio.StreamWriter, delay: float = 0.0
+    ) -> bool:
         _write_head(writer, response.status_code, {**_passed(response),
                     "Transfer-Encoding": "chunked"})  # fmt: skip
         await writer.drain()
@@ -226,7 +238,7 @@ class ApiProxy:
         stream = _Stream(task)
         self._streams.add(stream)
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in _held_back(response.aiter_raw(), delay):
                 if stream.silent or not chunk:
                     continue  # dropped: the client hears nothing, the socket stays open
                 writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -246,6 +258,35 @@ class ApiProxy:
         if self.expired_before is None or not version.isdigit() or version == "0":
             return False
         return int(version) < self.expired_before
+
+
+async def _held_back(chunks: AsyncIterator[bytes], delay: float) -> AsyncIterator[bytes]:
+    """``chunks`` in order, each ``delay`` seconds after it arrived (read ahead meanwhile,
+    so a burst is held back by ``delay``, not by ``delay`` per chunk)."""
+    if delay <= 0:
+        async for chunk in chunks:
+            yield chunk
+        return
+    arrived: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
+
+    async def read() -> None:
+        try:
+            async for chunk in chunks:
+                arrived.put_nowait((time.monotonic(), chunk))
+        finally:
+            arrived.put_nowait(None)
+
+    reader = asyncio.create_task(read())
+    try:
+        while (item := await arrived.get()) is not None:
+            at, chunk = item
+            await asyncio.sleep(max(0.0, at + delay - time.monotonic()))
+            yield chunk
+        await reader  # its error, if the upstream stream broke
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reader
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, object]:

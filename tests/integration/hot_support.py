@@ -14,13 +14,17 @@ from typing import Any
 from kube_nudge.agent.watch import claim, directory_files
 from kube_nudge.agentwire import AGENT_KEY_FIELD, AGENT_KEY_SECRET, LOADED_HASH, key_id
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import DEPLOYMENTS, PODS, REPLICASETS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, REPLICASETS, SECRETS
+from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev import manifests
+from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until
 from tests.agent_support import KEY, kubelet_write
+from tests.integration.controller_support import eventually
 
 DATA = {"LEVEL": "info", "app.conf": "port 80"}
+HOT = {**ENABLED, "kube-nudge.io/strategy": "hot"}
 
 
 def agent_key_secret() -> dict[str, Any]:
@@ -93,3 +97,25 @@ async def agent_reports(
     if data is not None:
         annotations[LOADED_HASH] = loaded(data, key)
     await kube.merge_patch(PODS.path(namespace, pod), {"metadata": {"annotations": annotations}})
+
+
+async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str, Any]]:
+    """ConfigMap `app`, Deployment `web` (2 pods, strategy hot), both running; returns the
+    pods, once the wall clock is past the second they started in (start times have whole
+    seconds: a change in that second would count as read at start)."""
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
+    await kube.create(SECRETS.path(namespace), agent_key_secret())
+    deployment = manifests.deployment(
+        "web", replicas=2, spec=hot_consumer(), annotations={**HOT, **more}
+    )
+    await kube.create(DEPLOYMENTS.path(namespace), deployment)
+
+    async def running() -> bool:
+        found = await pods(kube, namespace)
+        return len(found) == 2 and all(p["status"].get("phase") == "Running" for p in found)
+
+    await until(running, timeout=60)
+    started = [parse_timestamp(p["status"]["startTime"]) for p in await pods(kube, namespace)]
+    boundary = max(s for s in started if s is not None) + 1
+    await eventually(lambda: time.time() >= boundary, timeout=5)
+    return await pods(kube, namespace)

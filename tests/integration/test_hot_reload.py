@@ -7,9 +7,6 @@ missing reload falls back as `kube-nudge.io/hot-fallback` says."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import pytest
 
 from kube_nudge.agentwire import (
@@ -19,58 +16,29 @@ from kube_nudge.agentwire import (
     key_id,
 )
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.status import collect
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
-from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
 from tests.agent_support import KEY
 from tests.integration.controller_support import (
-    eventually,
     posted,
     running_controller,
     template_hash,
 )
 from tests.integration.hot_support import (
     DATA,
-    agent_key_secret,
     agent_reports,
-    hot_consumer,
     nudged,
-    pods,
     replicasets,
+    start,
 )
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
-HOT = {**ENABLED, "kube-nudge.io/strategy": "hot"}
 OTHER_KEY = b"not-the-namespaces-agent-key"
-
-
-async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str, Any]]:
-    """ConfigMap `app`, Deployment `web` (2 pods, strategy hot), both running; returns the
-    pods, once the wall clock is past the second they started in (start times have whole
-    seconds: a change in that second would count as read at start)."""
-    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
-    await kube.create(SECRETS.path(namespace), agent_key_secret())
-    deployment = manifests.deployment(
-        "web", replicas=2, spec=hot_consumer(), annotations={**HOT, **more}
-    )
-    await kube.create(DEPLOYMENTS.path(namespace), deployment)
-
-    async def running() -> bool:
-        found = await pods(kube, namespace)
-        return len(found) == 2 and all(p["status"].get("phase") == "Running" for p in found)
-
-    await until(running, timeout=60)
-    started = [parse_timestamp(p["status"]["startTime"]) for p in await pods(kube, namespace)]
-    boundary = max(s for s in started if s is not None) + 1
-    await eventually(lambda: time.time() >= boundary, timeout=5)
-    return await pods(kube, namespace)
 
 
 async def test_a_volume_change_reloads_in_place_and_an_env_change_rolls(

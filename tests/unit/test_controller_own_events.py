@@ -171,3 +171,42 @@ async def test_the_queue_and_cache_gauges_read_the_state_when_scraped(
     await ctl.queue.get()
     ctl.queue.done(WEB)
     assert sample("kube_nudge_queue_depth") == 0
+
+
+async def test_the_echo_a_pass_was_held_back_for_brings_it_back(
+    controller: tuple[Controller, FakeClock],
+) -> None:
+    """A pass that found the cache behind its own write did nothing; the write's echo, even
+    one recognised as our own with nothing else changed, queues the workload again."""
+    ctl, clock = controller
+    rolled = dataclasses.replace(debounced(workload(template_hash="h1")), resource_version=7)
+    seen(ctl, rolled)
+    workload_event(ctl, None, rolled)
+    await ctl.queue.get()
+    ctl.queue.done(WEB)
+    ctl.reconciler.context.expectations.wrote(WEB, {"metadata": {"resourceVersion": "8"}})
+    ctl.book.remember(WEB).remember_applied("rollout", "h2")
+    assert ctl.book.lagging(WEB, rolled) is not None  # a pass held back
+    clock.advance(10.0)
+    echo = dataclasses.replace(rolled, template_hash="h2", resource_version=8)
+    assert rolled.same_but_records(echo)
+    seen(ctl, echo)
+    workload_event(ctl, rolled, echo)
+    assert ctl.queue.ready_at(WEB) == clock.monotonic() + DEBOUNCE  # as its own event
+
+
+async def test_the_echo_of_a_write_no_pass_waited_for_queues_nothing(
+    controller: tuple[Controller, FakeClock],
+) -> None:
+    ctl, clock = controller
+    rolled = dataclasses.replace(debounced(workload(template_hash="h1")), resource_version=7)
+    seen(ctl, rolled)
+    workload_event(ctl, None, rolled)
+    await ctl.queue.get()
+    ctl.queue.done(WEB)
+    ctl.reconciler.context.expectations.wrote(WEB, {"metadata": {"resourceVersion": "8"}})
+    ctl.book.remember(WEB).remember_applied("rollout", "h2")
+    echo = dataclasses.replace(rolled, template_hash="h2", resource_version=8)
+    seen(ctl, echo)
+    workload_event(ctl, rolled, echo)
+    assert ctl.queue.ready_at(WEB) is None

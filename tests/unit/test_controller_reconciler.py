@@ -23,6 +23,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.expectations import EXPECTATION_TTL, WriteExpectations
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Strategy, StrategyContext, Target
 from kube_nudge.strategies.registry import Strategies
@@ -81,10 +82,12 @@ def reconciler_of(reader: CachedViews, strategy: Strategy, recorder: RecordedEve
     """A reconciler over ``reader`` with ``strategy`` as strategy rollout, its Events kept
     by ``recorder`` (no API server: nothing but the strategy writes)."""
     events = BackgroundEvents(recorder.as_recorder(), on_failure=lambda: None)
-    context = StrategyContext(FakeApi().as_client(), events, Metrics(), KEY, clock=FakeClock())
+    clock = FakeClock()
+    context = StrategyContext(FakeApi().as_client(), events, Metrics(), KEY, clock=clock,
+                              expectations=WriteExpectations(clock))  # fmt: skip
     strategies = Strategies({"rollout": strategy})
     book = RolloutBook(reader.workload, capped=strategies.capped, metrics=context.metrics,
-                       clock=context.clock)  # fmt: skip
+                       clock=context.clock, expectations=context.expectations)  # fmt: skip
     return Reconciler(reader, strategies, book, context)
 
 
@@ -130,6 +133,66 @@ async def test_a_write_cancelled_in_flight_is_not_remembered_as_done() -> None:
     reconciler.strategies = {"rollout": strategy}
     assert (await reconciler.reconcile(KEY_OF_APP)).action == "rolled"
     assert strategy.writes[-1].startswith("apply ")
+
+
+PENDING = 40
+"""The resourceVersion at which the workload carries a record its strategy confirms."""
+
+
+class ConfirmingStrategy(EchoFirstStrategy):
+    """Maintains its own record as strategy hot does: a change delivered in place is
+    confirmed once (an Event, a count), and the write that removes the record is answered
+    at the next resourceVersion, whose watch echo the test delivers when it chooses."""
+
+    def __init__(self, cluster: dict[WorkloadKey, WorkloadView]) -> None:
+        super().__init__(cluster)
+        self.confirmed = 0
+
+    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
+        if target.view.resource_version == PENDING:
+            self.confirmed += 1
+            assert self.reconciler is not None
+            answer = {"metadata": {"resourceVersion": str(PENDING + 1)}}
+            self.reconciler.context.expectations.wrote(target.key, answer)
+        return None
+
+
+async def test_a_pass_over_a_cache_behind_its_own_write_waits_for_the_echo() -> None:
+    cluster = {KEY_OF_APP: workload()}
+    strategy = ConfirmingStrategy(cluster)
+    reconciler = reconciler_of(CachedViews(cluster, sources(LEVEL="info")), strategy,
+                               RecordedEvents())  # fmt: skip
+    strategy.reconciler = reconciler
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "adopted"
+    cluster[KEY_OF_APP] = dataclasses.replace(cluster[KEY_OF_APP], resource_version=PENDING)
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "none"
+    assert strategy.confirmed == 1
+    # The cache still shows the record the confirmation wrote away: nothing is done again.
+    lagging = await reconciler.reconcile(KEY_OF_APP)
+    assert (lagging.action, lagging.follow_up) == ("lagging", EXPECTATION_TTL)
+    assert strategy.confirmed == 1
+    echo = dataclasses.replace(cluster[KEY_OF_APP], resource_version=PENDING + 1)
+    cluster[KEY_OF_APP] = echo
+    assert reconciler.book.caught_up(KEY_OF_APP, echo)  # wakes the pass held back
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "none"
+    assert strategy.confirmed == 1
+
+
+async def test_an_echo_that_never_comes_holds_a_workload_back_only_for_the_ttl() -> None:
+    cluster = {KEY_OF_APP: workload()}
+    strategy = ConfirmingStrategy(cluster)
+    reconciler = reconciler_of(CachedViews(cluster, sources(LEVEL="info")), strategy,
+                               RecordedEvents())  # fmt: skip
+    strategy.reconciler = reconciler
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "adopted"
+    cluster[KEY_OF_APP] = dataclasses.replace(cluster[KEY_OF_APP], resource_version=PENDING)
+    await reconciler.reconcile(KEY_OF_APP)
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "lagging"
+    clock = reconciler.context.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(EXPECTATION_TTL)
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "none"
+    assert strategy.confirmed == 2  # the cache is trusted again, as it was before the write
 
 
 LOW: WorkloadKey = (DEPLOYMENT, NS, "low")

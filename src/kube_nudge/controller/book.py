@@ -10,7 +10,9 @@ and by the reconciler (``remember``, ``follow``, ``writing``), read by both:
 - which rollouts are recorded as failed (what can stop a line) and which may be rolling
   (--max-concurrent-rollouts), both kept up to date from every view, so the release gates
   never walk all consumers of a source or every workload;
-- who waits for another workload's rollout (its order, a stopped line, a turn).
+- who waits for another workload's rollout (its order, a stopped line, a turn);
+- our own writes the caches have not shown yet (``runtime.expectations``, shared with the
+  strategies that write): a pass over such a workload waits for the echo.
 
 Nothing here talks to the API server; the caches are read through ``workload``.
 """
@@ -20,15 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.kube.workloads import WorkloadKey
 from kube_nudge.model import WorkloadMemory, WorkloadView
 from kube_nudge.model.tracking import Phase, Tracking, track
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
+from kube_nudge.runtime.expectations import WriteExpectations
 from kube_nudge.runtime.metrics import Metrics
 
 __all__ = ["WAITING", "RolloutBook", "WorkloadKey"]
 
-WorkloadKey = tuple[WorkloadKind, str, str]  # (kind, namespace, name)
 #: States of a workload held for another's rollout: its order, a stopped line, a turn.
 WAITING = frozenset({"held-order", "held-line-stopped", "held-turn"})
 
@@ -44,8 +46,13 @@ class RolloutBook:
         metrics: Metrics,
         clock: Clock = SYSTEM_CLOCK,
         count_rolling: bool = False,
+        expectations: WriteExpectations[WorkloadKey] | None = None,
     ) -> None:
         self._workload = workload
+        self._expectations: WriteExpectations[WorkloadKey] = (
+            expectations if expectations is not None else WriteExpectations(clock)
+        )
+        """Written by the strategies (``StrategyContext.expectations``, the same object)."""
         self._capped = capped
         """Whether a view's strategy restarts pods (only those rollouts are followed)."""
         self._metrics = metrics
@@ -84,6 +91,20 @@ class RolloutBook:
         self._count_if_rolling(key, view)
         return own_echo
 
+    def caught_up(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
+        """Called on every change of ``key``'s cached view: True when it is the echo of our
+        own write that a pass was held back for (``lagging``): look at ``key`` again."""
+        if view is None:
+            self._expectations.forget(key)
+            return False
+        return self._expectations.observed(key, view.resource_version)
+
+    def lagging(self, key: WorkloadKey, view: WorkloadView) -> float | None:
+        """Seconds to wait at most when ``view`` (cached) is older than our last write of
+        ``key``: a pass must not act on it (it would act again on what it acted on);
+        ``caught_up`` wakes it. None when the caches show our writes."""
+        return self._expectations.lagging(key, view.resource_version)
+
     def progress_moved(self, key: WorkloadKey) -> None:
         """``key``'s rollout progress moved with no change of its own view (the workload
         running its template changed: ``runners.py``)."""
@@ -104,6 +125,7 @@ class RolloutBook:
         self._failed.discard(key)
         self._maybe_rolling.discard(key)
         self._waiting.discard(key)
+        self._expectations.forget(key)
         gone = self._memory.pop(key, None)
         if gone is not None:
             self._count_state(gone, None)

@@ -42,6 +42,7 @@ from kube_nudge.model import SourceRef, SourceView
 from kube_nudge.notifications.model import Notification
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.expectations import WriteExpectations
 from kube_nudge.runtime.manager import Runnable
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.queue import WorkQueue
@@ -73,14 +74,17 @@ class Controller:
         )
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(monotonic=clock.monotonic)
         metrics.queue_depth.set_function(self.queue.__len__)
-        context = StrategyContext(client, self.events, metrics, hmac_key, clock=clock)
+        expectations: WriteExpectations[WorkloadKey] = WriteExpectations(clock)
+        context = StrategyContext(
+            client, self.events, metrics, hmac_key, clock=clock, expectations=expectations
+        )
         context = dataclasses.replace(context, notify=notify) if notify is not None else context
         strategies = build_strategies(context)
         self.cache = Cache(client, options, metrics)
         self.synced = self.cache.synced
         self.book = RolloutBook(
             self.cache.workload, capped=strategies.capped, metrics=metrics, clock=clock,
-            count_rolling=options.max_concurrent_rollouts is not None,
+            count_rolling=options.max_concurrent_rollouts is not None, expectations=expectations,
         )  # fmt: skip
         self.reconciler = Reconciler(
             self.cache, strategies, self.book, context,

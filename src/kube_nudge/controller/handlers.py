@@ -149,6 +149,7 @@ class WorkloadEvents:
         self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
     ) -> None:
         own_write = self._book.observed(key, new)
+        woken = self._book.caught_up(key, new)
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             kind = key[0]
             log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
@@ -167,6 +168,9 @@ class WorkloadEvents:
                 # is looked at a debounce later, but opens no window: a config change
                 # arriving meanwhile still waits its whole window, from its own time.
                 self._enqueue.own(key)
+        elif woken and synced:
+            # The echo of our own write, which a pass read too early was held back for.
+            self._enqueue.own(key)
         if synced and old is not None and new is not None and _rollout_moved(old, new):
             self._looks.rollout_moved(key)
 

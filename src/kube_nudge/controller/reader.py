@@ -7,13 +7,10 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from kube_nudge.kube.informer import Key
-from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.kube.workloads import WorkloadKey
 from kube_nudge.model import SourceKind, SourceRef, SourceView, WorkloadView
 
 __all__ = ["Reader", "WorkloadKey"]
-
-WorkloadKey = tuple[WorkloadKind, str, str]
-"""(kind, namespace, name) of an opted-in workload: what the work queue holds."""
 
 
 class Reader(Protocol):

@@ -71,6 +71,7 @@ class Action(StrEnum):
     ADOPTED = "adopted"
     ROLLED = "rolled"
     HELD = "held"
+    LAGGING = "lagging"  # the caches don't show our own last write yet: nothing done
     GONE = "gone"
     FAILED = "failed"
 
@@ -169,7 +170,7 @@ class Reconciler:
             outcome = await self._reconcile(key)
         finally:
             self.context.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        if outcome.action is not Action.GONE:
+        if outcome.action not in (Action.GONE, Action.LAGGING):
             self.book.set_state(key, _STATES.get(outcome.action, outcome.state))
         return outcome
 
@@ -195,6 +196,14 @@ class Reconciler:
         view = self.reader.workload(key)
         if view is None:
             return Outcome(Action.GONE)
+        lagging = self.book.lagging(key, view)
+        if lagging is not None:
+            # The cache still shows what our last write changed: acting on it would act
+            # twice (confirm a hot reload again, post its Event again, roll again). Its
+            # echo wakes this workload (``RolloutBook.caught_up``); the timer is in case
+            # it never comes.
+            log.debug("%s %s/%s: waiting for our own write's echo", *key)
+            return Outcome(Action.LAGGING, follow_up=lagging)
         target = Target(*key, view)
         assessment = assess(view, self.reader.source, self.context.hmac_key)
         self.reporter.input(target, assessment)

@@ -24,6 +24,7 @@ __all__ = [
     "BUILTIN_KINDS",
     "DISCOVERED_KINDS",
     "Revisions",
+    "WorkloadKey",
     "WorkloadKind",
     "WorkloadSpec",
     "parse_workload_flag",
@@ -68,6 +69,10 @@ class WorkloadKind:
 
     def __str__(self) -> str:
         return str(self.resource)
+
+
+WorkloadKey = tuple[WorkloadKind, str, str]
+"""(kind, namespace, name): a workload's key in the caches, the work queue and the book."""
 
 
 BUILTIN_KINDS: tuple[WorkloadKind, ...] = (

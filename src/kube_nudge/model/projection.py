@@ -59,6 +59,7 @@ __all__ = [
     "pod_selector",
     "project_source",
     "project_workload",
+    "resource_version",
 ]
 
 
@@ -88,11 +89,10 @@ def project_source(obj: Mapping[str, Any], *, compat: bool = False) -> SourceVie
     metadata = obj.get("metadata") or {}
     settings, errors = parse_source(metadata.get("annotations"), compat=compat)
     uid = str(metadata.get("uid") or "") if errors else ""
-    version = str(metadata.get("resourceVersion") or "")
     changed_at, writers = data_write(metadata)
     return SourceView(
         source_state(obj), settings, tuple(errors), uid, changed_at,
-        int(version) if version.isdigit() else 0, writers,
+        resource_version(metadata), writers,
     )  # fmt: skip
 
 
@@ -187,6 +187,10 @@ class WorkloadView:
     """Its ``metadata.generation``: whether a workload running its template has seen the
     latest (``model.runners``). Not compared by ``same_but_records``: kube-nudge's own
     writes move it."""
+    resource_version: int = field(default=0, compare=False)
+    """Its ``metadata.resourceVersion`` as an integer (0 if not one): whether the cache has
+    caught up with kube-nudge's own last write of it (``runtime.expectations``). Not
+    compared: every write moves it."""
 
     @property
     def applied_hash(self) -> str | None:
@@ -280,7 +284,14 @@ def project_workload(
         extras=_view_extras(annotations, settings, defaults),
         template_elsewhere=template_elsewhere(kind, obj) if pod_spec is None else None,
         generation=_generation(metadata),
+        resource_version=resource_version(metadata),
     )
+
+
+def resource_version(metadata: Mapping[str, Any]) -> int:
+    """An object's ``metadata.resourceVersion`` as an integer; 0 when absent or not one."""
+    version = str(metadata.get("resourceVersion") or "")
+    return int(version) if version.isdigit() else 0
 
 
 def _generation(metadata: Mapping[str, Any]) -> int:

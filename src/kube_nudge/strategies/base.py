@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.events import ObjectRef
-from kube_nudge.kube.workloads import WorkloadKind
+from kube_nudge.kube.workloads import WorkloadKey, WorkloadKind
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -46,6 +46,7 @@ from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.notifications.model import Notification, NotificationKind
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
+from kube_nudge.runtime.expectations import WriteExpectations
 from kube_nudge.runtime.http import HttpServer
 from kube_nudge.runtime.metrics import Metrics
 
@@ -88,6 +89,11 @@ class Target:
         return ObjectRef(
             resource.api_version, resource.kind, self.namespace, self.name, self.view.uid
         )
+
+    @property
+    def key(self) -> WorkloadKey:
+        """(kind, namespace, name): the workload's key in the caches and the work queue."""
+        return (self.kind, self.namespace, self.name)
 
     def __str__(self) -> str:
         return f"{self.kind.resource.kind} {self.namespace}/{self.name}"
@@ -178,6 +184,12 @@ class StrategyContext:
     clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
     rollouts: RolloutDuties = field(default=RolloutDuties(), repr=False)
     """What every rollout owes the registered strategies (``build_strategies`` sets it)."""
+    expectations: WriteExpectations[WorkloadKey] = field(
+        default_factory=WriteExpectations, repr=False
+    )
+    """Each workload write's resourceVersion, until the caches show it: a pass reading
+    them earlier would act on what was there before the write. On the system clock by
+    default: built on ``clock`` where a clock is injected."""
 
 
 class Refused(Exception):

@@ -218,14 +218,17 @@ async def patch_fresh(
 
 
 async def patch_workload(context: StrategyContext, target: Target, patch: dict[str, Any]) -> None:
-    """Send a JSON merge patch of ``target`` as field manager kube-nudge, and count it."""
-    await context.client.request(
+    """Send a JSON merge patch of ``target`` as field manager kube-nudge, and count it;
+    until the caches show the write, passes over ``target`` wait for them
+    (``StrategyContext.expectations``)."""
+    written = await context.client.request(
         "PATCH",
         target.kind.resource.path(target.namespace, target.name),
         params={"fieldManager": FIELD_MANAGER},
         body=patch,
         content_type=MERGE_PATCH,
     )
+    context.expectations.wrote(target.key, written)
     context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
 
 

@@ -393,7 +393,7 @@ class SnapshotStrategy(AdoptsBaseline):
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         labels.pop("pod-template-hash", None)  # the ReplicaSet's own label
         template["metadata"] = {**(template.get("metadata") or {}), "labels": labels}
-        await client.request(
+        written = await client.request(
             "PATCH",
             target.kind.resource.path(target.namespace, target.name),
             params={"fieldManager": FIELD_MANAGER},
@@ -407,6 +407,7 @@ class SnapshotStrategy(AdoptsBaseline):
                 {"op": "replace", "path": "/spec/template", "value": template},
             ],
         )
+        self._context.expectations.wrote(target.key, written)
         self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
         copies = _copy_names(
             parse_stand_ins(template_annotation(revision, revisions.template_path, SNAPSHOTS))

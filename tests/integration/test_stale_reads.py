@@ -1,0 +1,131 @@
+"""A reconcile never acts twice on a stale read. The controller's Deployment watch runs
+through an API proxy that holds every event back (``ApiProxy.delay_watches``), so its
+cache lags its own writes by seconds; an edit of the workload made just before the
+controller writes reaches the cache after that write and before the write's echo, and
+the pass it brings reads what the write has already changed. That pass must do nothing
+(``runtime/expectations.py``); the echo brings the workload back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kube_nudge.agentwire import LOADED_AT
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model.projection import resource_version
+from kube_nudge.strategies.hot.settings import HOT_RELOAD, hot_reload
+from kube_nudge_dev import manifests
+from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.manifests import ENABLED
+from kube_nudge_dev.waiting import until, wait_for_object
+from tests.integration.apiproxy import proxy_for
+from tests.integration.controller_support import (
+    Running,
+    events,
+    eventually,
+    posted,
+    running_controller,
+    template_hash,
+)
+from tests.integration.hot_support import DATA, agent_reports, nudged, replicasets, start
+
+pytestmark = pytest.mark.cluster
+DEPLOYMENT = BUILTIN_KINDS[0]
+LAG = 4.0
+"""Seconds each Deployment watch event is held back: more than strategy hot's 2 s poll,
+so the confirmation is written before the edit made ahead of it reaches the cache."""
+
+
+async def poke(kube: KubeClient, namespace: str, value: str) -> int:
+    """An edit of `web` nobody but the test cares about; the resourceVersion it made."""
+    edited = await kube.merge_patch(
+        DEPLOYMENTS.path(namespace, "web"),
+        {"metadata": {"annotations": {"example.com/poke": value}}},
+    )
+    return resource_version(edited["metadata"])
+
+
+def cached(running: Running, namespace: str) -> Any:
+    return running.controller.cache.workload((DEPLOYMENT, namespace, "web"))
+
+
+async def caught_up(running: Running, namespace: str, version: int) -> None:
+    """Until the controller's cache shows `web` at ``version`` or later, then settled."""
+    await eventually(
+        lambda: (
+            (view := cached(running, namespace)) is not None and view.resource_version >= version
+        ),
+        timeout=30,
+    )
+    await running.controller.settled(timeout=30)
+
+
+async def test_a_hot_reload_is_confirmed_once_while_the_cache_lags(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    found = await start(kube, namespace)
+    async with proxy_for(cluster) as proxy:
+        proxy.delay_watches("deployments", LAG)
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
+        async with running_controller(cluster, namespace, kubeconfig=kubeconfig) as running:
+            reloads = running.metrics.hot_reloads.labels(outcome="reloaded")
+            await kube.merge_patch(
+                CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "port 81"}}
+            )
+            found = await nudged(kube, namespace)
+            await eventually(lambda: hot_reload(cached(running, namespace)) is not None,
+                             timeout=30)  # fmt: skip
+            poked = await poke(kube, namespace, "before-the-confirmation")
+            for pod in found:
+                await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT,
+                                    {**DATA, "app.conf": "port 81"})  # fmt: skip
+            confirmed = await wait_for_object(
+                kube, DEPLOYMENTS.path(namespace), "web",
+                lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}), timeout=30,
+            )  # fmt: skip
+            # The poke reaches the cache after the confirmation was written: the pass it
+            # brings still sees the hot-reload record.
+            assert resource_version(confirmed["metadata"]) > poked
+            await caught_up(running, namespace, resource_version(confirmed["metadata"]))
+            [reloaded] = await posted(kube, namespace, "HotReloaded")
+            assert (reloads._value.get(), reloaded.get("count", 1)) == (1, 1)
+
+
+async def test_a_rollout_is_written_once_while_the_cache_lags(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
+    spec = manifests.pod_spec(containers=[{
+        "name": "app", "image": "registry.invalid/app:1",
+        "envFrom": [{"configMapRef": {"name": "app"}}],
+    }])  # fmt: skip
+    deployment = manifests.deployment("web", spec=spec, annotations=ENABLED)
+    await kube.create(DEPLOYMENTS.path(namespace), deployment)
+    async with proxy_for(cluster) as proxy:
+        proxy.delay_watches("deployments", LAG)
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
+        async with running_controller(cluster, namespace, kubeconfig=kubeconfig) as running:
+            nudges = running.metrics.nudges.labels(kind="Deployment")
+            # The poke reaches the cache after the rollout is written, before its echo.
+            poked = await poke(kube, namespace, "before-the-rollout")
+            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "x"}})
+            rolled = await wait_for_object(
+                kube, DEPLOYMENTS.path(namespace), "web",
+                lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+            )  # fmt: skip
+            assert resource_version(rolled["metadata"]) > poked
+            await caught_up(running, namespace, resource_version(rolled["metadata"]))
+            latest = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+            await caught_up(running, namespace, resource_version(latest["metadata"]))
+            assert nudges._value.get() == 1
+            assert template_hash(latest, DEPLOYMENT) == template_hash(rolled, DEPLOYMENT)
+            assert [e.get("count", 1) for e in await events(kube, namespace, "Rolling")] == [1]
+            await until(lambda: _two_replicasets(kube, namespace), timeout=30)
+
+
+async def _two_replicasets(kube: KubeClient, namespace: str) -> bool:
+    return await replicasets(kube, namespace) == 2
