@@ -80,3 +80,117 @@ def test_no_value_reaches_an_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as caught:
         read_manifests([str(path)])
     assert "hunter2" not in str(caught.value)
+
+
+# -- what the API server would refuse -----------------------------------------------------
+
+
+def refused(tmp_path: Path, text: str) -> str:
+    """The one-line error reading ``text`` as x.yaml gives."""
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError) as caught:
+        read_manifests([str(path)])
+    message = str(caught.value)
+    assert "\n" not in message
+    return message.removeprefix(f"-f {path} document 1: ")
+
+
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (f"{CM}data: {{SIZE: 10}}\n", "ConfigMap app: data.SIZE: want a string, got a number"),
+        (f"{CM}data: {{on: true}}\n", "ConfigMap app: data.true: want a string, got a boolean"),
+        (f"{CM}data: [a, b]\n", "ConfigMap app: data: want a mapping, got a list"),
+        ("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: 'hunter2!'}\n",
+         "Secret db: data.password: not base64"),
+        ("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {port: 5432}\n",
+         "Secret db: stringData.port: want a string, got a number"),
+        (f"{CM}binaryData: {{blob: '%%%'}}\n", "ConfigMap app: binaryData.blob: not base64"),
+        (f"{CM}data: {{'my key': a}}\n", 'ConfigMap app: data["my key"]: not a valid key'),
+        (f"{CM}data: {{'..x': a}}\n", "data[\"..x\"]: not a valid key: must not start with '..'"),
+        (f"{CM}data: {{a: x}}\nbinaryData: {{a: eA==}}\n",
+         "binaryData.a: also in data (a key may be in only one)"),
+        ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  annotations:\n"
+         "    kube-nudge.io/enabled: true\n",
+         'Deployment web: metadata.annotations["kube-nudge.io/enabled"]: want a string, '
+         "got a boolean (quote it)"),
+        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: Web_1}\n",
+         "Deployment Web_1: metadata.name: not a valid name"),
+        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, labels: {a: 'b c'}}\n",
+         "metadata.labels.a: not a valid label value"),
+        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, annotations: {'a b': x}}\n",
+         'metadata.annotations["a b"]: not a valid key'),
+    ],
+)  # fmt: skip
+def test_what_the_api_server_refuses_is_refused_naming_object_and_field(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    assert says in refused(tmp_path, text)
+
+
+def test_what_the_api_server_takes_is_taken(tmp_path: Path) -> None:
+    """Line breaks in base64 (Go skips them), nulls (unset), keys with dots and dashes,
+    prefixed annotation keys, and a workload's spec, which is not checked here."""
+    (tmp_path / "ok.yaml").write_text(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: db, labels: null}\n"
+        "data:\n  tls.crt: |\n    aGVsbG8g\n    d29ybGQ=\n  empty: ''\n"
+        "---\n" + CM + "data: {app.conf: x, LOG-level_1: y, empty: ''}\n"
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web.v2\n"
+        "  annotations: {kube-nudge.io/strategy: hot, example.com/x: ''}\nspec: {replicas: 'x'}\n"
+    )
+    assert names(read_manifests([str(tmp_path)])) == [
+        "Secret/db",
+        "ConfigMap/app",
+        "Deployment/web.v2",
+    ]
+
+
+def test_no_secret_value_reaches_a_refusal(tmp_path: Path) -> None:
+    message = refused(tmp_path, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\n"
+                                "data: {password: 'hunter2-not-base64'}\n")  # fmt: skip
+    assert "hunter2" not in message
+
+
+def test_no_objects_is_an_error_as_kubectl_apply_says(tmp_path: Path) -> None:
+    (tmp_path / "empty.yaml").write_text("")
+    (tmp_path / "comments.yaml").write_text("# nothing yet\n---\n")
+    for name in ("empty.yaml", "comments.yaml"):
+        with pytest.raises(ValueError, match=r": no objects passed to apply$"):
+            read_manifests([str(tmp_path / name)])
+    assert read_manifests([str(tmp_path / "empty.yaml")], empty_ok=True) == []
+
+
+def test_a_folder_of_subfolders_without_recursive_says_so(tmp_path: Path) -> None:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "cm.yaml").write_text(CONFIGMAP)
+    with pytest.raises(ValueError, match=r"no objects passed to apply \(.* -R reads them\)$"):
+        read_manifests([str(tmp_path)])
+    assert names(read_manifests([str(tmp_path)], recursive=True)) == ["ConfigMap/app"]
+
+
+def test_the_same_object_twice_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(CONFIGMAP)
+    (tmp_path / "b.yaml").write_text(CONFIGMAP.replace("info", "debug"))
+    with pytest.raises(ValueError, match=r"b\.yaml document 1: ConfigMap app is also in .*a\.yaml"):
+        read_manifests([str(tmp_path)])
+    (tmp_path / "b.yaml").write_text(CONFIGMAP.replace("{name: app}", "{name: app, namespace: x}"))
+    assert len(read_manifests([str(tmp_path)])) == 2  # another namespace: another object
+
+
+def test_a_kustomization_is_sent_to_kustomize_build(tmp_path: Path) -> None:
+    (tmp_path / "cm.yaml").write_text(CONFIGMAP)
+    (tmp_path / "kustomization.yaml").write_text("resources: [cm.yaml]\n")
+    hint = r"a Kustomization, not a manifest: render it first \(kustomize build .* \| kube-nudge"
+    with pytest.raises(ValueError, match=hint):
+        read_manifests([str(tmp_path)])
+    with pytest.raises(ValueError, match=hint):
+        read_manifests([str(tmp_path / "kustomization.yaml")])
+    (tmp_path / "k.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n"
+    )
+    with pytest.raises(ValueError, match=hint):
+        read_manifests([str(tmp_path / "k.yaml")])

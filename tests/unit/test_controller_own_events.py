@@ -198,7 +198,7 @@ async def test_the_echo_a_pass_was_held_back_for_brings_it_back(
 async def test_the_echo_of_a_write_no_pass_waited_for_queues_nothing(
     controller: tuple[Controller, FakeClock],
 ) -> None:
-    ctl, clock = controller
+    ctl, _ = controller
     rolled = dataclasses.replace(debounced(workload(template_hash="h1")), resource_version=7)
     seen(ctl, rolled)
     workload_event(ctl, None, rolled)

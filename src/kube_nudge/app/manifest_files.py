@@ -4,6 +4,11 @@ several documents per file, ``kind: List`` (and ``*List``) unwrapped, a director
 standard input. Exactly what ``helm template``, ``kustomize build`` or a manifests folder
 gives.
 
+What ``kubectl apply`` would refuse is refused here too, before anything is planned: an
+input with no objects, the same object twice, an object the API server would refuse
+(``manifest_checks``: its published schema and its validation), and a Kustomization, which
+is rendered first (``kustomize build DIR | kube-nudge plan -f -``).
+
 Every problem is a ``ValueError`` of one line naming the file and the document, never a
 value from it (a Secret's data must not reach an error message).
 """
@@ -18,9 +23,13 @@ from typing import Any, TextIO
 
 import yaml
 
+from kube_nudge.app.manifest_checks import object_problem
+
 __all__ = ["Manifest", "read_manifests"]
 
 _SUFFIXES = (".yaml", ".yml", ".json")
+#: The files ``kustomize build`` (``kubectl apply -k``) reads a folder from.
+_KUSTOMIZATIONS = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -58,9 +67,11 @@ def read_manifests(
     recursive: bool = False,
     stdin: TextIO | None = None,
     flag: str = "-f",
+    empty_ok: bool = False,
 ) -> list[Manifest]:
     """Every object in ``paths``, in order; ``ValueError`` (one line, starting with
-    ``flag``) on the first problem."""
+    ``flag``) on the first problem, and when there is no object at all (unless
+    ``empty_ok``: a base before the first manifests were written)."""
     found: list[Manifest] = []
     for given in paths:
         for name, text in _texts(given, recursive, stdin or sys.stdin, flag):
@@ -68,7 +79,43 @@ def read_manifests(
                 found.extend(_objects(name, text))
             except ValueError as exc:
                 raise ValueError(f"{flag} {exc}") from None
+    if not found and not empty_ok:
+        raise ValueError(
+            f"{flag} {' '.join(paths)}: no objects passed to apply{_why_none(paths, recursive)}"
+        )
+    _refuse_duplicates(found, flag)
     return found
+
+
+def _why_none(paths: Sequence[str], recursive: bool) -> str:
+    """A hint when a folder given without -R holds only subfolders' manifests."""
+    if recursive:
+        return ""
+    for given in paths:
+        path = Path(given)
+        if (
+            given != "-"
+            and path.is_dir()
+            and any(p.is_file() and p.suffix in _SUFFIXES for p in path.glob("*/**/*"))
+        ):
+            return f" ({given} has manifests in subdirectories: -R reads them)"
+    return ""
+
+
+def _refuse_duplicates(found: Sequence[Manifest], flag: str) -> None:
+    """The same object twice (kind, namespace, name): ``kubectl apply`` would apply both,
+    the later winning; a plan of either one would be wrong about the other."""
+    first: dict[tuple[str, str, str, str], str] = {}
+    for manifest in found:
+        metadata = manifest.obj.get("metadata") or {}
+        group = manifest.api_version.rpartition("/")[0]
+        key = (group, manifest.kind, str(metadata.get("namespace") or ""), manifest.name)
+        if key in first:
+            raise ValueError(
+                f"{flag} {manifest.origin}: {manifest.kind} {manifest.name} is also in "
+                f"{first[key]}: give each object once"
+            )
+        first[key] = manifest.origin
 
 
 def _texts(given: str, recursive: bool, stdin: TextIO, flag: str) -> Iterator[tuple[str, str]]:
@@ -80,9 +127,13 @@ def _texts(given: str, recursive: bool, stdin: TextIO, flag: str) -> Iterator[tu
     if path.is_dir():
         pattern = "**/*" if recursive else "*"
         files = sorted(p for p in path.glob(pattern) if p.is_file() and p.suffix in _SUFFIXES)
+        for file in sorted(p for p in path.glob(pattern) if p.name in _KUSTOMIZATIONS):
+            raise ValueError(_kustomization(flag, str(file), str(file.parent)))
         for file in files:
             yield from _texts(str(file), recursive, stdin, flag)
         return
+    if path.name in _KUSTOMIZATIONS:
+        raise ValueError(_kustomization(flag, given, str(path.parent)))
     try:
         yield given, path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -106,6 +157,13 @@ def _objects(name: str, text: str) -> Iterator[Manifest]:
         yield from _unwrapped(document, f"{name} document {index}")
 
 
+def _kustomization(flag: str, where: str, folder: str) -> str:
+    return (
+        f"{flag} {where}: a Kustomization, not a manifest: render it first "
+        f"(kustomize build {folder} | kube-nudge plan -f -)"
+    )
+
+
 def _unwrapped(document: object, origin: str) -> Iterator[Manifest]:
     """The object, or the items of a ``List``, each checked to be a named object."""
     if not isinstance(document, dict):
@@ -121,10 +179,15 @@ def _unwrapped(document: object, origin: str) -> Iterator[Manifest]:
     metadata = document.get("metadata")
     if not (isinstance(kind, str) and kind and isinstance(document.get("apiVersion"), str)):
         raise ValueError(f"{origin}: want apiVersion and kind")
+    if kind == "Kustomization" and str(document["apiVersion"]).startswith("kustomize.config"):
+        raise ValueError(_kustomization("", origin, "DIR").lstrip())
     if not (isinstance(metadata, dict) and isinstance(metadata.get("name"), str)):
         raise ValueError(
             f"{origin}: a {kind} without metadata.name (generateName can't be planned)"
         )
+    problem = object_problem(document)
+    if problem is not None:
+        raise ValueError(f"{origin}: {kind} {metadata['name']}: {problem}")
     yield Manifest(document, origin)
 
 

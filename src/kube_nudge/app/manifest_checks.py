@@ -1,0 +1,251 @@
+"""What the API server would refuse in the manifests ``plan`` reads, refused before planning:
+a plan of objects that can't be applied would predict what never happens.
+
+Two sources of rules, both the API's own:
+
+- **The OpenAPI schema the control plane publishes** (``/openapi/v3/api/v1``) for ConfigMap,
+  Secret and every object's ``metadata`` (ObjectMeta), kept in ``schemas/core-v1.json``
+  (written by ``tools/api_schemas.py`` from the local control plane; an integration test
+  holds it equal to what the API server serves) and evaluated by jsonschema: ``data`` and
+  ``stringData`` values and annotation values are strings, ``data`` and ``binaryData``
+  values are base64 (``format: byte``), fields have their types.
+- **The validation the API server runs beyond its schema** (k8s.io/apimachinery's
+  ``validation`` package: ``IsConfigMapKey``, ``IsDNS1123Subdomain``,
+  ``IsQualifiedName``, ``IsValidLabelValue``; k8s.io/kubernetes' ``ValidateConfigMap``,
+  ``ValidateSecret``), which no schema carries: written here, rule for rule, each naming
+  its Go function.
+
+Every message is one line naming the object and the field, never a value (a Secret's data
+must not reach an error message). The object is named by where it came from (file and
+document) by the caller.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import json
+import re
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from typing import Any, Final
+
+__all__ = ["object_problem"]
+
+_SCHEMAS: Final = "core-v1.json"
+_KINDS: Final = {
+    ("v1", "ConfigMap"): "io.k8s.api.core.v1.ConfigMap",
+    ("v1", "Secret"): "io.k8s.api.core.v1.Secret",
+}
+_OBJECT_META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+# k8s.io/apimachinery/pkg/util/validation: validation.go.
+_DNS1123_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN: Final = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
+_DNS1123_SUBDOMAIN_MAX: Final = 253
+_CONFIG_MAP_KEY: Final = re.compile(r"[-._a-zA-Z0-9]+")
+_QUALIFIED_NAME: Final = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_QUALIFIED_NAME_MAX: Final = 63
+_LABEL_VALUE: Final = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_LABEL_VALUE_MAX: Final = 63
+# k8s.io/apimachinery/pkg/api/validation/objectmeta.go: TotalAnnotationSizeLimitB.
+_ANNOTATIONS_MAX: Final = 256 * 1024
+# k8s.io/kubernetes/pkg/apis/core/validation: ValidateConfigMap, ValidateSecret
+# (MaxSecretSize; a ConfigMap's data and binaryData together, the same limit).
+_DATA_MAX: Final = 1024 * 1024
+
+
+def object_problem(obj: Mapping[str, Any]) -> str | None:
+    """What the API server would refuse in ``obj`` (one line: the field and why), or None.
+    Only ConfigMaps and Secrets are checked whole; every object's metadata is checked."""
+    kind = (str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+    schema = _KINDS.get(kind)
+    sent = _without_nulls(obj)
+    for problem in _schema_problems(sent, schema or _OBJECT_META, schema):
+        return problem
+    # The schema held: the metadata is a mapping, and so is the data of a ConfigMap/Secret.
+    for problem in _metadata_problems(sent.get("metadata") or {}):
+        return problem
+    if schema is not None:
+        for problem in _data_problems(sent, kind[1]):
+            return problem
+    return None
+
+
+# -- the published schema --------------------------------------------------------------------
+
+
+@functools.cache
+def _components() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("schemas", _SCHEMAS).read_text("utf-8")
+    return {"schemas": json.loads(text)["schemas"]}
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    """A jsonschema validator of components/schemas/``name`` (imported here: only ``plan``
+    needs it, and ``run`` starts without it)."""
+    from jsonschema import Draft7Validator, FormatChecker
+
+    checker = FormatChecker(formats=())
+    checker.checks("byte", raises=(binascii.Error, ValueError))(_is_base64)
+    document = {"allOf": [{"$ref": f"#/components/schemas/{name}"}], "components": _components()}
+    return Draft7Validator(document, format_checker=checker)
+
+
+def _is_base64(value: object) -> bool:
+    """``format: byte`` as the API server decodes it (Go's encoding/json: standard base64,
+    padded; line breaks are skipped)."""
+    if not isinstance(value, str):
+        return True  # the type is checked on its own
+    base64.b64decode(value.replace("\r", "").replace("\n", ""), validate=True)
+    return True
+
+
+def _schema_problems(obj: Mapping[str, Any], name: str, whole: str | None) -> Iterator[str]:
+    """The schema's first objection, in field order; ``whole`` None: only ``metadata``."""
+    instance: Any = obj if whole is not None else obj.get("metadata", {})
+    errors = sorted(_validator(name).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    for error in errors:
+        path = [] if whole is not None else ["metadata"]
+        yield f"{_field([*path, *error.absolute_path])}: {_why(error)}"
+
+
+def _why(error: Any) -> str:
+    """Why the schema refused a value, never the value."""
+    if error.validator == "type":
+        want = error.validator_value
+        return f"want {_article(want)}, got {_type_of(error.instance)}"
+    if error.validator == "format" and error.validator_value == "byte":
+        return "not base64 (the API server decodes it as standard base64)"
+    if error.validator == "required":
+        return "a required field is missing"
+    if error.validator == "enum":
+        return "not one of the allowed values"
+    return f"refused by the API's schema ({error.validator})"
+
+
+def _article(want: object) -> str:
+    names = {"string": "a string", "object": "a mapping", "array": "a list",
+             "integer": "an integer", "number": "a number", "boolean": "a boolean"}  # fmt: skip
+    if isinstance(want, list):
+        return " or ".join(names.get(str(w), str(w)) for w in want)
+    return names.get(str(want), str(want))
+
+
+def _type_of(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean (quote it)"
+    if isinstance(value, int | float):
+        return "a number (quote it)"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a string"
+
+
+def _field(path: list[Any]) -> str:
+    """``data.SIZE``, ``spec.items[2]``: keys with dots or slashes in brackets."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", str(part)):
+            text += f".{part}" if text else str(part)
+        else:
+            text += f"[{json.dumps(str(part))}]"
+    return text or "(the object)"
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` as the API server gets it from ``kubectl apply``: null fields left out
+    (unset), keys as strings (YAML's ``on:`` or ``1:`` are keys "true" and "1" in JSON)."""
+    if isinstance(value, Mapping):
+        return {_key(k): _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _key(key: object) -> str:
+    return json.dumps(key) if isinstance(key, bool) else str(key)
+
+
+# -- the validation beyond the schema -------------------------------------------------------
+
+
+def _metadata_problems(metadata: Mapping[str, Any]) -> Iterator[str]:
+    """ObjectMeta's rules (ValidateObjectMeta): the name, annotation and label keys, label
+    values, the annotations' total size."""
+    name = metadata.get("name")
+    if isinstance(name, str) and not _dns1123_subdomain(name):
+        yield (
+            "metadata.name: not a valid name (lower case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit, at most 253 characters)"
+        )
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, Mapping):
+        for key in annotations:
+            if not _qualified_name(str(key)):
+                yield f"{_field(['metadata', 'annotations', key])}: not a valid key"
+        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+        if size > _ANNOTATIONS_MAX:
+            yield f"metadata.annotations: {size} bytes, more than the API's {_ANNOTATIONS_MAX}"
+    labels = metadata.get("labels")
+    if isinstance(labels, Mapping):
+        for key, value in labels.items():
+            where = _field(["metadata", "labels", key])
+            if not _qualified_name(str(key)):
+                yield f"{where}: not a valid key"
+            elif not (len(str(value)) <= _LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(str(value))):
+                yield f"{where}: not a valid label value"
+
+
+def _data_problems(obj: Mapping[str, Any], kind: str) -> Iterator[str]:
+    """ValidateConfigMap / ValidateSecret: every key is a valid key (IsConfigMapKey), no key
+    in both a ConfigMap's data and binaryData, the data at most 1 MiB."""
+    fields = ("data", "binaryData") if kind == "ConfigMap" else ("data", "stringData")
+    seen: dict[str, str] = {}
+    size = 0
+    for field in fields:
+        values = obj.get(field)
+        if not isinstance(values, Mapping):
+            continue
+        for key, value in values.items():
+            key = str(key)
+            if (why := _config_map_key(key)) is not None:
+                yield f"{_field([field, key])}: not a valid key: {why}"
+            if kind == "ConfigMap" and key in seen:
+                yield f"{_field([field, key])}: also in {seen[key]} (a key may be in only one)"
+            seen.setdefault(key, field)
+            size += len(str(value))
+    if size > _DATA_MAX:
+        yield f"data: {size} bytes, more than the API's {_DATA_MAX}"
+
+
+def _config_map_key(key: str) -> str | None:
+    """IsConfigMapKey: why ``key`` is not a valid key of a ConfigMap or Secret, or None."""
+    if len(key) > _DNS1123_SUBDOMAIN_MAX:
+        return f"longer than {_DNS1123_SUBDOMAIN_MAX} characters"
+    if not _CONFIG_MAP_KEY.fullmatch(key):
+        return "only letters, digits, '-', '_' and '.'"
+    if key in (".", ".."):
+        return f"must not be {key!r}"
+    if key.startswith(".."):
+        return "must not start with '..'"
+    return None
+
+
+def _dns1123_subdomain(value: str) -> bool:
+    """IsDNS1123Subdomain."""
+    return len(value) <= _DNS1123_SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
+
+
+def _qualified_name(key: str) -> bool:
+    """IsQualifiedName: an optional DNS subdomain prefix and '/', then a name of at most 63."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (prefix and _dns1123_subdomain(prefix)):
+        return False
+    return len(name) <= _QUALIFIED_NAME_MAX and bool(_QUALIFIED_NAME.fullmatch(name))
