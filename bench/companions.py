@@ -78,6 +78,7 @@ def with_companions(document: dict[str, Any], results_dir: Path) -> dict[str, An
             "generated": other["generated"],
             "newer": newer,
             "commit": other["machine"]["git_commit"],
+            "kubernetes": other["machine"].get("kubernetes"),
             "dirty": dirty(other),
             "repeat": other["sizes"]["repeat"],
             "command": other["command"],
@@ -97,6 +98,27 @@ def _ran(document: dict[str, Any], name: str) -> bool:
     return any(_measured(scenarios, name) for scenarios in document["results"].values())
 
 
+def stands_in(document: dict[str, Any], scenario: str) -> dict[str, Any] | None:
+    """The companion run standing in for ``scenario`` in a merged ``document``, if any."""
+    return (document.get("companions") or {}).get(scenario)
+
+
+def which_run(name: str, companion: dict[str, Any]) -> str:
+    """The companion run of scenario ``name``, as a table names it beside its figures: when,
+    at which commit, on which control plane, and whose rows it left to the full run."""
+    on = f" on Kubernetes {companion['kubernetes']}" if companion.get("kubernetes") else ""
+    kept = companion.get("kept")
+    others = f" ({', '.join(kept)}: the full run)" if kept else ""
+    return f"`{name}` run {companion['generated']}, commit {companion['commit']}{on}{others}"
+
+
+def runs_of(document: dict[str, Any], scenarios: tuple[str, ...]) -> str:
+    """The runs other than ``document``'s own that ``scenarios``' figures come from, "; "
+    between them; "" when they all come from the document's run."""
+    found = [(name, stands_in(document, name)) for name in scenarios]
+    return "; ".join(which_run(name, companion) for name, companion in found if companion)
+
+
 def intro(name: str, companion: dict[str, Any]) -> str:
     """The line that says a section comes from its own run."""
     warning = (" **Measured on a dirty tree**: these figures belong to no commit; measure "
@@ -109,9 +131,10 @@ def intro(name: str, companion: dict[str, Any]) -> str:
         if companion.get("newer", True)
         else "the full run above did not run this scenario"
     )
+    on = f" on Kubernetes {companion['kubernetes']}" if companion.get("kubernetes") else ""
     return (
         f"From its own run ({companion['generated']}, {companion['repeat']} repetition(s), "
-        f"kube-nudge at commit {companion['commit']}; {when}): "
+        f"kube-nudge at commit {companion['commit']}{on}; {when}): "
         f"`{companion['command']}`, in [bench/results/{name}.md](bench/results/{name}.md)."
         f"{others}{dirty}"
     )

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import targets
+from bench import companions, targets
 from bench.companions import dirty, with_companions
 from bench.config import ROOT
 from bench.profile import HTTP, LABELS, category_names
@@ -96,7 +96,8 @@ def latest_summary(document: dict[str, Any]) -> str:
         *provenance(document),
         f"Run {document['generated']} ({document['mode']} sizes, "
         f"{document['duration_min']:.1f} min, {machine['nproc']} cores shared by the whole "
-        f"control plane), kube-nudge at commit {str(machine['git_commit']).split('+')[0]}; "
+        f"control plane), kube-nudge at commit {_commit(document)} on "
+        f"Kubernetes {machine.get('kubernetes', 'unknown')}; "
         f"median of {sizes['repeat']} repetition(s); a tool still rolling after "
         f"{sizes['roll_timeout']:g} s is projected from its rate (≈), and so is any ratio "
         "resting on such a time. The spreads, the ratios and the method are in "
@@ -107,9 +108,13 @@ def latest_summary(document: dict[str, Any]) -> str:
     ]
     for label, scenario, metrics, _ in SUMMARY_ROWS:
         cells = [_summary_cell(document, tool, scenario, metrics) for tool in tools]
+        other = companions.runs_of(document, (scenario,))
         if any(cells):
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "kube-nudge's targets in that run:", "", *targets.table(document)]
+            lines.append(f"| {label}{f' ({other})' if other else ''} | " + " | ".join(cells)
+                         + " |")  # fmt: skip
+    lines += ["", "kube-nudge's targets in that run; a row whose figures come from a run of "
+              f"its own names that run, its commit and control plane (\"{targets.OTHER_RUN}\"):",
+              "", *targets.table(document)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -125,8 +130,14 @@ def snapshot_cost(document: dict[str, Any]) -> str:
     return (
         f"reaction latency p50 {both('latency', 'p50_ms', 'ms')} for `rollout`, p99 "
         f"{both('latency', 'p99_ms', 'ms')}; a change reaching {workloads:,} Deployments "
-        f"{both('fanout', 'fanout_s', 's')} (BENCHMARKS.md, run {document['generated']}).\n"
+        f"{both('fanout', 'fanout_s', 's')} (BENCHMARKS.md, run {document['generated']}, "
+        f"commit {_commit(document)}).\n"
     )
+
+
+def _commit(document: dict[str, Any]) -> str:
+    """The commit a bench run measured (its ``+dirty`` mark aside: dirty runs are refused)."""
+    return str(document["machine"]["git_commit"]).split("+")[0]
 
 
 def _getter(document: dict[str, Any], scenario: str) -> Callable[..., str]:
@@ -150,8 +161,17 @@ def agent(document: dict[str, Any]) -> str:
         f"`--watch-mode poll`; {get('reloads')} reloads for {get('swaps')} swaps. Idle at its "
         f"defaults the agent used {get('default_idle_cpu_pct')} % of a core and "
         f"{get('idle_rss_mib', 'MiB')} RSS{mb}; {get('rss_mib', 'MiB')} after the swaps and "
-        f"scrapes, peak (VmHWM) {get('peak_rss_any_mib', 'MiB')} (run {document['generated']}).\n"
+        f"scrapes, peak (VmHWM) {get('peak_rss_any_mib', 'MiB')} (run {_run(document, 'agent')}).\n"
     )
+
+
+def _run(document: dict[str, Any], scenario: str) -> str:
+    """When the figures of ``scenario`` were measured: the run's time, and a companion's
+    commit and control plane too when one stands in for the run's own."""
+    companion = companions.stands_in(document, scenario)
+    if companion is None:
+        return str(document["generated"])
+    return companions.which_run(scenario, companion)
 
 
 def agent_node(document: dict[str, Any]) -> str:
@@ -194,7 +214,8 @@ def cpu_profile(document: dict[str, Any]) -> str:
                     f"({ratio})")  # fmt: skip
     runs = len(figures.runs(KUBE_NUDGE, "fanout"))
     return (
-        "\n".join(lines) + f"\n\nMedians of {runs} runs ({document['generated']}, "
+        "\n".join(lines) + f"\n\nMedians of {runs} runs ({document['generated']}, kube-nudge "
+        f"at commit {_commit(document)} on Kubernetes {document['machine'].get('kubernetes')}, "
         f"`{document['command']}`; py-spy's own CPU shares the machine, so these runs' times "
         "are not the page's). The HTTP and TLS rows (the write's request; the event loop, TLS "
         "and aiohttp's callbacks) are what another HTTP client could make cheaper: "
@@ -223,7 +244,8 @@ def http_cost(document: dict[str, Any]) -> str:
     return (
         f"CPU per request, median of {document['rounds']} rounds of {document['requests']:,} "
         f"merge patches, {document['concurrency']} in flight ({document['generated']}, "
-        f"`make bench-http`): {figures}.\n"
+        f"commit {(document.get('tree') or {}).get('commit', 'unknown')}, `make bench-http`): "
+        f"{figures}.\n"
     )
 
 

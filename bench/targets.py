@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from bench import companions
+
 KUBE_NUDGE = "kube-nudge"
 MINIMAL = "minimal"  # the minimal client's kind (bench/minimal.py): the limit, not a peer
 
@@ -306,52 +308,98 @@ def _node_nudge(f: Figures) -> Verdict:
     return _n(p50, "ms"), compare, _status(p50 <= NODE_NUDGE_P50_S * 1000, approx=approx)
 
 
-TARGETS: tuple[tuple[str, Check], ...] = (
-    (
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One target: its text, the scenarios its figures come from, and its check."""
+
+    text: str
+    reads: tuple[str, ...]
+    check: Check
+
+
+TARGETS: tuple[Target, ...] = (
+    Target(
         "Default latency: at kube-nudge's defaults, p50 <= 100 ms and p99 <= 150 ms",
+        ("latency-debounce",),
         _default_latency,
     ),
-    ("Latency p99 <= 20 ms at `--debounce 0`, and no worse than the best peer", _latency),
-    ("Fan-out at least 10x faster than the best peer at its defaults", _faster("fanout")),
-    ("Burst at least 10x faster than the best peer at its defaults", _faster("burst")),
-    (
+    Target(
+        "Latency p99 <= 20 ms at `--debounce 0`, and no worse than the best peer",
+        ("latency",),
+        _latency,
+    ),
+    Target(
+        "Fan-out at least 10x faster than the best peer at its defaults",
+        ("fanout",),
+        _faster("fanout"),
+    ),
+    Target(
+        "Burst at least 10x faster than the best peer at its defaults",
+        ("burst",),
+        _faster("burst"),
+    ),
+    Target(
         "Fan-out and burst within 1.5x of a minimal client's time",
+        ("fanout", "burst"),
         _against_minimal(_time, "s", 1.0, MINIMAL_TIME_RATIO),
     ),
-    (
+    Target(
         "Tool CPU per write (fan-out and burst) <= 3x the minimal client's",
+        ("fanout", "burst"),
         _against_minimal(_cpu_per_write, "ms", 1000.0, CPU_PER_WRITE_RATIO),
     ),
-    ("Steady RSS at scale <= 1/4 of the best peer's", _steady),
-    ("Peak RSS (whole run) <= 1.5x steady", _peak),
-    ("Restart: <= 3 API requests besides the Lease, ready in <= 0.3 s, nothing written", _restart),
-    (
+    Target("Steady RSS at scale <= 1/4 of the best peer's", ("memory",), _steady),
+    Target("Peak RSS (whole run) <= 1.5x steady", ("memory",), _peak),
+    Target(
+        "Restart: <= 3 API requests besides the Lease, ready in <= 0.3 s, nothing written",
+        ("api-cost",),
+        _restart,
+    ),
+    Target(
         "10x scale point: 100,000 Secrets, 10,000 Deployments, measured and the change rolled",
+        ("scale",),
         _scale,
     ),
-    (
+    Target(
         "Exactly one write per affected workload (fan-out)",
+        ("fanout",),
         _every_run("fanout", "change_writes", lambda run: run["workloads"]),
     ),
-    (
+    Target(
         "Exactly one write per affected workload (burst)",
+        ("burst",),
         _every_run("burst", "change_writes", lambda run: run["workloads"]),
     ),
-    ("The fewest rollouts under a flapping Secret", _fewest_rollouts),
-    ("Reload agent RSS under 30 MB (steady and peak)", _agent_rss),
-    (
+    Target("The fewest rollouts under a flapping Secret", ("flapping",), _fewest_rollouts),
+    Target("Reload agent RSS under 30 MB (steady and peak)", ("agent",), _agent_rss),
+    Target(
         "Exactly one reload per `..data` swap (reload agent)",
+        ("agent",),
         _every_run("agent", "reloads", lambda run: run["swaps"]),
     ),
-    ("Hot reload on a real kubelet: PATCH to app reloaded p50 <= 2 s with the nudge", _node_nudge),
+    Target(
+        "Hot reload on a real kubelet: PATCH to app reloaded p50 <= 2 s with the nudge",
+        ("agent-node",),
+        _node_nudge,
+    ),
 )
+
+#: The column a targets table gains when a row's figures come from a run other than the
+#: one the table stands under (a companion run, bench/companions.py).
+OTHER_RUN = "From another run"
 
 
 def table(document: dict[str, Any]) -> list[str]:
-    """The targets table: kube-nudge's figure, what it is compared with, met or missed."""
+    """The targets table: kube-nudge's figure, what it is compared with, met or missed; and,
+    when some row's figures come from a companion run rather than ``document``'s own, a
+    column naming that run, its commit and control plane beside each such row."""
     figures = Figures(document["results"], document["tools"])
-    lines = ["| Target | kube-nudge | Compared with | Status |", "|---|---|---|---|"]
-    for text, check in TARGETS:
-        mine, compare, status = check(figures)
-        lines.append(f"| {text} | {mine} | {compare} | {status} |")
+    runs = [companions.runs_of(document, target.reads) for target in TARGETS]
+    header = ["Target", "kube-nudge", "Compared with", "Status"]
+    if any(runs):
+        header.append(OTHER_RUN)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for target, run in zip(TARGETS, runs, strict=True):
+        cells = [target.text, *target.check(figures)] + ([run] if any(runs) else [])
+        lines.append("| " + " | ".join(cells) + " |")
     return lines

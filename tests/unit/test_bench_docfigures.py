@@ -148,3 +148,34 @@ def test_an_older_companion_stands_in_for_a_scenario_the_full_run_skipped(tmp_pa
     assert merged["results"]["kube-nudge"]["agent"]["runs"] == [{"rss_mib": 24.5}]
     said = companions.intro("agent", merged["companions"]["agent"])
     assert "the full run above did not run this scenario" in said
+
+
+#: Blocks that still give a date without the commit, each with why; a stale entry fails.
+DATED_ONLY = {
+    ("reload.md", "agent"): "docs/reload.md was being rewritten on another branch",
+    ("reload.md", "agent-node"): "docs/reload.md was being rewritten on another branch",
+}
+
+
+def test_a_block_says_the_commit_its_figures_come_from() -> None:
+    """A date is not a run's name: every block of the pages names the commit measured."""
+    dated = set()
+    for path in docfigures.documents(REPO):
+        for block in _blocks(path.read_text()):
+            if not re.search(r"commit [0-9a-f]{7}", block["body"]):
+                dated.add((path.name, block["name"]))
+    assert dated == set(DATED_ONLY)
+
+
+def test_a_summary_row_from_a_companion_run_names_it() -> None:
+    merged = json.loads((REPO / "bench/results/latest.json").read_text())
+    merged["companions"] = {
+        "flapping": {"generated": "2099-01-01 00:00 UTC", "commit": "abc1234",
+                     "kubernetes": "v1.99.0", "kept": ["reloader", "wave"]}
+    }  # fmt: skip
+    rows = docfigures.latest_summary(merged).splitlines()
+    [row] = [line for line in rows if line.startswith("| Rollouts from a flapping")]
+    assert "`flapping` run 2099-01-01 00:00 UTC, commit abc1234 on Kubernetes v1.99.0" in row
+    assert "(reloader, wave: the full run)" in row
+    [latency] = [line for line in rows if line.startswith("| Reaction latency p50 / p99, `--")]
+    assert "commit" not in latency

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bench import targets
+from bench import companions, targets
+from bench.config import RESULTS
 from bench.report import ROWS, cell, table
 from bench.targets import KUBE_NUDGE, Figures
 
 Runs = list[dict[str, float]]
+LATEST = RESULTS / "latest.json"
 MINIMAL_TIME, CPU_PER_WRITE = targets.minimal_time, targets.cpu_per_write
 
 
@@ -180,3 +182,47 @@ def test_the_targets_table_has_one_row_per_target() -> None:
     assert len(lines) == 2 + len(targets.TARGETS)
     assert all(line.endswith("| n/a |") for line in lines[2:])
     assert table("fanout", {}, 1) == []
+
+
+def _latest() -> dict[str, Any]:
+    """The committed latest run, with the companion runs that stand in for its scenarios."""
+    return companions.with_companions(companions.load(LATEST), LATEST.parent)
+
+
+def test_each_target_reads_only_the_scenarios_it_declares() -> None:
+    """``Target.reads`` names the runs a row's figures come from: a check given only those
+    scenarios' figures says what it says with every scenario's."""
+    document = _latest()
+    everything = Figures(document["results"], document["tools"])
+    for target in targets.TARGETS:
+        only = {tool: {name: data for name, data in scenarios.items() if name in target.reads}
+                for tool, scenarios in document["results"].items()}  # fmt: skip
+        assert target.check(Figures(only, document["tools"])) == target.check(everything), (
+            target.text
+        )
+
+
+def test_a_row_from_a_companion_run_names_that_run_and_the_others_do_not() -> None:
+    document = _latest()
+    lines = targets.table(document)
+    assert lines[0].endswith(f"| {targets.OTHER_RUN} |")
+    rows = {target.text: line for target, line in zip(targets.TARGETS, lines[2:], strict=True)}
+    for target in targets.TARGETS:
+        row = rows[target.text]
+        for name in target.reads:
+            companion = document["companions"].get(name)
+            if companion is None:
+                continue
+            kubernetes = companion["kubernetes"]
+            assert f"`{name}` run {companion['generated']}, commit {companion['commit']} on " \
+                   f"Kubernetes {kubernetes}" in row, row  # fmt: skip
+        if not any(name in document["companions"] for name in target.reads):
+            assert row.endswith("|  |"), row  # the heading's run: nothing said
+    scale = rows[next(t.text for t in targets.TARGETS if t.reads == ("scale",))]
+    assert "commit 85b69d7 on Kubernetes v1.35.4" in scale  # the issue's example
+
+
+def test_without_companions_the_table_has_no_run_column() -> None:
+    document = companions.load(LATEST)
+    lines = targets.table(document)
+    assert lines[0] == "| Target | kube-nudge | Compared with | Status |"
