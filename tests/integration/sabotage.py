@@ -17,12 +17,14 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from kube_nudge.controller.workers import Workers
-from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.informer import Informer
+from kube_nudge.kube.transport import Transport
 from kube_nudge.runtime.manager import Manager
 from kube_nudge.strategies import writes
 from kube_nudge.strategies.base import StrategyContext, Target
@@ -32,16 +34,50 @@ ENV = "FAULT_SABOTAGE"
 
 @dataclass(frozen=True, slots=True)
 class Sabotage:
-    """What is broken, and the scenarios (pytest ``-k`` expression) that must then fail."""
+    """What is broken, the scenarios (pytest ``-k`` expression) that must then fail, and how:
+    each one's failure message must contain ``catches``, the check of the row's own guarantee
+    (a scenario failing on some other check proves a different thing). ``targets`` are the
+    attributes ``apply`` replaces, (owner, name), so a test can see it patch and undo them."""
 
     broken: str
     scenarios: str
+    catches: str
     apply: Callable[[pytest.MonkeyPatch], None]
+    targets: tuple[tuple[object, str], ...]
+
+
+#: The restart reason an informer last reported, kept on it by ``no-relist-on-410``.
+_LAST_RESTART = "_sabotage_last_restart"
+#: How long ``no-relist-on-410`` waits before resuming an expired watch: paced as a failed
+#: watch's retry is, never a hot loop against the API server.
+RESUME_PAUSE = 1.0
 
 
 def _no_relist_on_410(patch: pytest.MonkeyPatch) -> None:
-    # A 410 is handled as any other failed watch: resumed from the expired version.
-    patch.setattr(ApiError, "gone", property(lambda self: False))
+    # Only the re-list is broken: a 410 is still seen, logged and counted as an expired
+    # watch (the scenarios also check that count), but the informer then resumes from the
+    # expired version instead of re-listing, so what changed in the gap never reaches it.
+    init, fill = Informer.__init__, Informer._fill
+
+    def noting_restarts(self: Informer[Any], *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        report = self.on_restart
+
+        def noted(reason: str) -> None:
+            setattr(self, _LAST_RESTART, reason)
+            report(reason)
+
+        self.on_restart = noted
+
+    async def resume_instead(self: Informer[Any]) -> None:
+        if getattr(self, _LAST_RESTART, None) != "expired":
+            await fill(self)  # the first fill, or a re-list for any other reason
+            return
+        await asyncio.sleep(RESUME_PAUSE)
+        await self._watch()
+
+    patch.setattr(Informer, "__init__", noting_restarts)
+    patch.setattr(Informer, "_fill", resume_instead)
 
 
 def _no_watch_timeout(patch: pytest.MonkeyPatch) -> None:
@@ -94,11 +130,29 @@ def _workers_without_lease(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(Manager, "__init__", everything_always)
 
 
+#: The instance attribute through which a 429's Retry-After holds every request of a client.
+HOLD = "_hold_until"
+
+
+class _NoTransport:
+    """Enough of a ``Transport`` to build a ``KubeClient`` that never sends anything."""
+
+    def sibling(self, connections: int) -> _NoTransport:
+        return self
+
+
 def _retry_after_per_request(patch: pytest.MonkeyPatch) -> None:
     # A 429's Retry-After delays the retried request only; the client holds nothing else.
-    # (An instance attribute: a class property without a setter's effect shadows it.)
+    # The hold is an instance attribute, which only a class property (its setter dropping
+    # every write) can shadow, and MonkeyPatch can only check the class for it: so a client
+    # is built first, and a rename of the attribute in the product fails here, loudly.
+    if HOLD not in vars(KubeClient(cast(Transport, _NoTransport()))):
+        raise AttributeError(
+            f"KubeClient instances have no {HOLD!r} any more: follow the rename of the "
+            "Retry-After hold in tests/integration/sabotage.py"
+        )
     no_hold = property(lambda self: 0.0, lambda self, value: None)
-    patch.setattr(KubeClient, "_hold_until", no_hold, raising=False)
+    patch.setattr(KubeClient, HOLD, no_hold, raising=False)  # checked just above
 
 
 def _stale_read_modify_write(patch: pytest.MonkeyPatch) -> None:
@@ -125,26 +179,51 @@ def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
             into[key] = value
 
 
+#: The fault suite's own check that a change reached every workload (faults.Convergence).
+CHANGES_LOST = "not converged (changes lost)"
+
 SABOTAGES: dict[str, Sabotage] = {
     "no-relist-on-410": Sabotage(
-        "no re-list on 410", "apiserver_restart or expired or compaction", _no_relist_on_410
+        "no re-list on 410",
+        "apiserver_restart or expired or compaction",
+        CHANGES_LOST,
+        _no_relist_on_410,
+        ((Informer, "__init__"), (Informer, "_fill")),
     ),
-    "no-watch-timeout": Sabotage("no read timeout on watches", "silent", _no_watch_timeout),
+    "no-watch-timeout": Sabotage(
+        "no read timeout on watches",
+        "silent",
+        CHANGES_LOST,
+        _no_watch_timeout,
+        ((KubeClient, "watch"),),
+    ),
     "no-resync-at-start": Sabotage(
         "the resync when workers start skips adopted workloads",
         "sigkill_during",
+        CHANGES_LOST,
         _no_resync_at_start,
+        ((Workers, "run"),),
     ),
     "workers-without-lease": Sabotage(
-        "workers started regardless of the lease", "leader_dies", _workers_without_lease
+        "workers started regardless of the lease",
+        "leader_dies",
+        "writers interleaved",
+        _workers_without_lease,
+        ((Manager, "__init__"),),
     ),
     "retry-after-per-request": Sabotage(
-        "Retry-After holds only the retried request", "throttled", _retry_after_per_request
+        "Retry-After holds only the retried request",
+        "throttled",
+        "Retry-After not honoured",
+        _retry_after_per_request,
+        ((KubeClient, HOLD),),
     ),
     "stale-read-modify-write": Sabotage(
         "writes as read-modify-write of a stale copy (GET, then PUT)",
         "concurrent_writer",
+        "the other writer's edit was lost",
         _stale_read_modify_write,
+        ((writes, "patch_workload"),),
     ),
 }
 

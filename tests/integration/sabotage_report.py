@@ -42,7 +42,8 @@ def run(name: str, sabotage: Sabotage) -> dict[str, Any]:
     cases = ElementTree.parse(junit).iter("testcase")
     tests = [_outcome(case) for case in cases]
     return {"sabotage": name, "broken": sabotage.broken, "scenarios": sabotage.scenarios,
-            "seconds": round(time.monotonic() - started, 1), "tests": tests}  # fmt: skip
+            "catches": sabotage.catches, "seconds": round(time.monotonic() - started, 1),
+            "tests": tests}  # fmt: skip
 
 
 def _outcome(case: Element) -> dict[str, str]:
@@ -56,10 +57,14 @@ def _outcome(case: Element) -> dict[str, str]:
 
 
 def caught(record: dict[str, Any]) -> bool:
-    """Every scenario of the sabotage failed in its own body (none passed or was skipped,
-    and a setup or teardown error, e.g. a harness that could not start, proves nothing)."""
+    """Every scenario of the sabotage failed in its own body, on the check of its row's
+    guarantee (``catches``): none passed or was skipped, a setup or teardown error (a
+    harness that could not start) proves nothing, and neither does a failure of another
+    check, which would have failed before the guarantee was ever looked at."""
     tests = record["tests"]
-    return bool(tests) and all(t["outcome"] == "failure" for t in tests)
+    return bool(tests) and all(
+        t["outcome"] == "failure" and record["catches"] in t["message"] for t in tests
+    )
 
 
 def table(records: list[dict[str, Any]], tree: TreeState) -> str:

@@ -123,7 +123,8 @@ async def test_leader_dies_mid_stream_one_writer_at_a_time_nothing_lost(
     writers = [entry["userAgent"] for entry in writes]
     switches = sum(1 for a, b in itertools.pairwise(writers) if a != b)
     assert len(set(writers)) == 2, set(writers)  # both led, one after the other
-    assert switches == 1, writers  # never interleaved: one writer at a time
+    # Never interleaved: one writer at a time.
+    assert switches == 1, f"writers interleaved: {switches} switches between {set(writers)}"
     # The one timing bound the tests assert, because README promises it: both ends are
     # times the replicas wrote on the Lease with the same host's clock.
     assert taken_over["holderIdentity"] != last_renewal["holderIdentity"]

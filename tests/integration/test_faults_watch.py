@@ -149,9 +149,10 @@ async def test_throttled_writes_honour_retry_after_and_lose_nothing(
     assert any("/deployments/" in path for path in attempts), "no rollout was ever throttled"
     for path, times in attempts.items():
         gaps = [b - a for a, b in itertools.pairwise(times)]
-        assert all(gap >= 0.9 for gap in gaps), (path, gaps)
+        shown = [f"{gap:.2f}" for gap in gaps]
+        assert all(gap >= 0.9 for gap in gaps), f"Retry-After not honoured: {path} {shown}"
     # ... and the client as a whole pauses: 429s come in waves (requests already in flight
     # when the first 429 arrived), about one per Retry-After, never a hot loop.
     times = sorted(request.at for request in throttled)
     waves = 1 + sum(1 for a, b in itertools.pairwise(times) if b - a > 0.5)
-    assert waves <= throttle + 2, (waves, times)
+    assert waves <= throttle + 2, f"Retry-After not honoured by the client: {waves} waves"
