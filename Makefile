@@ -154,26 +154,31 @@ bench: control-plane
 bench-http: control-plane
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m bench.httpcost $(HTTPCOST_ARGS)
 
-# The fault suite at full size, FAULT_RUNS fresh sessions; rewrites docs/reliability.md.
+# The fault suite at full size, FAULT_RUNS fresh sessions; refuses a dirty tree before the
+# runs and after them, then writes bench/results/faults.jsonl (each run with its commit and
+# both checks) and the table of docs/reliability.md generated from it.
 # (`make test` runs the same scenarios at a smaller size.)
 FAULT_RUNS ?= 3
 # Each fault row broken on purpose (FAULT_SABOTAGE, tests/integration/sabotage.py): fails unless
-# every scenario then fails; rewrites docs/reliability.md's table and
-# bench/results/sabotage.jsonl. SABOTAGE="name ..." runs only those.
+# every scenario then fails on its row's own check; refuses a dirty tree before and after, and
+# writes bench/results/sabotage.jsonl and the table of docs/reliability.md generated from it.
+# SABOTAGE="name ..." runs only those, into build/sabotage.jsonl.
 .PHONY: test-sabotage
 test-sabotage: control-plane
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.sabotage_report docs/reliability.md $(SABOTAGE)
 
 .PHONY: test-faults
 test-faults: control-plane
-	@mkdir -p build && rm -f build/faults.jsonl && start=$$(date +%s) && \
+	@mkdir -p build && rm -f build/faults.jsonl && \
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.fault_report begin \
+		build/faults-begin.json && \
 	for run in $$(seq $(FAULT_RUNS)); do \
 		FAULT_SCALE=full FAULT_REPORT=build/faults.jsonl $(BIN)/pytest -q -m faults \
 			tests/integration || exit 1; \
 	done && \
-	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.fault_report build/faults.jsonl \
-		$$(( $$(date +%s) - start )) docs/reliability.md && \
-	echo "wrote docs/reliability.md"
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.fault_report end \
+		build/faults-begin.json build/faults.jsonl docs/reliability.md && \
+	echo "wrote bench/results/faults.jsonl and docs/reliability.md"
 
 # The compatibility suite (tests/integration/compat_suite.py: existing integration tests,
 # selected) on every supported Kubernetes minor, one after another, each pinned release built

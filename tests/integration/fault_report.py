@@ -1,88 +1,91 @@
-"""Write the fault suite's figures into docs/reliability.md.
+"""Record the fault suite's runs and write their table into docs/reliability.md.
 
-The fault scenarios append one JSON line per run to ``$FAULT_REPORT``; this replaces the
-table between the ``fault-table`` markers of the document with their totals, labelled with
-the commit it ran at, and commits the raw runs beside the benchmarks' results
-(bench/results/faults.jsonl). A dirty tree measures code no commit holds: the report refuses
-it and leaves both files as they were. Usage:
-``python -m tests.integration.fault_report RUNS.jsonl WALL_SECONDS docs/reliability.md``
-(``make test-faults`` does it).
+``make test-faults`` calls ``begin`` before its first run: it refuses a dirty tree (a run
+measures code no commit holds) and notes the commit and the time. The fault scenarios append
+one JSON line per run to ``$FAULT_REPORT``. After the last run, ``end`` takes the tree again:
+if it is no longer that commit, unchanged, it refuses and leaves everything as it was; else
+it stamps every run with the commit, both checks and the suite's facts
+(tests/integration/reliability_tables.py), writes them to bench/results/faults.jsonl, and
+generates the table between the ``fault-table`` markers from those records. Usage: see
+``USAGE``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import platform
-import statistics
 import sys
-from collections import defaultdict
-from datetime import UTC, datetime
+import time
 from pathlib import Path
-from typing import Any
 
 from bench.gitstate import TreeState, tree_state
 
-from kube_nudge_dev.documents import replace_between
+from tests.integration.reliability_tables import (
+    FAULTS,
+    Record,
+    load,
+    render,
+    suite_fields,
+    tree_fields,
+)
 
-BEGIN, END = "<!-- fault-table:begin -->", "<!-- fault-table:end -->"
 ROOT = Path(__file__).resolve().parents[2]
-RAW = ROOT / "bench" / "results" / "faults.jsonl"
+RAW = ROOT / FAULTS
+USAGE = """usage:
+  python -m tests.integration.fault_report begin STATE.json
+  python -m tests.integration.fault_report end STATE.json RUNS.jsonl docs/reliability.md"""
 
 
-def table(runs: list[dict[str, Any]], wall_seconds: float, tree: TreeState) -> str:
-    """The generated block: the commit (as a historical label, docs/contributing.md), when
-    and where it ran, and one row per scenario."""
-    by_scenario: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for run in runs:
-        by_scenario[run["scenario"]].append(run)
-    lines = [
-        f"<!-- historical: {tree.commit} -->",
-        f"Run at commit {tree.commit}, a clean tree; its raw runs are bench/results/faults.jsonl.",
-        "",
-        f"Latest run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.system()} "
-        f"{platform.machine()}, {os.cpu_count()} CPUs shared by the whole control plane and "
-        f"the test; `make test-faults` took {wall_seconds / 60:.1f} min.",
-        "",
-        "| Scenario | Runs | Workloads | Faults injected | Changes made | Changes lost "
-        "| Extra rollouts | Rollouts | Converge s (median, max) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for scenario, rows in by_scenario.items():
-        seconds = [row["converge_seconds"] for row in rows]
-        lines.append(
-            f"| {scenario} | {len(rows)} | {rows[0]['workloads']} "
-            f"| {sum(r['faults'] for r in rows)} | {sum(r['changes'] for r in rows)} "
-            f"| {sum(r['lost'] for r in rows)} | {sum(r['extra_rollouts'] for r in rows)} "
-            f"| {sum(r['rollouts'] for r in rows)} "
-            f"| {statistics.median(seconds):.2f}, {max(seconds):.2f} |"
-        )
-    lines += ["", "Seeds (replay one with `FAULT_SEED=N`):"]
-    for scenario, rows in by_scenario.items():
-        lines.append(f"- {scenario}: {', '.join(str(row['seed']) for row in rows)}")
-    lines.append("<!-- /historical -->")
-    return "\n".join(lines)
+def _refusal(tree: TreeState, since: str = "") -> str:
+    files = ", ".join(tree.dirty[:5]) or "no file changed"
+    moved = f" (HEAD moved from {since})" if since and since != tree.commit else ""
+    return f"the tree differs from {since or tree.commit}{moved}: {files}"
 
 
-def main(argv: list[str]) -> int:
-    """``RUNS.jsonl WALL_SECONDS DOCUMENT``: rewrite DOCUMENT's table in place."""
-    runs_path, wall, doc_path = Path(argv[0]), float(argv[1]), Path(argv[2])
-    text = runs_path.read_text()
-    runs = [json.loads(line) for line in text.splitlines() if line.strip()]
+def begin(state_path: Path) -> int:
+    """Refuse a dirty tree before any run; else note its commit and the time."""
+    tree = tree_state(ROOT)
+    if tree.dirty:
+        print(f"test-faults refused before running: {_refusal(tree)}; commit or stash the "
+              "changes and run `make test-faults` again", file=sys.stderr)  # fmt: skip
+        return 1
+    state_path.write_text(json.dumps({"commit": tree.commit, "started": time.time()}))
+    return 0
+
+
+def stamp(runs: list[Record], before: TreeState, after: TreeState, seconds: float) -> list[Record]:
+    """Each run with what it says of its tree and of the suite's run."""
+    shared = {**tree_fields(before, after), **suite_fields(seconds)}
+    return [{**run, **shared} for run in runs]
+
+
+def end(state_path: Path, runs_path: Path, doc_path: Path) -> int:
+    """Stamp the runs, write them and their table; refuse a tree that changed meanwhile."""
+    state = json.loads(state_path.read_text())
+    runs = load(runs_path)
     if not runs:
         print(f"no fault runs in {runs_path}", file=sys.stderr)
         return 1
-    tree = tree_state(ROOT)
-    if tree.dirty:
-        files = ", ".join(tree.dirty[:5])
-        why = f"the tree differs from {tree.commit} ({files})"
-        fix = "commit or stash the changes and run `make test-faults` again"
-        print(f"left {doc_path} as it was: {why}; {fix}", file=sys.stderr)
+    before, after = TreeState(state["commit"]), tree_state(ROOT)
+    if after != before:
+        why = _refusal(after, before.commit)
+        print(f"left {doc_path} and {FAULTS} as they were: after the runs {why}", file=sys.stderr)
         return 1
-    block = table(runs, wall, tree)
-    doc_path.write_text(replace_between(doc_path.read_text(), BEGIN, END, block))
-    RAW.write_text(text)
+    stamped = stamp(runs, before, after, time.time() - state["started"])
+    # Rendered before anything is written: records that don't prove their commit are refused.
+    page = render(doc_path.read_text(), only="fault-table", records=stamped)
+    RAW.write_text("".join(json.dumps(run) + "\n" for run in stamped))
+    doc_path.write_text(page)
     return 0
+
+
+def main(argv: list[str]) -> int:
+    """``begin STATE`` or ``end STATE RUNS DOCUMENT``."""
+    if argv[:1] == ["begin"] and len(argv) == 2:
+        return begin(Path(argv[1]))
+    if argv[:1] == ["end"] and len(argv) == 4:
+        return end(Path(argv[1]), Path(argv[2]), Path(argv[3]))
+    print(USAGE, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -278,6 +278,8 @@ class FaultRun:
     extra_rollouts: int
     rollouts: int
     converge_seconds: float
+    #: "full" (``FAULT_SCALE=full``, make test-faults) or "test" (make test's size).
+    scale: str = field(default_factory=lambda: "full" if FULL else "test")
 
     @classmethod
     def of(cls, scenario: str, fleet: Fleet, faults: int, end: Convergence) -> FaultRun:

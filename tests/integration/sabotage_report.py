@@ -1,9 +1,12 @@
 """Run each sabotage of tests/integration/sabotage.py against its fault scenarios and record
-how they failed: bench/results/sabotage.jsonl and the table between the ``sabotage-table``
-markers of docs/reliability.md, labelled with the commit. A sabotage its scenarios don't
-catch (one of them passes) makes it exit 1. Like the fault report it refuses a dirty tree,
-before running anything. Usage: ``python -m tests.integration.sabotage_report
-docs/reliability.md [NAME ...]`` (``make test-sabotage``; names default to every sabotage).
+how they failed: bench/results/sabotage.jsonl, and the table between the ``sabotage-table``
+markers of docs/reliability.md generated from it (tests/integration/reliability_tables.py).
+A sabotage its scenarios don't catch on its row's own check makes it exit 1. It refuses a
+dirty tree before running anything, and after the runs refuses to write when the tree is no
+longer that commit, unchanged; each record carries the commit and both checks. Usage:
+``python -m tests.integration.sabotage_report docs/reliability.md [NAME ...]`` (``make
+test-sabotage``; names default to every sabotage, and only all of them rewrite the table: a
+subset writes build/sabotage.jsonl).
 """
 
 from __future__ import annotations
@@ -20,12 +23,17 @@ from xml.etree.ElementTree import Element  # nosec B405 # the type only; parsed 
 from bench.gitstate import TreeState, tree_state
 from defusedxml import ElementTree  # type: ignore[import-untyped]  # no stubs published
 
-from kube_nudge_dev.documents import replace_between
+from tests.integration.reliability_tables import (
+    SABOTAGE,
+    Record,
+    render,
+    suite_fields,
+    tree_fields,
+)
 from tests.integration.sabotage import ENV, SABOTAGES, Sabotage
 
-BEGIN, END = "<!-- sabotage-table:begin -->", "<!-- sabotage-table:end -->"
 ROOT = Path(__file__).resolve().parents[2]
-RAW = ROOT / "bench" / "results" / "sabotage.jsonl"
+RAW = ROOT / SABOTAGE
 BUILD = ROOT / "build"
 
 
@@ -67,26 +75,27 @@ def caught(record: dict[str, Any]) -> bool:
     )
 
 
-def table(records: list[dict[str, Any]], tree: TreeState) -> str:
-    """The generated block, labelled with the commit (docs/contributing.md)."""
-    lines = [
-        f"<!-- historical: {tree.commit} -->",
-        f"Run at commit {tree.commit}, a clean tree, at `make test`'s size; the raw results "
-        "are bench/results/sabotage.jsonl. Reproduce one row with "
-        "`FAULT_SABOTAGE=NAME pytest -m faults tests/integration -k SCENARIOS`.",
-        "",
-        "| `FAULT_SABOTAGE=` | Broken on purpose | Scenario (test) | Outcome | How it failed |",
-        "|---|---|---|---|---|",
-    ]
-    for record in records:
-        for test in record["tests"]:
-            message = test["message"].replace("|", "\\|")
-            lines.append(
-                f"| `{record['sabotage']}` | {record['broken']} | `{test['test']}` "
-                f"| {test['outcome']} | {message} |"
-            )
-    lines.append("<!-- /historical -->")
-    return "\n".join(lines)
+def stamp(
+    records: list[Record], before: TreeState, after: TreeState, seconds: float
+) -> list[Record]:
+    """Each sabotage's record with what it says of its tree, its size and the suite's run."""
+    scale = "full" if os.environ.get("FAULT_SCALE", "") == "full" else "test"
+    shared = {**tree_fields(before, after), "scale": scale, **suite_fields(seconds)}
+    return [{**record, **shared} for record in records]
+
+
+def write(records: list[Record], doc_path: Path, every: bool) -> None:
+    """Every sabotage's records: to bench/results/sabotage.jsonl and the page's table (both
+    rendered first, so records that don't prove their commit change nothing); a subset's
+    only to build/sabotage.jsonl, never standing in for the whole table."""
+    lines = "".join(json.dumps(record) + "\n" for record in records)
+    if not every:
+        (BUILD / "sabotage.jsonl").write_text(lines)
+        print(f"a subset of the sabotages: wrote {BUILD / 'sabotage.jsonl'} only", file=sys.stderr)
+        return
+    page = render(doc_path.read_text(), only="sabotage-table", records=records)
+    RAW.write_text(lines)
+    doc_path.write_text(page)
 
 
 def main(argv: list[str]) -> int:
@@ -98,18 +107,24 @@ def main(argv: list[str]) -> int:
             f"unknown sabotage {unknown[0]!r}: use one of {', '.join(SABOTAGES)}", file=sys.stderr
         )
         return 2
-    tree = tree_state(ROOT)
-    if tree.dirty:
-        print(f"refused: the tree differs from {tree.commit} ({', '.join(tree.dirty[:5])}); "
+    before = tree_state(ROOT)
+    if before.dirty:
+        print(f"refused: the tree differs from {before.commit} ({', '.join(before.dirty[:5])}); "
               "commit or stash the changes first", file=sys.stderr)  # fmt: skip
         return 1
     BUILD.mkdir(exist_ok=True)
+    started = time.monotonic()
     records = [run(name, SABOTAGES[name]) for name in names]
-    RAW.write_text("".join(json.dumps({**r, "commit": tree.commit}) + "\n" for r in records))
-    doc_path.write_text(replace_between(doc_path.read_text(), BEGIN, END, table(records, tree)))
-    missed = [r["sabotage"] for r in records if not caught(r)]
+    after = tree_state(ROOT)
+    if after != before:
+        print(f"left {doc_path} and {SABOTAGE} as they were: the tree changed during the "
+              f"runs ({after.commit}: {', '.join(after.dirty[:5])})", file=sys.stderr)  # fmt: skip
+        return 1
+    stamped = stamp(records, before, after, time.monotonic() - started)
+    write(stamped, doc_path, every=names == list(SABOTAGES))
+    missed = [r["sabotage"] for r in stamped if not caught(r)]
     if missed:
-        print(f"not caught by their scenarios: {', '.join(missed)}", file=sys.stderr)
+        print(f"not caught by their own check: {', '.join(missed)}", file=sys.stderr)
         return 1
     return 0
 

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import sys
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from bench.gitstate import TreeState
 
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.informer import INITIAL_EVENTS_END, Informer
 from kube_nudge.kube.resources import CONFIGMAPS
-from tests.integration import sabotage
+from tests.integration import sabotage, sabotage_report
+from tests.integration.reliability_tables import SABOTAGE
 from tests.integration.sabotage_report import caught
 
 
@@ -132,3 +136,64 @@ async def test_no_relist_on_410_breaks_the_relist_and_nothing_else(
         watches, restarts = await _after_expiries(4)
     assert watches == [(True, ""), (False, "5"), (False, "5"), (False, "5")]
     assert restarts[:2] == ["expired", "expired"]
+
+
+@pytest.fixture
+def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The report's page, records and build directory in ``tmp_path``; every sabotage's run
+    stubbed as caught on its own check."""
+    monkeypatch.setattr(sabotage_report, "RAW", tmp_path / "raw.jsonl")
+    monkeypatch.setattr(sabotage_report, "BUILD", tmp_path)
+
+    def caught_run(name: str, chosen: sabotage.Sabotage) -> dict[str, Any]:
+        test = {
+            "test": "t::x",
+            "outcome": "failure",
+            "message": f"AssertionError: {chosen.catches}",
+        }
+        return {"sabotage": name, "broken": chosen.broken, "scenarios": chosen.scenarios,
+                "catches": chosen.catches, "seconds": 1.0, "tests": [test]}  # fmt: skip
+
+    monkeypatch.setattr(sabotage_report, "run", caught_run)
+    path = tmp_path / "page.md"
+    path.write_text(f"<!-- sabotage-table:begin {SABOTAGE} -->\nold\n<!-- sabotage-table:end -->\n")
+    return path
+
+
+def _trees(monkeypatch: pytest.MonkeyPatch, *states: TreeState) -> None:
+    answers = iter(states)
+    monkeypatch.setattr(sabotage_report, "tree_state", lambda _root: next(answers))
+
+
+def test_every_record_carries_its_commit_and_the_checks_before_and_after(
+    page: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _trees(monkeypatch, TreeState("abc1234"), TreeState("abc1234"))
+    assert sabotage_report.main([str(page)]) == 0
+    records = [json.loads(line) for line in sabotage_report.RAW.read_text().splitlines()]
+    assert [r["sabotage"] for r in records] == list(sabotage.SABOTAGES)
+    assert all(r["commit"] == "abc1234" and r["clean_before"] and r["clean_after"]
+               for r in records)  # fmt: skip
+    assert "Run at commit abc1234, on a tree that was that commit before and after" in (
+        page.read_text()
+    )
+
+
+@pytest.mark.parametrize("after", [TreeState("abc1234", ("M src/x.py",)), TreeState("def5678")])
+def test_a_tree_that_changed_during_the_runs_writes_nothing(
+    page: Path, monkeypatch: pytest.MonkeyPatch, after: TreeState
+) -> None:
+    before = page.read_text()
+    _trees(monkeypatch, TreeState("abc1234"), after)
+    assert sabotage_report.main([str(page)]) == 1
+    assert page.read_text() == before and not sabotage_report.RAW.exists()
+
+
+def test_a_subset_never_stands_in_for_the_whole_table(
+    page: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = page.read_text()
+    _trees(monkeypatch, TreeState("abc1234"), TreeState("abc1234"))
+    assert sabotage_report.main([str(page), "no-watch-timeout"]) == 0
+    assert page.read_text() == before and not sabotage_report.RAW.exists()
+    assert json.loads((sabotage_report.BUILD / "sabotage.jsonl").read_text())["commit"] == "abc1234"

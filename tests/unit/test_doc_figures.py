@@ -5,7 +5,9 @@ page, not one section.
 A figure is a number with a unit of time, size, share or ratio, or a count of tests. Outside
 code, it may stand only
 - inside a generated block: ``<!-- bench:NAME FILE -->`` (bench/docfigures.py, from a
-  committed results file of a clean tree) or the annotation table's markers;
+  committed results file of a clean tree), the fault and sabotage tables of
+  docs/reliability.md (tests/integration/reliability_tables.py, from their committed
+  records) or the annotation table's markers;
 - inside a historical block, ``<!-- historical: COMMIT -->`` … ``<!-- /historical -->``,
   whose text says "commit COMMIT" where a reader sees it, COMMIT being in the history;
 - as a setting, not a measurement: a duration written Go's way (``15s``, ``100ms``), or one
@@ -21,6 +23,8 @@ from pathlib import Path
 
 import pytest
 from bench import docfigures
+
+from tests.integration import reliability_tables
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,7 +113,8 @@ def _blank(text: str, pattern: re.Pattern[str]) -> str:
 def unlabelled(text: str) -> list[tuple[int, str]]:
     """(line, figure) of every figure of ``text`` that is neither generated, historical nor
     a setting."""
-    for pattern in (docfigures.BLOCK, ANNOTATION_TABLE, HISTORICAL, *CODE):
+    for pattern in (docfigures.BLOCK, reliability_tables.BLOCK, ANNOTATION_TABLE, HISTORICAL,
+                    *CODE):  # fmt: skip
         text = _blank(text, pattern)
     for phrase in SETTINGS:
         text = text.replace(phrase, re.sub(r"[^\n]", " ", phrase))
@@ -164,6 +169,8 @@ def test_every_settings_phrase_still_stands_and_holds_a_figure() -> None:
          [(3, "1,678 tests"), (3, "699 s"), (3, "13%"), (3, "1.5x")]),
         ("<!-- historical: abc1234 -->\nFrom commit abc1234: 143 MB.\n<!-- /historical -->\n", []),
         ("<!-- bench:agent bench/results/latest.json -->\np50 21.5 ms\n<!-- /bench:agent -->", []),
+        ("<!-- fault-table:begin bench/results/faults.jsonl -->\n| 0.42 s |\n"
+         "<!-- fault-table:end -->", []),
         ("`--lease-duration 15 s` and 15s, 100ms, 2m; ```\n```\n", []),
         ("the quiet window: one edit rolls within about 50 ms, at most 2 s;", []),
         ("one edit rolls within about 51 ms", [(1, "51 ms")]),
