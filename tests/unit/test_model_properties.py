@@ -6,6 +6,7 @@ import copy
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -110,8 +111,15 @@ items_st = array(obj(key=maybe(st.sampled_from(KEYS)), path=maybe(st.just("p")))
 source_fields = {"name": name_st, "items": items_st, "optional": optional_st}
 key_ref_st = obj(name=name_st, key=maybe(st.sampled_from(KEYS)), optional=optional_st)
 env_ref_st = obj(name=name_st, optional=optional_st)
+mount_st = obj(
+    name=name_st,
+    mountPath=maybe(st.just("/m")),
+    subPath=maybe(st.sampled_from(["", ".", "k1", "p", "p/q", "/abs", "../up"])),
+    subPathExpr=maybe(st.sampled_from(["", "k2", "$(POD_NAME)"])),
+)
 container_st = obj(
     name=name_st,
+    volumeMounts=array(mount_st),
     env=array(
         obj(name=name_st, valueFrom=obj(configMapKeyRef=key_ref_st, secretKeyRef=key_ref_st))
     ),
@@ -287,7 +295,8 @@ def test_discover_is_total_and_deterministic(spec: Any) -> None:
     assert list(first.items()) == list(again.items())
     for ref, use in first.items():
         assert ref.namespace == NS and ref.name
-        assert use.keys is None or use.required_keys <= use.keys
+        # Listed keys stay required where no mount shows them: not `required <= keys`.
+        assert use.keys is None or (use.restart_keys is not None and use.restart_keys <= use.keys)
         assert not (use.optional and use.required_keys)
         assert list(use.via) == sorted(set(use.via))
 
@@ -334,6 +343,188 @@ def test_merge_equals_discovering_both(left: list[Ref], right: list[Ref]) -> Non
     separately = merge(discover(render(left), NS), discover(render(right, len(left)), NS))
     assert separately == discover(render(left + right), NS)
     assert list(separately) == sorted(separately)
+
+
+# --- what the kubelet projects into the containers ------------------------------------
+
+FILE_KEYS = ["k1", "k2", "app.yaml", "x", "conf"]
+"""Keys of the sources: without `items` each is a file of that name (`conf` too, which a
+nested subPath then runs into)."""
+ITEM_PATHS = ["k1", "app.yaml", "x", "y", "conf/k1", "conf/./app.yaml", "conf/d/x"]
+SUB_PATHS = ["", ".", "k1", "app.yaml", "x", "x/y", "conf", "conf/", "./conf", "conf/k1",
+             "conf/app.yaml", "conf/d", "conf/d/x/z", "nope"]  # fmt: skip
+VARIABLE = "$(POD_NAME)"
+Tree = dict[str, Any]
+"""A volume's directory as the kubelet writes it: a file is the (source, key) it holds."""
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One ConfigMap or Secret a volume projects."""
+
+    ref: SourceRef
+    items: tuple[tuple[str, str], ...] | None  # (key, path); None: every key, by its name
+    optional: bool
+
+    def render(self, projected: bool) -> dict[str, Any]:
+        name = "name" if projected or self.ref.kind is SourceKind.CONFIGMAP else "secretName"
+        body: dict[str, Any] = {name: self.ref.name, "optional": self.optional}
+        if self.items is not None:
+            body["items"] = [{"key": key, "path": path} for key, path in self.items]
+        return {"configMap" if self.ref.kind is SourceKind.CONFIGMAP else "secret": body}
+
+
+@dataclass(frozen=True)
+class Mount:
+    volume: int
+    field: str  # "", "subPath" or "subPathExpr"
+    path: str
+
+
+projection_st = st.builds(
+    Projection,
+    ref=st.builds(
+        SourceRef, st.sampled_from(OBJECT_KINDS), st.just(NS), st.sampled_from(["a", "b"])
+    ),
+    items=st.none()
+    | st.lists(
+        st.tuples(st.sampled_from(FILE_KEYS), st.sampled_from(ITEM_PATHS)), min_size=1, max_size=3
+    ).map(tuple),
+    optional=st.booleans(),
+)
+volumes_st = st.lists(
+    st.tuples(st.booleans(), st.lists(projection_st, min_size=1, max_size=2)).map(
+        lambda pair: (pair[0], pair[1] if pair[0] else pair[1][:1])  # (projected, sources)
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+def mounts_st(volumes: int) -> st.SearchStrategy[list[tuple[str, list[Mount]]]]:
+    """Containers (app or init) with their mounts of the volumes (some maybe unmounted)."""
+    mount = st.builds(
+        Mount,
+        volume=st.integers(0, volumes - 1),
+        field=st.sampled_from(["", "subPath", "subPathExpr"]),
+        path=st.sampled_from([*SUB_PATHS, VARIABLE]),
+    ).filter(lambda m: m.field == "subPathExpr" or m.path != VARIABLE)
+    where = st.sampled_from(["containers", "initContainers"])
+    box = st.tuples(where, st.lists(mount, min_size=1, max_size=3))
+    return st.lists(box, max_size=3)
+
+
+def pod(volumes: list[tuple[bool, list[Projection]]], boxes: list[tuple[str, list[Mount]]]) -> Any:
+    spec: dict[str, Any] = {"volumes": [], "containers": [], "initContainers": []}
+    for i, (projected, sources) in enumerate(volumes):
+        if projected:
+            rendered = [p.render(projected=True) for p in sources]
+            spec["volumes"].append({"name": f"v{i}", "projected": {"sources": rendered}})
+        else:
+            spec["volumes"].append({"name": f"v{i}", **sources[0].render(projected=False)})
+    for j, (where, mounts) in enumerate(boxes):
+        rendered_mounts = [
+            {
+                "name": f"v{m.volume}",
+                "mountPath": f"/m{k}",
+                **({m.field: m.path} if m.field else {}),
+            }
+            for k, m in enumerate(mounts)
+        ]
+        spec[where].append({"name": f"c{j}", "volumeMounts": rendered_mounts})
+    return spec
+
+
+class Conflict(Exception):
+    """Two files at one path, or a file where a directory must be."""
+
+
+def kubelet_tree(
+    sources: list[Projection], data: Mapping[SourceRef, frozenset[str]]
+) -> Tree | None:
+    """The volume's directory tree; None when the kubelet can't set it up (a listed key
+    missing from a source that isn't optional)."""
+    tree: Tree = {}
+    for source in sources:
+        present = data[source.ref]
+        if source.items is None:
+            files = [(key, key) for key in sorted(present)]
+        else:
+            if not source.optional and any(key not in present for key, _ in source.items):
+                return None
+            files = [(path, key) for key, path in source.items if key in present]
+        for path, key in files:
+            *dirs, name = PurePosixPath(path).parts
+            node = tree
+            for part in dirs:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise Conflict(path)
+            if name in node:
+                raise Conflict(path)
+            node[name] = (source.ref, key)
+    return tree
+
+
+def files_below(node: Any) -> set[tuple[SourceRef, str]]:
+    if isinstance(node, dict):
+        return {f for child in node.values() for f in files_below(child)}
+    return {node}
+
+
+def seen(tree: Tree, path: str) -> set[tuple[SourceRef, str]]:
+    """What a container finds at ``path`` in the volume ("": the whole volume)."""
+    if VARIABLE in path:  # the variable may hold any path, "." (the whole volume) too
+        return {f for each in SUB_PATHS for f in seen(tree, path.replace(VARIABLE, each))}
+    node: Any = tree
+    for part in PurePosixPath(path).parts:
+        if not isinstance(node, dict) or part not in node:
+            return set()  # a missing path: the kubelet mounts an empty directory
+        node = node[part]
+    return files_below(node)
+
+
+@settings(PROPS, max_examples=300)
+@given(volumes_st, st.data())
+def test_discovery_reads_what_the_kubelet_projects(
+    volumes: list[tuple[bool, list[Projection]]], data: st.DataObject
+) -> None:
+    """Per source, the keys discovery counts (resolved against the source's keys) are those
+    whose file the kubelet puts at or under some container's mount, and the keys it says
+    only a restart delivers those a subPath mount or an init container shows. A volume no
+    container mounts counts whole (a container injected at admission may mount it)."""
+    boxes = data.draw(mounts_st(len(volumes)))
+    refs = sorted({p.ref for _, sources in volumes for p in sources})
+    keys = data.draw(st.fixed_dictionaries(
+        {ref: st.frozensets(st.sampled_from(FILE_KEYS), min_size=2) for ref in refs}))  # fmt: skip
+    found = discover(pod(volumes, boxes), NS)
+    assert sorted(found) == refs
+    try:
+        trees = [kubelet_tree(sources, keys) for _, sources in volumes]
+    except Conflict:
+        assume(False)  # the API or the kubelet refuses it: nothing is projected
+    missing = {ref for ref in refs if not found[ref].required_keys <= keys[ref]}
+    assert bool(missing) == (None in trees)  # a hold for missing config iff no pod starts
+    if None in trees:
+        return
+    mounts = [(where, m) for where, ms in boxes for m in ms]
+    mounts += [("", Mount(i, "", "")) for i in range(len(volumes)) if i not in
+               {m.volume for _, m in mounts}]  # fmt: skip
+    visible: set[tuple[SourceRef, str]] = set()
+    restart: set[tuple[SourceRef, str]] = set()
+    for where, mount in mounts:
+        tree = trees[mount.volume]
+        assert tree is not None
+        files = seen(tree, mount.path if mount.field else "")
+        visible |= files
+        if (mount.field and mount.path) or where == "initContainers":
+            restart |= files
+    for ref in refs:
+        use = found[ref]
+        counted = keys[ref] if use.keys is None else use.keys & keys[ref]
+        frozen = keys[ref] if use.restart_keys is None else use.restart_keys & keys[ref]
+        assert counted == {key for r, key in visible if r == ref}
+        assert frozen == {key for r, key in restart if r == ref}
 
 
 # --- digests ---------------------------------------------------------------------------

@@ -90,10 +90,165 @@ def test_a_subpath_mount_marks_its_volume_never_refreshed() -> None:
         ])],
     }  # fmt: skip
     found = discover(spec, NS)
-    assert found[cm("app")] == use(via=("volume cfg (subPath)",), restart=None)
+    assert found[cm("app")] == use(
+        {"app.yaml"}, via=("volume cfg (subPath)",), restart={"app.yaml"}
+    )
     assert found[secret("tls")].via == ("volume expr (subPath) (init container)",)
     assert [ref.name for ref, u in found.items() if u.never_refreshed] == ["app", "tls"]
     assert not found[cm("flags")].never_refreshed  # a whole-volume mount refreshes
+
+
+# --- what a container sees: subPath, items, mixed mounts ------------------------------
+
+
+def mounted(
+    volume: dict[str, Any], *mounts: dict[str, Any], where: str = "containers"
+) -> dict[str, Any]:
+    """A pod spec with ``volume`` and one container (in ``where``) per mount of it."""
+    containers = [
+        container(f"c{i}", volumeMounts=[{"name": volume["name"], "mountPath": "/m", **m}])
+        for i, m in enumerate(mounts)
+    ]
+    return {"volumes": [volume], where: containers}
+
+
+ITEMS = [
+    {"key": "a.yaml", "path": "conf/a.yaml"},
+    {"key": "b.yaml", "path": "conf/b.yaml"},
+    {"key": "c", "path": "other/c"},
+]
+
+
+def test_a_subpath_mount_consumes_only_the_key_it_names() -> None:
+    """Without `items` every key is a file named by the key: a subPath names one, and a
+    change to any other key never reaches the container."""
+    volume = {"name": "cfg", "configMap": {"name": "app"}}
+    found = discover(mounted(volume, {"subPath": "app.yaml"}), NS)
+    assert found == {cm("app"): use({"app.yaml"}, via=("volume cfg (subPath)",),
+                                    restart={"app.yaml"})}  # fmt: skip
+    assert found[cm("app")].never_refreshed  # a subPath mount is read at start only
+
+
+@pytest.mark.parametrize(
+    ("sub_path", "keys"),
+    [
+        ("conf/a.yaml", {"a.yaml"}),  # a file an item path names
+        ("conf", {"a.yaml", "b.yaml"}),  # a directory of item paths: every file under it
+        ("./conf/", {"a.yaml", "b.yaml"}),  # the kubelet cleans the path
+        ("other/c", {"c"}),
+        ("a.yaml", set()),  # with items, a key's file is its path, not its name
+        ("conf/a", set()),  # a prefix of a name is not a directory
+        ("other/c/x", set()),  # below a file: nothing
+        ("missing", set()),
+        (".", {"a.yaml", "b.yaml", "c"}),  # the volume's root
+        ("..data", {"a.yaml", "b.yaml", "c"}),  # the kubelet's own directory of every file
+    ],
+)
+def test_a_subpath_mount_of_items_consumes_the_files_at_or_under_it(
+    sub_path: str, keys: set[str]
+) -> None:
+    """With `items`, key -> path (nested paths make directories): a subPath exposes the
+    file or directory at it. Every listed key is still required: the kubelet sets up the
+    whole volume, and a missing one stops the pod from starting."""
+    volume = {"name": "cfg", "configMap": {"name": "app", "items": ITEMS}}
+    found = discover(mounted(volume, {"subPath": sub_path}), NS)
+    assert found == {cm("app"): use(keys, required={"a.yaml", "b.yaml", "c"},
+                                    via=("volume cfg (subPath)",), restart=keys)}  # fmt: skip
+
+
+def test_a_nested_subpath_without_items_names_no_key() -> None:
+    """Keys hold no `/`: without items, a nested subPath can't reach a key's file."""
+    volume = {"name": "cfg", "secret": {"secretName": "tls", "optional": True}}
+    found = discover(mounted(volume, {"subPath": "certs/tls.crt"}), NS)
+    assert found == {secret("tls"): use(set(), optional=True, via=("volume cfg (subPath)",))}
+
+
+def test_a_volume_mounted_whole_anywhere_consumes_every_key() -> None:
+    """subPath in one container, the whole volume in another: every key is read, and only
+    the subPath's key needs a restart to be seen."""
+    volume = {"name": "cfg", "configMap": {"name": "app"}}
+    whole = discover(mounted(volume, {"subPath": "app.yaml"}, {}), NS)
+    assert whole == {cm("app"): use(via=("volume cfg (subPath)",), restart={"app.yaml"})}
+    with_items = {"name": "cfg", "configMap": {"name": "app", "items": ITEMS}}
+    found = discover(mounted(with_items, {"subPath": "conf/b.yaml"}, {"mountPath": "/all"}), NS)
+    assert found == {cm("app"): use({"a.yaml", "b.yaml", "c"}, required={"a.yaml", "b.yaml", "c"},
+                                    via=("volume cfg (subPath)",), restart={"b.yaml"})}  # fmt: skip
+
+
+def test_one_container_mounting_a_volume_twice_by_subpath_reads_both_paths() -> None:
+    volume = {"name": "cfg", "configMap": {"name": "app", "items": ITEMS}}
+    mounts = [{"name": "cfg", "mountPath": "/a", "subPath": "conf/a.yaml"},
+              {"name": "cfg", "mountPath": "/c", "subPath": "other"}]  # fmt: skip
+    spec = {"volumes": [volume], "containers": [container(volumeMounts=mounts)]}
+    assert discover(spec, NS)[cm("app")].keys == frozenset({"a.yaml", "c"})
+    mounts[1] = {"name": "cfg", "mountPath": "/all"}  # the same container, whole
+    assert discover(spec, NS)[cm("app")].keys == frozenset({"a.yaml", "b.yaml", "c"})
+
+
+def test_an_init_container_reads_its_subpath_at_start_only() -> None:
+    volume = {"name": "cfg", "configMap": {"name": "app"}}
+    spec = mounted(volume, {"subPath": "seed"}, where="initContainers")
+    spec["containers"] = [container(volumeMounts=[{"name": "cfg", "mountPath": "/etc/app"}])]
+    assert discover(spec, NS) == {
+        cm("app"): use(via=("volume cfg (subPath) (init container)",), restart={"seed"})
+    }
+
+
+def test_a_subpath_expr_without_a_variable_is_a_subpath() -> None:
+    volume = {"name": "cfg", "configMap": {"name": "app"}}
+    found = discover(mounted(volume, {"subPathExpr": "app.yaml"}), NS)
+    assert found[cm("app")] == use({"app.yaml"}, via=("volume cfg (subPath)",),
+                                   restart={"app.yaml"})  # fmt: skip
+
+
+@pytest.mark.parametrize("expr", ["$(POD_NAME)", "conf/$(POD_NAME).yaml", "$$(X)"])
+def test_a_subpath_expr_with_a_variable_reads_every_key(expr: str) -> None:
+    """The kubelet expands `$(VAR)` from the container's env at start, which may come from
+    the downward API or any source: which key it names can't be known from the template."""
+    volume = {"name": "cfg", "configMap": {"name": "app", "items": ITEMS}}
+    found = discover(mounted(volume, {"subPathExpr": expr}), NS)
+    every = {"a.yaml", "b.yaml", "c"}
+    assert found[cm("app")] == use(every, required=every, via=("volume cfg (subPath)",),
+                                   restart=every)  # fmt: skip
+
+
+def test_projected_sources_mounted_by_subpath_count_each_its_files() -> None:
+    volume = {"name": "all", "projected": {"sources": [
+        {"configMap": {"name": "app", "items": [{"key": "x", "path": "conf/x"},
+                                                {"key": "y", "path": "y"}]}},
+        {"secret": {"name": "db"}},  # every key a file named by the key
+        {"downwardAPI": {"items": [{"path": "conf/labels"}]}},
+    ]}}  # fmt: skip
+    found = discover(mounted(volume, {"subPath": "conf"}), NS)
+    assert found == {
+        cm("app"): use({"x"}, required={"x", "y"}, via=("volume all (subPath)",), restart={"x"}),
+        secret("db"): use({"conf"}, via=("volume all (subPath)",), restart={"conf"}),
+    }
+
+
+def test_a_volume_no_container_mounts_counts_whole() -> None:
+    """A container injected at admission (a mesh's sidecar mounting user volumes) may read
+    it; discovery can't see it, so it guesses towards consuming more."""
+    volume = {"name": "cfg", "configMap": {"name": "app", "items": ITEMS}}
+    spec = {"volumes": [volume], "containers": [container(volumeMounts=[
+        {"name": "other", "mountPath": "/o", "subPath": "a.yaml"}])]}  # fmt: skip
+    every = {"a.yaml", "b.yaml", "c"}
+    assert discover(spec, NS) == {cm("app"): use(every, required=every, via=("volume cfg",))}
+
+
+@pytest.mark.parametrize(
+    "mount",
+    [
+        {"subPath": 7},
+        {"subPath": "/etc/app.yaml"},  # absolute: the API refuses it
+        {"subPath": "../app.yaml"},  # leaves the volume: the API refuses it
+        {"subPathExpr": ["x"]},
+        {"subPath": "a.yaml", "subPathExpr": "b.yaml"},  # both: the API refuses it
+    ],
+)
+def test_an_unreadable_subpath_reads_every_key(mount: dict[str, Any]) -> None:
+    volume = {"name": "cfg", "configMap": {"name": "app"}}
+    assert discover(mounted(volume, mount), NS)[cm("app")].keys is None
 
 
 def test_restart_keys_are_those_only_a_restart_delivers() -> None:

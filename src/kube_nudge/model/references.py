@@ -1,9 +1,24 @@
 """Discovery of the ConfigMaps and Secrets a pod template consumes.
 
+What a container reads of a ConfigMap or Secret volume is what the kubelet projects at
+its mount: without `items` every key is a file named by the key; with `items` each listed
+key is a file at its `path` (nested paths make directories). A mount without `subPath`
+sees the whole volume; a `subPath` mount sees the file or directory at that path, so only
+the keys whose file lands at or under it (`_visible`). A volume consumes the union over
+its mounts in every container list; a key a `subPath` mount or an init container shows is
+read at start only (`Consumption.restart_keys`).
+Every listed key stays required even when no mount shows it: the kubelet sets up the whole
+volume, and a missing one stops the pod.
+
 `discover` is total: it accepts any JSON-like value, skips what is malformed and never
 raises. Whenever it has to guess, it guesses towards consuming more (so a workload
 rolls too often rather than too rarely): a volume whose `items` is unusable consumes
-every key, and a volume or container without a name still counts.
+every key, a `subPath` it can't read (not a string, absolute, leaving the volume, or
+beside a `subPathExpr`) shows the whole volume, a `subPathExpr` with a `$` (a `$(VAR)` the
+kubelet expands from the container's env at start, which may hold any path) shows the
+whole volume, a volume no container mounts counts whole (a container injected at
+admission, a mesh's sidecar mounting user volumes, may read it), and a volume or
+container without a name still counts.
 """
 
 from __future__ import annotations
@@ -205,22 +220,14 @@ _WHOLE_REFS = ((SourceKind.CONFIGMAP, "configMapRef"), (SourceKind.SECRET, "secr
 
 
 def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
-    subpath_volumes = _subpath_volumes(spec)
-    init_volumes = _init_volumes(spec)
+    mounts = _mounts(spec)
     for slot in _slots(spec):
         name = _name(slot.holder.get(slot.name_field))
         if name is None:
             continue
         holder, optional = slot.holder, _optional(slot.holder)
         if slot.form == "volume":
-            via = f"volume {slot.label}"
-            if slot.label in subpath_volumes:
-                via += SUBPATH_SUFFIX
-            if slot.label in init_volumes:
-                via += INIT_SUFFIX
-            frozen = slot.label in subpath_volumes or slot.label in init_volumes
-            keys = _item_keys(holder.get("items"))
-            yield slot.kind, name, _use(keys, optional, via, frozen=frozen)
+            yield slot.kind, name, _volume_use(holder, optional, slot.label, mounts)
         elif slot.form == "env":
             if (key := _name(holder.get("key"))) is not None:
                 yield (
@@ -230,15 +237,115 @@ def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
                 )
         else:
             yield slot.kind, name, _use(None, optional, f"envFrom {slot.label}", frozen=True)
-    yield from _csi_classes(spec, subpath_volumes, init_volumes)
+    yield from _csi_classes(spec, mounts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Mount:
+    """One `volumeMounts` entry, by what it shows of its volume."""
+
+    path: str | None
+    """The cleaned path in the volume it shows; None: the whole volume."""
+    by_subpath: bool
+    """Mounted with `subPath` or `subPathExpr`: the kubelet never refreshes it."""
+    init: bool
+    """In an init container: read once, before the app ran."""
+
+    @property
+    def frozen(self) -> bool:
+        """Whether what it shows reaches the app only at a restart."""
+        return self.by_subpath or self.init
+
+
+_WHOLE = (_Mount(None, by_subpath=False, init=False),)
+"""How a volume no container mounts counts: whole, refreshed."""
+
+
+def _mounts(spec: Mapping[str, Any]) -> dict[str, tuple[_Mount, ...]]:
+    """Every volume's mounts, in every container list, by volume name."""
+    found: dict[str, list[_Mount]] = {}
+    for field in _CONTAINER_FIELDS:
+        for container in _dicts(spec.get(field)):
+            init = field == "initContainers"
+            for mount in _dicts(container.get("volumeMounts")):
+                if (name := _name(mount.get("name"))) is None:
+                    continue
+                sub, expr = mount.get("subPath"), mount.get("subPathExpr")
+                found.setdefault(name, []).append(
+                    _Mount(_shown(sub, expr), bool(sub or expr), init)
+                )
+    return {name: tuple(mounts) for name, mounts in found.items()}
+
+
+def _shown(sub: object, expr: object) -> str | None:
+    """The path in the volume a mount shows, cleaned as the kubelet joins it; None: the
+    whole volume, also whenever it can't be known (see the module docstring)."""
+    if sub and expr:
+        return None  # the API refuses both: don't guess which one
+    raw = sub or expr
+    if not raw:
+        return None
+    if not isinstance(raw, str) or (expr and "$" in raw):
+        return None
+    return _clean(raw)
+
+
+def _clean(path: str) -> str | None:
+    """A relative path inside a volume, normalised (`./conf/` is `conf`); None for the
+    volume's root, or for what names no file of the projection: an absolute path, one
+    leaving the volume, or the kubelet's own `..data` directories, which hold every file."""
+    if path.startswith("/"):
+        return None
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts or parts[0].startswith(".."):
+        return None
+    return "/".join(parts)
+
+
+def _volume_use(
+    holder: Mapping[str, Any], optional: bool, label: str, mounts: Mapping[str, tuple[_Mount, ...]]
+) -> Consumption:
+    """One ConfigMap or Secret a volume projects, read as its mounts show it."""
+    files = _item_files(holder.get("items"))
+    listed = None if files is None else frozenset(key for key, _ in files)
+    shown = mounts.get(label, _WHOLE) if label != _UNNAMED else _WHOLE
+    keys: frozenset[str] | None = frozenset()
+    restart: frozenset[str] | None = frozenset()
+    for mount in shown:
+        seen = listed if mount.path is None else _visible(files, mount.path)
+        keys = None if keys is None or seen is None else keys | seen
+        if mount.frozen:
+            restart = None if restart is None or seen is None else restart | seen
+    via = f"volume {label}"
+    via += SUBPATH_SUFFIX if any(m.by_subpath for m in shown) else ""
+    via += INIT_SUFFIX if any(m.init for m in shown) else ""
+    return Consumption(
+        keys=keys,
+        optional=optional,
+        required_keys=frozenset() if optional or listed is None else listed,
+        via=(via,),
+        restart_keys=restart,
+    )
+
+
+def _visible(files: tuple[tuple[str, str | None], ...] | None, path: str) -> frozenset[str]:
+    """The keys whose file lands at or under ``path``: without items (``files`` None) the
+    key named ``path``, if a key can be (keys hold no `/`); with items, the listed keys
+    whose path is ``path`` or below it (one whose path is unusable: every mount's)."""
+    if files is None:
+        return frozenset() if "/" in path else frozenset((path,))
+    return frozenset(
+        key for key, file in files if file is None or file == path or file.startswith(path + "/")
+    )
 
 
 def _csi_classes(
-    spec: Mapping[str, Any], subpath_volumes: set[str], init_volumes: set[str]
+    spec: Mapping[str, Any], mounts: Mapping[str, tuple[_Mount, ...]]
 ) -> Iterator[_Found]:
     """The SecretProviderClass of every Secrets Store CSI volume. Every object it fetches
     counts (None: all keys), and it is optional: until a pod mounted it, its versions are
-    unknown, which is not missing config (model/csi.py)."""
+    unknown, which is not missing config (model/csi.py). A subPath doesn't narrow it: the
+    driver names files by object alias, which the class, not the pod spec, says."""
     for volume in _dicts(spec.get("volumes")):
         csi = _dict(volume.get("csi"))
         if csi is None or csi.get("driver") != CSI_DRIVER:
@@ -248,10 +355,11 @@ def _csi_classes(
         if name is None:
             continue
         label = _label(volume.get("name"))
+        shown = mounts.get(label, ()) if label != _UNNAMED else ()
         via = f"volume {label}"
-        via += SUBPATH_SUFFIX if label in subpath_volumes else ""
-        via += INIT_SUFFIX if label in init_volumes else ""
-        frozen = label in subpath_volumes or label in init_volumes
+        via += SUBPATH_SUFFIX if any(m.by_subpath for m in shown) else ""
+        via += INIT_SUFFIX if any(m.init for m in shown) else ""
+        frozen = any(m.frozen for m in shown)
         yield SourceKind.CSI, name, _use(None, True, via, frozen=frozen)
 
 
@@ -269,37 +377,19 @@ def rename_references(
     return renamed
 
 
-def _subpath_volumes(spec: Mapping[str, Any]) -> set[str]:
-    """Names of volumes that some container mounts with `subPath` or `subPathExpr`: the
-    kubelet never updates such a mount."""
-    return {
-        name
-        for field in _CONTAINER_FIELDS
-        for container in _dicts(spec.get(field))
-        for mount in _dicts(container.get("volumeMounts"))
-        if (mount.get("subPath") or mount.get("subPathExpr"))
-        and (name := _name(mount.get("name"))) is not None
-    }
-
-
-def _init_volumes(spec: Mapping[str, Any]) -> set[str]:
-    """Names of volumes an init container mounts: it read them once, before the app ran,
-    and whatever it made of them never changes."""
-    return {
-        name
-        for container in _dicts(spec.get("initContainers"))
-        for mount in _dicts(container.get("volumeMounts"))
-        if (name := _name(mount.get("name"))) is not None
-    }
-
-
-def _item_keys(items: object) -> frozenset[str] | None:
-    # Kubernetes projects every key when `items` is absent or empty; an unusable list is
-    # treated the same way so that a malformed entry never hides a change.
+def _item_files(items: object) -> tuple[tuple[str, str | None], ...] | None:
+    """(key, cleaned path) of each usable `items` entry (path None: unusable, so shown to
+    every mount). None: every key, as a file named by the key. Kubernetes projects every
+    key when `items` is absent or empty; an unusable list is treated the same way so that
+    a malformed entry never hides a change."""
     if not isinstance(items, list | tuple):
         return None
-    keys = frozenset(key for item in _dicts(items) if (key := _name(item.get("key"))) is not None)
-    return keys or None
+    files = tuple(
+        (key, _clean(path) if isinstance(path := item.get("path"), str) else None)
+        for item in _dicts(items)
+        if (key := _name(item.get("key"))) is not None
+    )
+    return files or None
 
 
 def _dict(value: object) -> Mapping[str, Any] | None:
