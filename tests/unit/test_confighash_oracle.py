@@ -24,29 +24,49 @@ NAMES, KEYS = ["a", "b", "c"], ["k1", "k2", "k3"]
 KEY = b"\x07" * 32
 PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-Ref = tuple[str, str, str, tuple[str, ...]]
-"""(kind, name, form, keys) of one reference a pod spec makes."""
+Ref = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
+"""(kind, name, form, keys, mounts) of one reference a pod spec makes; a volume's mounts,
+one container each: ``whole``, ``subPath:PATH`` or ``subPathExpr:EXPR`` (none: unmounted)."""
+ITEM_PATHS = ["d/p0", "p1", "d/e/./p2"]
+"""Where the j-th listed key of a volume lands: nested paths make directories."""
+MOUNTS = ["whole", *(f"subPath:{path}" for path in ["k1", "k3", "d", "./d/", "d/p0", "p1",
+          "d/e", "d/p0/x", "."]), "subPathExpr:$(POD_NAME)", "subPathExpr:k2"]  # fmt: skip
 refs_st = st.tuples(
     st.sampled_from(["configmap", "secret"]),
     st.sampled_from(NAMES),
     st.sampled_from(["volume", "projected", "env", "envFrom", "init env"]),
     st.lists(st.sampled_from(KEYS), min_size=1, max_size=2, unique=True).map(tuple) | st.just(()),
+    st.lists(st.sampled_from(MOUNTS), max_size=2).map(tuple),
 )
+
+
+def mounts(volume: str, wanted: tuple[str, ...], i: int) -> list[dict[str, Any]]:
+    """A container per mount of ``volume``."""
+    containers = []
+    for j, how in enumerate(wanted):
+        mount = {"name": volume, "mountPath": "/m"}
+        if how != "whole":
+            field, _, path = how.partition(":")
+            mount[field] = path
+        containers.append({"name": f"m{i}-{j}", "volumeMounts": [mount]})
+    return containers
 
 
 def render(refs: list[Ref]) -> dict[str, Any]:
     """A pod spec making each reference, in its own volume or container."""
     spec: dict[str, Any] = {"volumes": [], "containers": [], "initContainers": []}
-    for i, (kind, name, form, keys) in enumerate(refs):
+    for i, (kind, name, form, keys, wanted) in enumerate(refs):
         cm = kind == "configmap"
-        items = [{"key": k, "path": f"p{j}"} for j, k in enumerate(keys)]
+        items = [{"key": k, "path": ITEM_PATHS[j]} for j, k in enumerate(keys)]
         if form == "volume":
             source = {"name" if cm else "secretName": name, **({"items": items} if items else {})}
             spec["volumes"].append({"name": f"v{i}", "configMap" if cm else "secret": source})
+            spec["containers"] += mounts(f"v{i}", wanted, i)
         elif form == "projected":
             source = {"name": name, **({"items": items} if items else {})}
             sources = [{"downwardAPI": {}}, {"configMap" if cm else "secret": source}]
             spec["volumes"].append({"name": f"v{i}", "projected": {"sources": sources}})
+            spec["containers"] += mounts(f"v{i}", wanted, i)
         elif form.endswith("envFrom"):
             env_from = [{"configMapRef" if cm else "secretRef": {"name": name}}]
             spec["containers"].append({"name": f"c{i}", "envFrom": env_from})
@@ -170,4 +190,36 @@ def test_the_oracle_reads_each_documented_part() -> None:
     assert confighash.counted(obj, uses, sources) == {
         ("configmap", NS, "a"): frozenset({"k1", "k2"}),
         ("configmap", NS, "b"): None,
+    }
+
+
+def test_the_oracle_reads_what_mounts_show() -> None:
+    """A worked example of what a volume's mounts show: a subPath naming a key's file, a
+    directory of listed paths, a volume whole in one container and by subPath in another,
+    a subPathExpr with a variable, and a volume nobody mounts."""
+    listed = {"name": "a", "items": [{"key": "k1", "path": "conf/one"},
+                                     {"key": "k2", "path": "conf/two"},
+                                     {"key": "k3", "path": "three"}]}  # fmt: skip
+    obj = workload([], {}, copies=False)
+    obj["spec"]["template"]["spec"] = {
+        "volumes": [
+            {"name": "file", "configMap": {"name": "b"}},
+            {"name": "dir", "configMap": listed},
+            {"name": "mixed", "secret": {"secretName": "a"}},
+            {"name": "expr", "secret": {"secretName": "b", "items": [{"key": "k1", "path": "p"}]}},
+            {"name": "idle", "secret": {"secretName": "c"}},
+        ],
+        "containers": [{"name": "app", "volumeMounts": [
+            {"name": "file", "mountPath": "/etc/k2", "subPath": "k2"},
+            {"name": "dir", "mountPath": "/etc/conf", "subPath": "./conf/"},
+            {"name": "mixed", "mountPath": "/etc/k3", "subPath": "k3"},
+            {"name": "expr", "mountPath": "/etc/x", "subPathExpr": "$(POD_NAME)"},
+        ]}, {"name": "side", "volumeMounts": [{"name": "mixed", "mountPath": "/all"}]}],
+    }  # fmt: skip
+    assert confighash.consumed(obj, DEPLOYMENT.template_path) == {
+        ("configmap", NS, "a"): frozenset({"k1", "k2"}),
+        ("configmap", NS, "b"): frozenset({"k2"}),
+        ("secret", NS, "a"): None,
+        ("secret", NS, "b"): frozenset({"k1"}),
+        ("secret", NS, "c"): None,
     }

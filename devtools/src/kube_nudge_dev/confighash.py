@@ -4,9 +4,11 @@ kube-nudge's own rules: the independent oracle of the tests and the benchmarks.
 It follows README's "The hash" and the annotation tables, and the byte layout the product
 documents in `kube_nudge.model.hashing` and `kube_nudge.model.digests` (their docstrings):
 
-1. Which sources and keys the pod template consumes: ConfigMap/Secret volumes (their
-   ``items`` list keys, else every key), projected volume sources, ``env`` key references
-   and ``envFrom`` (every key), in every container list; a copy the template's
+1. Which sources and keys the pod template consumes: ConfigMap/Secret volumes and
+   projected volume sources (their ``items`` list keys, else every key), as far as the
+   volume's mounts show them (docs/concepts.md, "A volume counts for what its mounts
+   show": a ``subPath`` shows the keys whose file is at or under it), ``env`` key
+   references and ``envFrom`` (every key), in every container list; a copy the template's
    ``kube-nudge.io/snapshots`` map names stands for its source. ``kube-nudge.io/configmaps``
    and ``secrets`` add sources (every key); ``exclude`` removes some. Reloader's and Wave's
    annotations mean what README's ``--compat`` table says. With ``--csi-secrets``
@@ -32,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import posixpath
 import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
@@ -101,20 +104,25 @@ def consumed(
 
 def _template_uses(spec: JSON) -> Iterator[tuple[str, str, Keys]]:
     """(kind, name, keys) of each reference of a pod spec."""
+    shown = _shown(spec)
     for volume in spec.get("volumes") or []:
         csi = volume.get("csi") or {}
         if csi.get("driver") == CSI_DRIVER and (csi.get("volumeAttributes") or {}).get(
             "secretProviderClass"
         ):
             yield CSI, csi["volumeAttributes"]["secretProviderClass"], None
+        paths = shown.get(volume["name"], [None])  # mounted by none: every key counts
         if "configMap" in volume:
-            yield CONFIGMAP, volume["configMap"]["name"], _item_keys(volume["configMap"])
+            source = volume["configMap"]
+            yield CONFIGMAP, source["name"], _volume_keys(source, paths)
         if "secret" in volume:
-            yield SECRET, volume["secret"]["secretName"], _item_keys(volume["secret"])
-        for source in (volume.get("projected") or {}).get("sources") or []:
+            source = volume["secret"]
+            yield SECRET, source["secretName"], _volume_keys(source, paths)
+        for projection in (volume.get("projected") or {}).get("sources") or []:
             for field, kind in (("configMap", CONFIGMAP), ("secret", SECRET)):
-                if field in source:
-                    yield kind, source[field]["name"], _item_keys(source[field])
+                if field in projection:
+                    source = projection[field]
+                    yield kind, source["name"], _volume_keys(source, paths)
     for field in _CONTAINER_LISTS:
         for container in spec.get(field) or []:
             for env in container.get("env") or []:
@@ -132,6 +140,40 @@ def _template_uses(spec: JSON) -> Iterator[tuple[str, str, Keys]]:
 def _item_keys(volume_source: JSON) -> Keys:
     """A volume's listed keys; every key without a list (or with an empty one)."""
     return frozenset(item["key"] for item in volume_source.get("items") or []) or None
+
+
+def _shown(spec: JSON) -> dict[str, list[str | None]]:
+    """Per volume name, what each of its mounts shows: a normalised path in the volume,
+    or None for all of it (no ``subPath``, ``.``, ``..data``, or a ``subPathExpr`` with a
+    variable, which may name any path)."""
+    shown: dict[str, list[str | None]] = {}
+    for field in _CONTAINER_LISTS:
+        for container in spec.get(field) or []:
+            for mount in container.get("volumeMounts") or []:
+                path = mount.get("subPath") or mount.get("subPathExpr") or "."
+                if "$" in path:
+                    path = "."
+                path = posixpath.normpath(path)
+                whole = path == "." or path.startswith("..")
+                shown.setdefault(mount["name"], []).append(None if whole else path)
+    return shown
+
+
+def _volume_keys(volume_source: JSON, paths: list[str | None]) -> Keys:
+    """The keys of one projected source that its volume's mounts show: a file is the key's
+    name without ``items``, else each listed key's ``path``; a mount shows the files at or
+    under its path."""
+    files = [(item["key"], posixpath.normpath(item["path"]))
+             for item in volume_source.get("items") or []]  # fmt: skip
+    keys: set[str] = set()
+    for path in paths:
+        if path is None:
+            return _item_keys(volume_source)
+        if not files:
+            keys |= {path} if "/" not in path else set()
+        else:
+            keys |= {key for key, file in files if file == path or file.startswith(path + "/")}
+    return frozenset(keys)
 
 
 def _use(found: dict[Ref, Keys], ref: Ref, keys: Keys) -> None:
