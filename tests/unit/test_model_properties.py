@@ -402,14 +402,15 @@ volumes_st = st.lists(
 
 
 def mounts_st(volumes: int) -> st.SearchStrategy[list[tuple[str, list[Mount]]]]:
-    """Containers (app or init) with their mounts of the volumes (some maybe unmounted)."""
+    """Containers (app, init or native sidecar) with their mounts of the volumes (some
+    maybe unmounted)."""
     mount = st.builds(
         Mount,
         volume=st.integers(0, volumes - 1),
         field=st.sampled_from(["", "subPath", "subPathExpr"]),
         path=st.sampled_from([*SUB_PATHS, VARIABLE]),
     ).filter(lambda m: m.field == "subPathExpr" or m.path != VARIABLE)
-    where = st.sampled_from(["containers", "initContainers"])
+    where = st.sampled_from(["containers", "initContainers", "sidecar"])  # a native sidecar
     box = st.tuples(where, st.lists(mount, min_size=1, max_size=3))
     return st.lists(box, max_size=3)
 
@@ -431,7 +432,10 @@ def pod(volumes: list[tuple[bool, list[Projection]]], boxes: list[tuple[str, lis
             }
             for k, m in enumerate(mounts)
         ]
-        spec[where].append({"name": f"c{j}", "volumeMounts": rendered_mounts})
+        box = {"name": f"c{j}", "volumeMounts": rendered_mounts}
+        if where == "sidecar":
+            box["restartPolicy"] = "Always"
+        spec["initContainers" if where == "sidecar" else where].append(box)
     return spec
 
 
@@ -491,8 +495,9 @@ def test_discovery_reads_what_the_kubelet_projects(
 ) -> None:
     """Per source, the keys discovery counts (resolved against the source's keys) are those
     whose file the kubelet puts at or under some container's mount, and the keys it says
-    only a restart delivers those a subPath mount or an init container shows. A volume no
-    container mounts counts whole (a container injected at admission may mount it)."""
+    only a restart delivers those a subPath mount or an init container shows (a native
+    sidecar runs beside the app: its whole mounts are refreshed). A volume no container
+    mounts counts whole (a container injected at admission may mount it)."""
     boxes = data.draw(mounts_st(len(volumes)))
     refs = sorted({p.ref for _, sources in volumes for p in sources})
     keys = data.draw(st.fixed_dictionaries(

@@ -194,6 +194,19 @@ def test_an_init_container_reads_its_subpath_at_start_only() -> None:
     }
 
 
+def test_a_native_sidecar_sees_its_whole_volume_refreshed() -> None:
+    """An init container with `restartPolicy: Always` runs beside the app (the reload agent
+    may be one): the kubelet refreshes its whole mounts, as an app container's."""
+    volume = {"name": "cfg", "configMap": {"name": "app"}}
+    spec = mounted(volume, {}, {"subPath": "seed"}, where="initContainers")
+    spec["initContainers"][0]["restartPolicy"] = "Always"
+    assert discover(spec, NS) == {
+        cm("app"): use(via=("volume cfg (subPath) (init container)",), restart={"seed"})
+    }
+    spec["initContainers"][1]["restartPolicy"] = "Always"  # a subPath is never refreshed
+    assert discover(spec, NS) == {cm("app"): use(via=("volume cfg (subPath)",), restart={"seed"})}
+
+
 def test_a_subpath_expr_without_a_variable_is_a_subpath() -> None:
     volume = {"name": "cfg", "configMap": {"name": "app"}}
     found = discover(mounted(volume, {"subPathExpr": "app.yaml"}), NS)

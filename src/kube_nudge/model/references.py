@@ -6,7 +6,8 @@ key is a file at its `path` (nested paths make directories). A mount without `su
 sees the whole volume; a `subPath` mount sees the file or directory at that path, so only
 the keys whose file lands at or under it (`_visible`). A volume consumes the union over
 its mounts in every container list; a key a `subPath` mount or an init container shows is
-read at start only (`Consumption.restart_keys`).
+read at start only (`Consumption.restart_keys`), but a native sidecar (an init container
+with `restartPolicy: Always`) runs beside the app and sees its whole mounts refreshed.
 Every listed key stays required even when no mount shows it: the kubelet sets up the whole
 volume, and a missing one stops the pod.
 
@@ -249,7 +250,7 @@ class _Mount:
     by_subpath: bool
     """Mounted with `subPath` or `subPathExpr`: the kubelet never refreshes it."""
     init: bool
-    """In an init container: read once, before the app ran."""
+    """In an init container (not a native sidecar): read once, before the app ran."""
 
     @property
     def frozen(self) -> bool:
@@ -266,7 +267,7 @@ def _mounts(spec: Mapping[str, Any]) -> dict[str, tuple[_Mount, ...]]:
     found: dict[str, list[_Mount]] = {}
     for field in _CONTAINER_FIELDS:
         for container in _dicts(spec.get(field)):
-            init = field == "initContainers"
+            init = field == "initContainers" and not _native_sidecar(container)
             for mount in _dicts(container.get("volumeMounts")):
                 if (name := _name(mount.get("name"))) is None:
                     continue
@@ -275,6 +276,12 @@ def _mounts(spec: Mapping[str, Any]) -> dict[str, tuple[_Mount, ...]]:
                     _Mount(_shown(sub, expr), bool(sub or expr), init)
                 )
     return {name: tuple(mounts) for name, mounts in found.items()}
+
+
+def _native_sidecar(container: Mapping[str, Any]) -> bool:
+    """An init container with `restartPolicy: Always` runs beside the app for the pod's
+    life, and its whole-volume mounts are refreshed like an app container's."""
+    return container.get("restartPolicy") == "Always"
 
 
 def _shown(sub: object, expr: object) -> str | None:
