@@ -12,6 +12,8 @@ servers do:
 - ``throttle``: writes are answered ``429 Too Many Requests`` with ``Retry-After``.
 - ``delay_watches``: watch streams of one resource deliver each event a fixed time after
   the API server sent it, in order: a cache lagging behind the client's own writes.
+- ``delay_requests``: every request waits a fixed time before it is forwarded: an API
+  server that many milliseconds away, each request paying one round trip.
 
 Every request is logged (time, method, path, status) so tests can check how the client
 behaved, e.g. that it honoured Retry-After instead of retrying in a hot loop.
@@ -83,6 +85,8 @@ class ApiProxy:
     retry_after: int = 1
     watch_delays: dict[str, float] = field(default_factory=dict)
     """Seconds each watch event of a resource (by its plural) is held back."""
+    request_delay: float = 0.0
+    """Seconds each request waits before it is forwarded (a round trip's worth of distance)."""
     _server: asyncio.Server | None = None
     _streams: set[_Stream] = field(default_factory=set)
     _connections: set[asyncio.Task[None]] = field(default_factory=set)
@@ -153,6 +157,13 @@ class ApiProxy:
         each event ``seconds`` after the API server sent it."""
         self.watch_delays[resource] = seconds
 
+    def delay_requests(self, seconds: float) -> None:
+        """Every request from now on is forwarded ``seconds`` after it arrived, and its
+        answer follows at once: an API server one round trip of ``seconds`` away. A client
+        that waits for each answer before its next request (one HTTP/1.1 connection, or
+        kubectl between objects) leaves that much more between its requests."""
+        self.request_delay = seconds
+
     def count(self, *, status: int | None = None, watch: bool | None = None) -> int:
         """How many requests matched."""
         return sum(
@@ -191,6 +202,8 @@ class ApiProxy:
         writer: asyncio.StreamWriter,
     ) -> bool:
         """Answer one request; False if the connection must close."""
+        if self.request_delay > 0:
+            await asyncio.sleep(self.request_delay)  # the distance to the API server
         url = urlsplit(target)
         query = parse_qs(url.query)
         watch = query.get("watch", [""])[0] in ("1", "true")
@@ -317,7 +330,10 @@ def _write_head(writer: asyncio.StreamWriter, status: int, headers: dict[str, st
 async def _respond(
     writer: asyncio.StreamWriter, status: int, body: bytes, headers: dict[str, str] | None = None
 ) -> None:
-    _write_head(writer, status, {"Content-Type": "application/json", **(headers or {}),
-                                 "Content-Length": str(len(body))})  # fmt: skip
+    given = dict(headers or {})
+    if not any(name.lower() == "content-type" for name in given):
+        # The upstream's own type when it has one: kubectl and helm ask for protobuf.
+        given["Content-Type"] = "application/json"
+    _write_head(writer, status, {**given, "Content-Length": str(len(body))})
     writer.write(body)
     await writer.drain()
