@@ -37,7 +37,7 @@ BLOCK = re.compile(
     r"(?P<body>.*?)(?P<close><!-- /bench:(?P=name) -->)",
     re.DOTALL,
 )
-DOCUMENTS = ("README.md", "docs/*.md")
+DOCUMENTS = ("README.md", "CHANGELOG.md", "docs/*.md")
 
 
 def _median(document: dict[str, Any], tool: str, scenario: str, metric: str) -> float | None:
@@ -260,7 +260,7 @@ RENDERERS: dict[str, Render] = {
 
 
 def documents(root: Path = ROOT) -> list[Path]:
-    """The files whose figures come from results: README.md and docs/*.md."""
+    """The files whose figures come from results: README.md, CHANGELOG.md and docs/*.md."""
     return sorted(path for pattern in DOCUMENTS for path in root.glob(pattern))
 
 
