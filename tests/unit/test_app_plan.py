@@ -5,7 +5,9 @@ cluster: tests/integration/test_plan.py.)"""
 from __future__ import annotations
 
 import base64
+import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +215,61 @@ def test_an_argo_rollout_in_the_files_is_planned(tmp_path: Path) -> None:
     assert (found["Rollout/canary"]["action"], found["Rollout/canary"]["sources"]) == (
         "roll", ["configmap/app [LEVEL]"],
     )  # fmt: skip
+
+
+def document(out: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(out)
+    assert list(plan_validator().iter_errors(found)) == []
+    return found
+
+
+def test_rows_with_an_action_come_first_the_unaffected_last(tmp_path: Path) -> None:
+    more = {"aaa": manifests.deployment("aaa", spec=manifests.env_consumer("LEVEL"))}
+    _, out, _ = plan(tmp_path, fleet("info", more=more), fleet("debug", more=more), "-o", "json")
+    order = [(w["action"], w["name"]) for w in document(out)["workloads"]]
+    actions = [a for a, _ in order]
+    assert actions[0] == "roll" and actions[-2:] == ["none", "none"]
+    assert actions.index("notify") < actions.index("hold") < actions.index("none")
+    assert order[-2:] == [("none", "aaa"), ("none", "bystander")]  # by name within one
+    _, table, _ = plan(tmp_path, fleet("info", more=more), fleet("debug", more=more))
+    rows = [line.split()[1] for line in table.splitlines() if line.startswith("default/")]
+    assert rows == actions
+
+
+def test_wide_shows_every_cell_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "90")
+    _, table, _ = plan(tmp_path, fleet("info"), fleet("debug"))
+    assert max(map(len, table.splitlines()[2:])) <= 90  # the notes run on; the tables fit
+    assert "…" in table
+    code, wide, _ = plan(tmp_path, fleet("info"), fleet("debug"), "-o", "wide")
+    assert code == 1 and "…" not in wide
+    assert "held until approved (kube-nudge.io/approval: required): run `kube-nudge approve" in wide
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def on_a_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_color: str | None) -> str:
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("TERM", raising=False)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    main(["plan", "-f", write(tmp_path / "head.yaml", fleet("debug")),
+          "--base", write(tmp_path / "base.yaml", fleet("info"))])  # fmt: skip
+    return terminal.getvalue()
+
+
+@pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("1", False), ("", True)])
+def test_colour_on_a_terminal_unless_no_color(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_color: str | None, coloured: bool
+) -> None:
+    """https://no-color.org: NO_COLOR set and not empty turns colour off."""
+    out = on_a_terminal(monkeypatch, tmp_path, no_color)
+    assert ("\x1b[33mroll\x1b[0m" in out) is coloured
+    assert ("\x1b[" in out) is coloured

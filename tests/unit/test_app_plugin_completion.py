@@ -16,7 +16,7 @@ COMMANDS = describe(build_parser())
     [
         (["pl"], (["plan"], NO_FILES)),
         (["plan", "--ba"], (["--base"], NO_FILES)),
-        (["plan", "-o", ""], (["table", "json", "markdown"], NO_FILES)),
+        (["plan", "-o", ""], (["table", "wide", "json", "markdown"], NO_FILES)),
         (["plan", "-f", ""], ([], FILES)),
         (["plan", "--base", "di"], ([], FILES)),
         (["wait", "dep"], (["deployment/"], NO_FILES)),

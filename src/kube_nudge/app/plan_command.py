@@ -4,7 +4,8 @@ before it is applied.
 Against the live cluster (the default) it reads, never writes, and needs what ``status``
 needs; with ``--base`` it compares two sets of manifests with no cluster at all (a pull
 request check). The decisions are the controller's own rules (``model.preview``), the
-inputs are read by ``reporting.plan`` and planned by ``reporting.planning``.
+inputs are read by ``reporting.plan`` and planned by ``reporting.planning``;
+``app.plan_output`` prints the plan.
 
 Exit code 0 when nothing would roll, reload or be evicted, 1 when something would (as
 ``kubectl diff`` does), 2 on bad flags or manifests, 5 when the API server is unreachable
@@ -15,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
 from kube_nudge.app.flags import (
@@ -33,13 +32,12 @@ from kube_nudge.app.flags import (
     read_installation_key,
 )
 from kube_nudge.app.manifest_files import Manifest, read_manifests
+from kube_nudge.app.plan_output import render, render_markdown, render_table
 from kube_nudge.app.status_command import say_unlisted
-from kube_nudge.app.tables import fit
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS, readable_kinds
-from kube_nudge.model.preview import Verb
 from kube_nudge.reporting.plan import live_inputs, offline_inputs, sort_objects
-from kube_nudge.reporting.planning import Inputs, Plan, PlanRow, plan_rows
+from kube_nudge.reporting.planning import Inputs, Plan, plan_rows
 from kube_nudge.strategies.registry import (
     capped_by_name,
     delivers,
@@ -50,11 +48,9 @@ from kube_nudge.strategies.registry import (
 
 __all__ = ["PLAN", "PlanCommand", "render_markdown", "render_table"]
 
-_MIN_WIDTH = 100
 #: The kinds a manifest may be: every built-in one, Argo's Rollout too (a file can hold one
 #: whether or not a cluster serves it).
 _FILE_KINDS = (*BUILTIN_KINDS, *DISCOVERED_KINDS)
-_COLOURS = {"roll": "33", "reload": "33", "evict": "33", "hold": "31", "unknown": "31"}
 
 
 class PlanCommand:
@@ -98,8 +94,8 @@ class PlanCommand:
         )
         add("--namespace", "-n", help="namespace of manifests that name none (default: the "
             "context's; offline: default)")  # fmt: skip
-        add("--output", "-o", choices=["table", "json", "markdown"], default="table",
-            help="output format")  # fmt: skip
+        add("--output", "-o", choices=["table", "wide", "json", "markdown"], default="table",
+            help="output format: table fits the terminal, wide shows every cell whole")  # fmt: skip
         add_cluster_flags(parser)
         add_key_flags(parser)
         add_csi_flag(parser)
@@ -117,7 +113,7 @@ class PlanCommand:
         head = _manifests(args.files, args.recursive, "-f")
         base = _manifests(args.base, args.recursive, "--base") if args.base else None
         plan = _offline(base, head, args) if base is not None else _live(head, args)
-        print(_render(plan, args.output), end="")
+        print(render(plan, args.output, width=_terminal_width(), colour=_colour()), end="")
         return 1 if plan.acting else 0
 
 
@@ -181,64 +177,20 @@ async def _read_live(client: KubeClient, head: list[Manifest], args: argparse.Na
     return _plan(inputs, notes)
 
 
-def _render(plan: Plan, output: str) -> str:
-    if output == "json":
-        return json.dumps(plan.document(), indent=2) + "\n"
-    if output == "markdown":
-        return render_markdown(plan)
-    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    width = max(shutil.get_terminal_size((_MIN_WIDTH, 24)).columns, _MIN_WIDTH)
-    return render_table(plan, width=width, colour=colour)
+def _terminal_width() -> int | None:
+    """The terminal's columns; None when the output goes to no terminal (a file, a pipe, a
+    CI log: nothing to fit, so no cell is cut) unless ``COLUMNS`` gives a width."""
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS"):
+        return None
+    return shutil.get_terminal_size().columns
 
 
-def render_table(plan: Plan, *, width: int = _MIN_WIDTH, colour: bool = False) -> str:
-    """The plan as aligned columns that fit ``width``; REASON is cut to fit."""
-    lines = [plan.summary()]
-    lines += [f"note: {note}" for note in plan.notes]
-    if plan.rows:
-        table = [("WORKLOAD", "ACTION", "SOURCES", "REASON")]
-        table += [(_workload(r), str(r.action), _sources(r), _reason(r)) for r in plan.rows]
-        widths = [min(max(len(r[i]) for r in table), cap) for i, cap in enumerate((44, 7, 30))]
-        for n, (workload, action, sources, reason) in enumerate(table):
-            cells = [fit(workload, widths[0]), action.ljust(widths[1]), fit(sources, widths[2])]
-            head = "  ".join(cells) + "  "
-            line = (head + fit(reason, max(width - len(head), 20))).rstrip()
-            if colour and n and action in _COLOURS:
-                line = line.replace(action, f"\x1b[{_COLOURS[action]}m{action}\x1b[0m", 1)
-            lines.append(line)
-    return "\n".join(lines) + "\n"
-
-
-def render_markdown(plan: Plan) -> str:
-    """The plan for a pull-request comment: the summary first, then a table."""
-    lines = [f"**kube-nudge plan:** {plan.summary()}", ""]
-    lines += [f"> {note}" for note in plan.notes] + ([""] if plan.notes else [])
-    if plan.rows:
-        lines += ["| Workload | Action | Sources | Why |", "|---|---|---|---|"]
-        lines += [
-            f"| `{_workload(r)}` | **{r.action}** | {_md(_sources(r))} | {_md(_reason(r))} |"
-            for r in plan.rows
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _workload(row: PlanRow) -> str:
-    return f"{row.namespace}/{row.kind}/{row.name}"
-
-
-def _sources(row: PlanRow) -> str:
-    return "; ".join(row.sources) or "-"
-
-
-def _reason(row: PlanRow) -> str:
-    if row.action is Verb.HOLD and row.until is not None:
-        until = datetime.fromtimestamp(row.until, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        return f"{row.reason} (until {until} at the latest)"
-    return row.reason
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _colour() -> bool:
+    """Colour on a terminal only, and never with ``NO_COLOR`` set and not empty
+    (https://no-color.org) or on a dumb terminal."""
+    return (
+        sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
 
 
 PLAN = PlanCommand()

@@ -18,9 +18,12 @@ from kube_nudge.model.gates import Sibling
 from kube_nudge.model.preview import ACTING, Prediction, Verb, predict
 from kube_nudge.model.tracking import track
 
-__all__ = ["SCHEMA", "Candidate", "Eviction", "Plan", "PlanRow", "plan_rows"]
+__all__ = ["ORDER", "SCHEMA", "Candidate", "Eviction", "Plan", "PlanRow", "plan_rows"]
 
 SCHEMA = "kube-nudge.io/plan/v1"
+#: The order of the rows: what acts first, then what is held or can't be told, the
+#: unaffected last.
+ORDER = (Verb.ROLL, Verb.RELOAD, Verb.EVICT, Verb.NOTIFY, Verb.HOLD, Verb.UNKNOWN, Verb.NONE)
 _UNKEYED = b"\x00" * 32  # stands in for the key where the hashes need not match a record
 
 
@@ -169,7 +172,8 @@ def plan_rows(
     capped: Mapping[str, bool],
     records: Mapping[str, bool],
 ) -> list[PlanRow]:
-    """Every candidate's row (and each pod-selector's), sorted, with rollout waves.
+    """Every candidate's row (and each pod-selector's) with rollout waves, in ``ORDER`` of
+    their actions, then by name.
     ``capped``: whether each strategy restarts pods; ``records``: whether it records what
     it adopted on the workload."""
     predictions = {
@@ -184,7 +188,7 @@ def plan_rows(
     ]
     rows = _waves(rows, inputs.candidates)
     rows += [_eviction_row(e, inputs.live) for e in inputs.evictions]
-    return sorted(rows, key=lambda r: (r.namespace, r.kind, r.name))
+    return sorted(rows, key=lambda r: (ORDER.index(r.action), r.namespace, r.kind, r.name))
 
 
 def _predict(

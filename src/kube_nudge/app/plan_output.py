@@ -1,0 +1,102 @@
+"""What ``kube-nudge plan`` prints, the same content in each format: the summary, what the
+plan could not know and a row per workload, those with an action first. A table fitted to
+the terminal (``-o wide``: every cell whole), markdown for a pull-request comment, or the
+JSON document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from kube_nudge.app.tables import GAP, column_widths, fit
+from kube_nudge.model.preview import Verb
+from kube_nudge.reporting.planning import Plan, PlanRow
+
+__all__ = ["COLOURS", "render", "render_json", "render_markdown", "render_table"]
+
+#: The ANSI colour of each action's cell on a terminal (the others stay plain).
+COLOURS: dict[str, str] = {
+    Verb.ROLL: "33", Verb.RELOAD: "33", Verb.EVICT: "33", Verb.HOLD: "31", Verb.UNKNOWN: "31",
+}  # fmt: skip
+_ROWS_HEADER = ("WORKLOAD", "ACTION", "SOURCES", "REASON")
+#: On a narrow terminal, which columns are cut first: the details (a row's sources before
+#: its reason), the name last, the action never.
+_ROWS_GIVE_WAY = (2, 3, 0)
+
+
+def render(plan: Plan, output: str, *, width: int | None, colour: bool) -> str:
+    """``plan`` as ``-o OUTPUT`` asks: table, wide, markdown or json."""
+    if output == "json":
+        return render_json(plan)
+    if output == "markdown":
+        return render_markdown(plan)
+    return render_table(plan, width=None if output == "wide" else width, colour=colour)
+
+
+def render_json(plan: Plan) -> str:
+    """The document of docs/schemas/plan-v2.json."""
+    return json.dumps(plan.document(), indent=2) + "\n"
+
+
+def render_table(plan: Plan, *, width: int | None = None, colour: bool = False) -> str:
+    """Aligned columns that fit ``width`` (None: no limit, every cell whole); with
+    ``colour``, the action cells are coloured, nothing else."""
+    lines = [plan.summary()]
+    lines += [f"note: {note}" for note in plan.notes]
+    if plan.rows:
+        table = [_ROWS_HEADER, *(_row_cells(row) for row in plan.rows)]
+        lines += ["", *_aligned(table, width, _ROWS_GIVE_WAY, colour=colour)]
+    return "\n".join(lines) + "\n"
+
+
+def _aligned(
+    table: Sequence[Sequence[str]], width: int | None, give_way: Sequence[int], *, colour: bool
+) -> list[str]:
+    """Each row of ``table`` (header first) as a line, cut to ``width`` as ``give_way``
+    says; with ``colour``, the word of its second column (the action) coloured."""
+    widths = column_widths(table, width, give_way)
+    lines = []
+    for n, row in enumerate(table):
+        cells = [fit(cell, w) for cell, w in zip(row, widths, strict=True)]
+        code = COLOURS.get(row[1]) if colour and n else None
+        if code is not None:  # the word only: its padding stays plain
+            cells[1] = f"\x1b[{code}m{row[1]}\x1b[0m" + cells[1][len(row[1]) :]
+        lines.append((" " * GAP).join(cells).rstrip())
+    return lines
+
+
+def render_markdown(plan: Plan) -> str:
+    """For a pull-request comment: the summary first, then the workloads as a table."""
+    lines = [f"**kube-nudge plan:** {plan.summary()}", ""]
+    lines += [f"> {_md(note)}" for note in plan.notes] + ([""] if plan.notes else [])
+    if plan.rows:
+        lines += ["| Workload | Action | Sources | Why |", "|---|---|---|---|"]
+        lines += [
+            f"| `{_workload(r)}` | **{r.action}** | {_md(_sources(r))} | {_md(_reason(r))} |"
+            for r in plan.rows
+        ]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _row_cells(row: PlanRow) -> tuple[str, str, str, str]:
+    return (_workload(row), str(row.action), _sources(row), _reason(row))
+
+
+def _workload(row: PlanRow) -> str:
+    return f"{row.namespace}/{row.kind}/{row.name}"
+
+
+def _sources(row: PlanRow) -> str:
+    return "; ".join(row.sources) or "-"
+
+
+def _reason(row: PlanRow) -> str:
+    if row.action is Verb.HOLD and row.until is not None:
+        until = datetime.fromtimestamp(row.until, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"{row.reason} (until {until} at the latest)"
+    return row.reason
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
