@@ -20,9 +20,9 @@ def status_validator() -> Draft202012Validator:
 
 
 def plan_validator() -> Draft202012Validator:
-    """A validator of ``kube-nudge plan -o json`` documents (docs/schemas/plan-v1.json), the
+    """A validator of ``kube-nudge plan -o json`` documents (docs/schemas/plan-v2.json), the
     schema itself checked first."""
-    schema = json.loads((SCHEMAS / "plan-v1.json").read_text())
+    schema = json.loads((SCHEMAS / "plan-v2.json").read_text())
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
 

@@ -5,6 +5,7 @@ cluster: tests/integration/test_plan.py.)"""
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import sys
@@ -176,10 +177,12 @@ def test_no_secret_value_in_any_output(tmp_path: Path) -> None:
     )
     base.append(head[-1])
     needles = [CANARY, base64.b64encode(CANARY.encode()).decode()[:16]]
+    needles += [hashlib.sha256(v.encode()).hexdigest()[:16] for v in (CANARY, CANARY + "-2")]
     for output in ("table", "json", "markdown"):
         code, out, err = plan(tmp_path, base, head, "-o", output)
         assert code == 1
         assert "secret/db [password]" in out
+        assert "password" in out.split("secret/db [password]")[0]  # the changed sources first
         assert [n for n in needles if n in out + err] == []
 
 
@@ -217,6 +220,15 @@ def test_an_argo_rollout_in_the_files_is_planned(tmp_path: Path) -> None:
     )  # fmt: skip
 
 
+def small(data: dict[str, str], *, namespace: str | None = None) -> list[Any]:
+    """ConfigMap app (in ``namespace``) and web, which reads its key LEVEL by env."""
+    source = manifests.configmap("app", data)
+    if namespace is not None:
+        source["metadata"]["namespace"] = namespace
+    web = manifests.deployment("web", spec=manifests.env_consumer("LEVEL"), annotations=ENABLED)
+    return [source, web]
+
+
 def document(out: str) -> dict[str, Any]:
     found: dict[str, Any] = json.loads(out)
     assert list(plan_validator().iter_errors(found)) == []
@@ -234,6 +246,82 @@ def test_rows_with_an_action_come_first_the_unaffected_last(tmp_path: Path) -> N
     _, table, _ = plan(tmp_path, fleet("info", more=more), fleet("debug", more=more))
     rows = [line.split()[1] for line in table.splitlines() if line.startswith("default/")]
     assert rows == actions
+
+
+def test_the_changed_sources_come_first_in_every_format(tmp_path: Path) -> None:
+    """A change of a key no pod reads shows, with the consumers of its source: it used to
+    appear nowhere."""
+    base, head = small({"LEVEL": "info", "OTHER": "a"}), small({"LEVEL": "info", "OTHER": "b"})
+    code, out, _ = plan(tmp_path, base, head, "-o", "json")
+    assert code == 0
+    assert document(out)["sources"] == [{
+        "kind": "configmap", "namespace": "default", "name": "app", "change": "changed",
+        "added": [], "removed": [], "changed": ["OTHER"], "unread": ["OTHER"],
+        "annotationsChange": False, "consumers": [{
+            "namespace": "default", "kind": "Deployment", "name": "web", "action": "none",
+            "stranded": False}],
+    }]  # fmt: skip
+    _, out, _ = plan(tmp_path, base, head)
+    lines = out.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("CHANGED SOURCE")))
+    assert lines[header + 1].split("  ")[0] == "configmap/default/app"
+    assert "changed: OTHER" in lines[header + 1]
+    assert lines[header + 1].endswith("Deployment/web none; no consumer reads OTHER")
+    assert header < lines.index(next(line for line in lines if line.startswith("WORKLOAD")))
+    _, out, _ = plan(tmp_path, base, head, "-o", "markdown")
+    assert (
+        "| `configmap/default/app` | changed | changed: OTHER | "
+        "Deployment/web none; no consumer reads OTHER |"
+    ) in out
+    assert out.index("| Changed source |") < out.index("| Workload |")
+
+
+def test_a_source_no_workload_reads_is_shown_not_nothing(tmp_path: Path) -> None:
+    """A ConfigMap in another namespace than its workloads', offline."""
+    base = small({"LEVEL": "info"}, namespace="prod")
+    head = small({"LEVEL": "debug", "NEW": "x"}, namespace="prod")
+    code, out, _ = plan(tmp_path, base, head)
+    assert code == 0
+    assert out.splitlines()[0] == "1 source changes, no workload reads it"
+    assert (
+        "configmap/prod/app  changed  changed: LEVEL; added: NEW  no consumer in this input" in out
+    )
+    _, out, _ = plan(tmp_path, base, head, "-o", "json")
+    assert document(out)["sources"][0]["unread"] == ["LEVEL", "NEW"]
+
+
+def test_a_deleted_source_its_consumers_require_exits_1(tmp_path: Path) -> None:
+    """Held, not rolled, yet its new pods can't start: exit 1 (review me), as kubectl diff
+    says 1 for a difference; a code above 1 would read as a failed command."""
+    code, out, _ = plan(tmp_path, fleet("info"), fleet("info")[1:], "-o", "json")
+    found = document(out)
+    assert (code, found["acting"], found["stranded"]) == (1, False, True)
+    app = found["sources"][0]
+    assert (app["name"], app["change"], app["removed"]) == ("app", "deleted", ["LEVEL", "OTHER"])
+    assert {c["name"]: c["stranded"] for c in app["consumers"]} == dict.fromkeys(
+        ["bystander", "gated", "hotone", "told", "web"], True
+    )
+    code, out, _ = plan(tmp_path, fleet("info"), fleet("info")[1:])
+    assert code == 1
+    assert out.splitlines()[1] == (
+        "warning: configmap/default/app is deleted, yet 5 workloads require it: their new "
+        "pods can't start until it is back"
+    )
+    _, out, _ = plan(tmp_path, fleet("info"), fleet("info")[1:], "-o", "markdown")
+    assert "> **warning:** configmap/default/app is deleted, yet 5 workloads" in out
+
+
+def test_a_removed_key_a_workload_requires_exits_1_and_an_unread_one_0(tmp_path: Path) -> None:
+    base = small({"LEVEL": "info", "OTHER": "a"})
+    code, out, _ = plan(tmp_path, base, small({"OTHER": "a"}), "-o", "json")
+    assert (code, document(out)["stranded"]) == (1, True)
+    assert document(out)["workloads"][0]["hold"] == "missing"
+    code, out, _ = plan(tmp_path, base, small({"LEVEL": "info"}), "-o", "json")
+    assert (code, document(out)["stranded"]) == (0, False)
+    assert document(out)["sources"][0]["removed"] == ["OTHER"]
+    # A deleted source nobody reads strands nobody.
+    code, out, _ = plan(tmp_path, [*base, manifests.configmap("old", {"K": "v"})], base)
+    assert code == 0 and "configmap/default/old  deleted  removed: K  no consumer" in out
 
 
 def test_wide_shows_every_cell_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,9 +6,20 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from dataclasses import replace
 
-from kube_nudge.model import CONFIG_HASH
-from kube_nudge.reporting.plan import api_object, applied, changes_template
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import CONFIG_HASH, SourceKind, SourceRef
+from kube_nudge.reporting.plan import (
+    api_object,
+    applied,
+    changes_template,
+    offline_inputs,
+    sort_objects,
+)
+from kube_nudge.reporting.planning import Change
+from kube_nudge.reporting.sourcechanges import source_changes
+from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import manifests
 
 PATH = ("spec", "template")
@@ -67,3 +78,31 @@ def test_a_key_the_last_apply_set_goes_and_one_it_did_not_set_stays() -> None:
     assert applied(live, given)["data"] == {"A": "9", "SET_BY_HAND": "3"}
     del live["metadata"]["annotations"]  # created otherwise: nothing is the applier's to drop
     assert applied(live, given)["data"] == {"A": "9", "B": "2", "SET_BY_HAND": "3"}
+
+
+def test_each_changed_source_with_its_key_names() -> None:
+    """Created, deleted, changed (keys added, removed, changed), its annotations, or not
+    readable: names only, and a source neither side changes is left out."""
+    selector = {"kube-nudge.io/pod-selector": "app=legacy"}
+    base = [manifests.configmap("a", {"K": "1", "GONE": "x", "SAME": "s"}),
+            manifests.configmap("old", {"X": "1"}), manifests.configmap("same", {"S": "1"}),
+            manifests.configmap("tagged", {"T": "1"})]  # fmt: skip
+    head = [manifests.configmap("a", {"K": "2", "NEW": "n", "SAME": "s"}),
+            manifests.secret("new", {"password": "p"}), manifests.configmap("same", {"S": "1"}),
+            manifests.configmap("tagged", {"T": "1"}, selector)]  # fmt: skip
+    defaults = product_defaults(compat=False, csi_secrets=False)
+    before, after = (sort_objects(side, "default", BUILTIN_KINDS) for side in (base, head))
+    inputs = offline_inputs(before, after, defaults=defaults)
+    found = {
+        s.ref.name: (s.change, s.added, s.removed, s.changed, s.annotations, s.consumers)
+        for s in source_changes(inputs, [])
+    }
+    assert found == {
+        "a": (Change.CHANGED, ("NEW",), ("GONE",), ("K",), False, ()),
+        "new": (Change.CREATED, ("canary", "password"), (), (), False, ()),
+        "old": (Change.DELETED, (), ("X",), (), False, ()),
+        "tagged": (Change.CHANGED, (), (), (), True, ()),
+    }
+    new = SourceRef(SourceKind.SECRET, "default", "new")
+    hidden = source_changes(replace(inputs, unreadable=frozenset({new})), [])
+    assert [(s.change, s.added) for s in hidden if s.ref == new] == [(Change.UNREADABLE, ())]

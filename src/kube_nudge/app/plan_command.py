@@ -4,12 +4,14 @@ before it is applied.
 Against the live cluster (the default) it reads, never writes, and needs what ``status``
 needs; with ``--base`` it compares two sets of manifests with no cluster at all (a pull
 request check). The decisions are the controller's own rules (``model.preview``), the
-inputs are read by ``reporting.plan`` and planned by ``reporting.planning``;
-``app.plan_output`` prints the plan.
+inputs are read by ``reporting.plan`` and planned by ``reporting.planning`` (what changes in
+each source: ``reporting.sourcechanges``); ``app.plan_output`` prints the plan.
 
 Exit code 0 when nothing would roll, reload or be evicted, 1 when something would (as
-``kubectl diff`` does), 2 on bad flags or manifests, 5 when the API server is unreachable
-or refuses.
+``kubectl diff`` does) or when the input deletes config a workload still requires, 2 on bad
+flags or manifests, 5 when the API server is unreachable or refuses. A deletion that
+strands a workload has no code of its own: as ``kubectl diff``'s, a code above 1 says the
+command failed, and a CI step that accepts 0 and 1 would read the finding as a crash.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS, readable_kinds
 from kube_nudge.reporting.plan import live_inputs, offline_inputs, sort_objects
 from kube_nudge.reporting.planning import Inputs, Plan, plan_rows
+from kube_nudge.reporting.sourcechanges import source_changes
 from kube_nudge.strategies.registry import (
     capped_by_name,
     delivers,
@@ -59,8 +62,8 @@ class PlanCommand:
     name = "plan"
     help = "say what applying manifests would roll, reload, evict or hold (exit 1 if any)"
     exit_codes = (
-        (0, "nothing would roll, reload or be evicted"),
-        (1, "something would roll, reload or be evicted"),
+        (0, "nothing would roll, reload or be evicted, nor lose config it requires"),
+        (1, "something would roll, reload or be evicted, or lose config it requires"),
         (EXIT_USAGE, "a bad flag, manifest or kubeconfig; nothing was sent"),
         (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
     )
@@ -114,7 +117,7 @@ class PlanCommand:
         base = _manifests(args.base, args.recursive, "--base") if args.base else None
         plan = _offline(base, head, args) if base is not None else _live(head, args)
         print(render(plan, args.output, width=_terminal_width(), colour=_colour()), end="")
-        return 1 if plan.acting else 0
+        return 1 if plan.acting or plan.stranded else 0
 
 
 def _manifests(paths: Sequence[str], recursive: bool, flag: str) -> list[Manifest]:
@@ -130,7 +133,7 @@ def _plan(inputs: Inputs, notes: list[str]) -> Plan:
         inputs, now=time.time(), models=models, capped=capped_by_name(),
         records={name: delivers(name) for name in strategy_names()},
     )  # fmt: skip
-    return Plan(rows, live=inputs.live, notes=notes)
+    return Plan(rows, live=inputs.live, notes=notes, sources=source_changes(inputs, rows))
 
 
 def _offline(base: list[Manifest], head: list[Manifest], args: argparse.Namespace) -> Plan:

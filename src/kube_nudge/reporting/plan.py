@@ -202,6 +202,7 @@ async def live_inputs(
         candidates=[_unreadable(c, forbidden) for c in candidates],
         before=before, after=before | after_views, changed=changed,
         evictions=tuple(e for e in evictions if e is not None), hmac_key=hmac_key,
+        unreadable=changed & forbidden,
     )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 from kube_nudge.kube.workloads import WorkloadKind
@@ -18,9 +19,21 @@ from kube_nudge.model.gates import Sibling
 from kube_nudge.model.preview import ACTING, Prediction, Verb, predict
 from kube_nudge.model.tracking import track
 
-__all__ = ["ORDER", "SCHEMA", "Candidate", "Eviction", "Plan", "PlanRow", "plan_rows"]
+__all__ = [
+    "ORDER",
+    "SCHEMA",
+    "Candidate",
+    "Change",
+    "Consumer",
+    "Eviction",
+    "Plan",
+    "PlanRow",
+    "SourceChange",
+    "plan_rows",
+]
 
-SCHEMA = "kube-nudge.io/plan/v1"
+#: The version of the ``-o json`` document (docs/schemas/plan-v2.json).
+SCHEMA = "kube-nudge.io/plan/v2"
 #: The order of the rows: what acts first, then what is held or can't be told, the
 #: unaffected last.
 ORDER = (Verb.ROLL, Verb.RELOAD, Verb.EVICT, Verb.NOTIFY, Verb.HOLD, Verb.UNKNOWN, Verb.NONE)
@@ -77,7 +90,7 @@ class PlanRow:
     template_changes: bool = False
 
     def as_json(self) -> dict[str, Any]:
-        """The row as ``workloads[]`` of the JSON document (docs/schemas/plan-v1.json)."""
+        """The row as ``workloads[]`` of the JSON document (docs/schemas/plan-v2.json)."""
         return {
             "namespace": self.namespace, "kind": self.kind, "name": self.name,
             "action": str(self.action), "reason": self.reason, "sources": list(self.sources),
@@ -86,18 +99,84 @@ class PlanRow:
         }  # fmt: skip
 
 
+class Change(StrEnum):
+    """How the input changes a source."""
+
+    CREATED = "created"
+    CHANGED = "changed"
+    DELETED = "deleted"
+    UNREADABLE = "unreadable"
+    """Live: this user may not get it, so what changes is not known."""
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """A row of the plan that reads a changed source: a workload, or a pod-selector's pods."""
+
+    namespace: str
+    kind: str
+    name: str
+    action: Verb
+    stranded: bool = False
+    """The input deletes config of the source it requires (the source, or a key a reference
+    needs): its new pods can't start until that config is back, whatever kube-nudge does
+    (an opted-in workload holds)."""
+
+    def as_json(self) -> dict[str, Any]:
+        """As ``sources[].consumers[]`` of the JSON document."""
+        return {
+            "namespace": self.namespace, "kind": self.kind, "name": self.name,
+            "action": str(self.action), "stranded": self.stranded,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class SourceChange:
+    """One source the input changes: key names (never values nor digests), its consumers."""
+
+    ref: SourceRef
+    change: Change
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    """Keys in it before and after whose data differs."""
+    unread: tuple[str, ...] = ()
+    """The added, removed and changed keys no consumer's pod template reads."""
+    annotations: bool = False
+    """Its kube-nudge annotations change (share-with, ignore, pod-selector, ...)."""
+    consumers: tuple[Consumer, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """As ``sources[]`` of the JSON document."""
+        return {
+            "kind": str(self.ref.kind), "namespace": self.ref.namespace, "name": self.ref.name,
+            "change": str(self.change), "added": list(self.added),
+            "removed": list(self.removed), "changed": list(self.changed),
+            "unread": list(self.unread), "annotationsChange": self.annotations,
+            "consumers": [c.as_json() for c in self.consumers],
+        }  # fmt: skip
+
+
 @dataclass
 class Plan:
-    """Every row, and what the plan could not know."""
+    """Every row, the changed sources, and what the plan could not know."""
 
     rows: list[PlanRow]
     live: bool
     notes: list[str] = field(default_factory=list)
+    sources: list[SourceChange] = field(default_factory=list)
 
     @property
     def acting(self) -> bool:
         """Whether anything rolls, reloads or is evicted."""
         return any(row.action in ACTING for row in self.rows)
+
+    @property
+    def stranded(self) -> list[Consumer]:
+        """The consumers the input leaves without config they require, once each."""
+        found = {(c.namespace, c.kind, c.name): c for s in self.sources for c in s.consumers
+                 if c.stranded}  # fmt: skip
+        return [found[k] for k in sorted(found)]
 
     def counts(self) -> dict[Verb, int]:
         """Rows by action."""
@@ -121,16 +200,24 @@ class Plan:
                 parts.append(f"{n} workload{'' if n == 1 else 's'} {words}")
             else:
                 parts.append(f"{n} {words}")
-        return ", ".join(parts) if parts else "nothing this change reaches"
+        if parts:
+            return ", ".join(parts)
+        if len(self.sources) == 1:
+            return "1 source changes, no workload reads it"
+        if self.sources:
+            return f"{len(self.sources)} sources change, no workload reads them"
+        return "nothing this change reaches"
 
     def document(self) -> dict[str, Any]:
-        """The ``-o json`` document."""
+        """The ``-o json`` document (docs/schemas/plan-v2.json)."""
         return {
             "schema": SCHEMA,
             "live": self.live,
             "summary": self.summary(),
             "acting": self.acting,
+            "stranded": bool(self.stranded),
             "notes": list(self.notes),
+            "sources": [source.as_json() for source in self.sources],
             "workloads": [row.as_json() for row in self.rows],
         }
 
@@ -162,6 +249,8 @@ class Inputs:
     """The installation key (live, when the reader may get it): the recorded hashes can be
     compared. None: the pods are taken to run the config as it is now."""
     live: bool = True
+    unreadable: frozenset[SourceRef] = frozenset()
+    """Changed sources this user may not get (live): what changes in them is not known."""
 
 
 def plan_rows(
