@@ -29,6 +29,8 @@ KEY_FILE = __file__  # 16 bytes or more: a usable HMAC key file
 #: Manifests `plan` reads (the pull-request example's).
 MANIFEST = str(Path(__file__).resolve().parents[1] / "examples" / "pr-check" / "v1" / "app.yaml")
 MISSING = "/nonexistent/kube-nudge/file"
+#: A receivers file of every format (docs/install.md, Notifications).
+RECEIVERS = str(Path(__file__).resolve().parents[1] / "examples" / "notify" / "receivers.json")
 
 
 class Reached(BaseException):
@@ -256,7 +258,7 @@ FLAGS: dict[str, dict[str, Kind]] = {
             needs=("--webhook-addr=:9443", f"--webhook-cert-file={KEY_FILE}"),
         ),
         "--audit-interval": duration(10.0, 86400.0, off=True),
-        "--notify-receivers-file": Kind(None, st.sampled_from([MISSING, "/"])),
+        "--notify-receivers-file": Kind(st.just(RECEIVERS), st.sampled_from([MISSING, "/"])),
         "--cluster-name": Kind(
             st.text(string.ascii_letters + string.digits + " -_.", max_size=100),
             st.one_of(st.sampled_from(["a\nb", "\x1b[31m", "x" * 101, "tab\there"])),
@@ -345,6 +347,10 @@ BASE = {
     "migrate": ["migrate"],
 }
 CASES = [(command, flag) for command, flags in FLAGS.items() for flag in flags]
+#: The flags with nonsense to refuse, and with sensible values to accept: a case of neither
+#: would test nothing, so it is not a case (``test_only_the_kubeconfig_flags_go_unchecked``).
+BAD_CASES = [(command, flag) for command, flag in CASES if FLAGS[command][flag].bad is not None]
+GOOD_CASES = [(command, flag) for command, flag in CASES if FLAGS[command][flag].good is not None]
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -388,28 +394,41 @@ def argv(command: str, flag: str, value: str) -> list[str]:
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.mark.parametrize(("command", "flag"), CASES)
+@pytest.mark.parametrize(("command", "flag"), BAD_CASES)
 @SETTINGS
 @given(data=st.data())
 def test_nonsense_is_refused_with_one_line_and_exit_2(
     command: str, flag: str, data: st.DataObject
 ) -> None:
-    kind = FLAGS[command][flag]
-    if kind.bad is None:
-        return
-    value = data.draw(kind.bad)
+    bad = FLAGS[command][flag].bad
+    assert bad is not None
+    value = data.draw(bad)
     shown = flag if flag.startswith("--") else ""
     refused(argv(command, flag, value), SHORT.get(shown, shown))
 
 
-@pytest.mark.parametrize(("command", "flag"), CASES)
+@pytest.mark.parametrize(("command", "flag"), GOOD_CASES)
 @SETTINGS
 @given(data=st.data())
 def test_sensible_values_pass(command: str, flag: str, data: st.DataObject) -> None:
-    kind = FLAGS[command][flag]
-    if kind.good is None:
-        return
-    accepted(argv(command, flag, data.draw(kind.good)))
+    good = FLAGS[command][flag].good
+    assert good is not None
+    accepted(argv(command, flag, data.draw(good)))
+
+
+#: Flags whose value no command checks before it reaches for the cluster, where this test
+#: stops it: the kubeconfig is read then (a missing or junk one exits 2 with one line,
+#: tests/unit/test_app_errors.py), and a context is looked up in it.
+UNCHECKED = {"--kubeconfig", "--context"}
+
+
+def test_only_the_kubeconfig_flags_go_unchecked() -> None:
+    """A flag without nonsense to refuse, or without sensible values to accept, has no case
+    above: only the kubeconfig's flags may be such, and they have neither."""
+    no_bad = {flag for command, flag in CASES if (command, flag) not in BAD_CASES}
+    no_good = {flag for command, flag in CASES if (command, flag) not in GOOD_CASES}
+    assert no_bad == UNCHECKED
+    assert no_good == UNCHECKED
 
 
 @pytest.mark.parametrize(("command", "flag"), CASES)
