@@ -35,8 +35,20 @@ def agent_key_secret() -> dict[str, Any]:
     }
 
 
-def hot_consumer() -> dict[str, Any]:
-    """Key LEVEL as an env var (read at start); the whole ConfigMap as a mounted volume."""
+def agent_container(watch: str = "/etc/app", volume: str | None = "cfg") -> dict[str, Any]:
+    """The reload agent's sidecar as docs/reload.md adds it (the image's entrypoint
+    ``kube-nudge``, args starting with ``agent``), watching ``volume`` mounted at ``watch``.
+    Nothing runs it here: the test plays what it writes."""
+    mounts = [{"name": volume, "mountPath": watch, "readOnly": True}] if volume else []
+    return {
+        "name": "kube-nudge-agent", "image": "registry.invalid/kube-nudge:1",
+        "args": ["agent", "--watch", watch], "volumeMounts": mounts,
+    }  # fmt: skip
+
+
+def hot_consumer(*, agent: bool = True) -> dict[str, Any]:
+    """Key LEVEL as an env var (read at start); the whole ConfigMap as a mounted volume;
+    the reload agent beside the app unless ``agent`` is False."""
     ref = {"configMapKeyRef": {"name": "app", "key": "LEVEL"}}
     return manifests.pod_spec(
         volumes=[{"name": "cfg", "configMap": {"name": "app"}}],
@@ -44,7 +56,7 @@ def hot_consumer() -> dict[str, Any]:
             "name": "app", "image": "registry.invalid/app:1",
             "env": [{"name": "LEVEL", "valueFrom": ref}],
             "volumeMounts": [{"name": "cfg", "mountPath": "/etc/app"}],
-        }],
+        }, *([agent_container()] if agent else [])],
     )  # fmt: skip
 
 
@@ -100,14 +112,25 @@ async def agent_reports(
 
 
 async def start(kube: KubeClient, namespace: str, **more: str) -> list[dict[str, Any]]:
-    """ConfigMap `app`, Deployment `web` (2 pods, strategy hot), both running; returns the
-    pods, once the wall clock is past the second they started in (start times have whole
-    seconds: a change in that second would count as read at start)."""
+    """ConfigMap `app`, Deployment `web` (2 pods, strategy hot, with the reload agent), both
+    running; returns the pods, once the wall clock is past the second they started in
+    (start times have whole seconds: a change in that second would count as read at start)."""
+    return await _start(kube, namespace, hot_consumer(), more)
+
+
+async def start_without_agent(
+    kube: KubeClient, namespace: str, **more: str
+) -> list[dict[str, Any]]:
+    """As ``start``, but no container of the pod template runs the reload agent."""
+    return await _start(kube, namespace, hot_consumer(agent=False), more)
+
+
+async def _start(
+    kube: KubeClient, namespace: str, spec: dict[str, Any], more: dict[str, str]
+) -> list[dict[str, Any]]:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
     await kube.create(SECRETS.path(namespace), agent_key_secret())
-    deployment = manifests.deployment(
-        "web", replicas=2, spec=hot_consumer(), annotations={**HOT, **more}
-    )
+    deployment = manifests.deployment("web", replicas=2, spec=spec, annotations={**HOT, **more})
     await kube.create(DEPLOYMENTS.path(namespace), deployment)
 
     async def running() -> bool:

@@ -56,7 +56,7 @@ from tests.integration.csi_support import (
     secret_provider_class,
     synced,
 )
-from tests.integration.hot_support import agent_key_secret, replicasets
+from tests.integration.hot_support import agent_container, agent_key_secret, replicasets
 from tests.integration.rollout_timeline import DEPLOYMENT, Timeline, watching
 
 pytestmark = pytest.mark.cluster
@@ -233,8 +233,9 @@ async def hot_web(
     await kube.create(SECRETPROVIDERCLASSES.path(namespace), secret_provider_class("db"))
     await kube.create(SECRETS.path(namespace), agent_key_secret())
     hot = {**ADOPT, "kube-nudge.io/strategy": "hot", "kube-nudge.io/hot-deadline": deadline}
-    deployment = manifests.deployment("web", replicas=2, spec=csi_consumer("db"),
-                                      annotations=hot)  # fmt: skip
+    spec = csi_consumer("db")
+    spec["containers"].append(agent_container(MOUNT, "secrets-store"))
+    deployment = manifests.deployment("web", replicas=2, spec=spec, annotations=hot)
     await kube.create(DEPLOYMENTS.path(namespace), deployment)
     pods = await running_pods(kube, namespace, "web", 2)
     for pod in pods:

@@ -52,6 +52,7 @@ from tests.integration.csi_support import (
     rotated,
     running_pods,
 )
+from tests.integration.hot_support import agent_container
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -123,6 +124,7 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
             await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("hot", {"K": "1"}))
             volume = {"name": "c", "configMap": {"name": "hot"}}
             hot_spec = manifests.pod_spec(volumes=[volume])
+            hot_spec["containers"].append(agent_container("/c", "c"))
             hot = manifests.deployment("hot", spec=hot_spec, annotations=HOT)
             hot["metadata"]["labels"] = {"rbac-test": namespace}
             await kube.create(DEPLOYMENTS.path(namespace), hot)

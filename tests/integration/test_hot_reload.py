@@ -2,10 +2,13 @@
 is delivered without a rollout (the pods get the kubelet nudge; the test plays each pod's
 `kube-nudge agent` by writing what it writes: the keyed hash of the files it loaded, under
 the namespace's agent key), a change an env var carries rolls, a pod whose agent reloaded
-other data than delivered is not confirmed however fresh its reload, and a failed or
-missing reload falls back as `kube-nudge.io/hot-fallback` says."""
+other data than delivered is not confirmed however fresh its reload, a failed or missing
+reload falls back as `kube-nudge.io/hot-fallback` says, and a pod template without the
+agent never waits for a confirmation that can't come."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 
@@ -19,11 +22,13 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.reporting.status import collect
+from kube_nudge.strategies.hot.rules import NO_AGENT
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until, wait_for_object
 from tests.agent_support import KEY
 from tests.integration.controller_support import (
+    events,
     posted,
     running_controller,
     template_hash,
@@ -32,8 +37,10 @@ from tests.integration.hot_support import (
     DATA,
     agent_reports,
     nudged,
+    pods,
     replicasets,
     start,
+    start_without_agent,
 )
 
 pytestmark = pytest.mark.cluster
@@ -172,3 +179,55 @@ async def test_a_fresh_reload_of_other_data_is_not_a_confirmation(
         ) in failed["message"]
         assert running.metrics.hot_reloads.labels(outcome="timed-out")._value.get() == 1
         assert running.metrics.hot_reloads.labels(outcome="reloaded")._value.get() == 0
+
+
+async def test_without_the_agent_in_the_pod_template_a_change_rolls_at_once_with_a_warning(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No container runs `kube-nudge agent`, so no pod could ever confirm a reload: a change
+    its volume carries rolls at once, not at the hour's deadline, saying why."""
+    await start_without_agent(kube, namespace, **{"kube-nudge.io/hot-deadline": "1h"})
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "port 81"}})
+        web = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+        )  # fmt: skip
+        assert HOT_RELOAD not in web["metadata"]["annotations"]  # nothing waits for agents
+        [impossible] = await posted(kube, namespace, "HotReloadImpossible")
+        assert impossible["type"] == "Warning"
+        assert impossible["message"] == f"cannot reload in place: {NO_AGENT}; rolling instead"
+        assert await events(kube, namespace, "HotReload") == []
+        assert running.metrics.hot_reloads.labels(outcome="rolled")._value.get() == 1
+        assert [r.levelno for r in caplog.records if NO_AGENT in r.getMessage()] == [
+            logging.WARNING
+        ]
+        await until(lambda: _more_than_one_replicaset(kube, namespace), timeout=30)
+
+
+async def test_without_the_agent_and_fallback_warn_a_change_is_delivered_and_warned_at_once(
+    kube: KubeClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """`hot-fallback: warn` never rolls for pods that don't confirm: without an agent the
+    change is delivered in place (the kubelet nudge) and the Warning comes at once."""
+    settings = {"kube-nudge.io/hot-fallback": "warn", "kube-nudge.io/hot-deadline": "1h"}
+    before = await start_without_agent(kube, namespace, **settings)
+    async with running_controller(cluster, namespace) as running:
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"app.conf": "port 81"}})
+        [unconfirmed] = await posted(kube, namespace, "HotReloadUnconfirmed")
+        assert unconfirmed["type"] == "Warning"
+        assert unconfirmed["message"].startswith(
+            "delivered without a rollout, unconfirmed: configmap/app keys [app.conf] changed"
+        )
+        assert (
+            f"asked the kubelet of 2 pods to refresh their volumes, but {NO_AGENT}"
+            in unconfirmed["message"]
+        )
+        assert running.metrics.hot_reloads.labels(outcome="unconfirmed")._value.get() == 1
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert template_hash(web, DEPLOYMENT) is None
+        assert HOT_RELOAD not in web["metadata"]["annotations"]
+        found = await pods(kube, namespace)
+        assert {p["metadata"]["name"] for p in found} == {p["metadata"]["name"] for p in before}
+        assert all(HOT_RELOAD in p["metadata"]["annotations"] for p in found)  # nudged
+        assert await replicasets(kube, namespace) == 1

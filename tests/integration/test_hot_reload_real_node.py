@@ -9,8 +9,9 @@ projected token, the namespace's agent key), the real kubelet refreshing the vol
 - An agent without the namespace's key reloads the app, but its claim confirms nothing.
 - A config the agent's `--validate-command` rejects is never loaded by the running app; the
   agent says so on its pod and the fallback rolls.
-- An app whose pods never confirm (no agent) hits `kube-nudge.io/hot-deadline`; the fallback
-  rolls.
+- An app whose agent never confirms (it watches a directory where nothing changes) hits
+  `kube-nudge.io/hot-deadline`; the fallback rolls. (An app with no agent at all is rolled at
+  once: `tests/integration/test_hot_reload.py`.)
 - `subPath` and env consumers are rolled at once, never waited for; `kube-nudge status
   --all` shows their pods stale before and current after.
 """
@@ -48,6 +49,7 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.strategies.hot.rules import NO_AGENT
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev import manifests
 from kube_nudge_dev.chartapply import apply_documents, cluster_scoped
@@ -421,17 +423,18 @@ async def test_a_config_that_fails_validation_is_not_loaded_and_the_fallback_rol
     assert first_set in await replicasets(kube, namespace, "web")
 
 
-async def test_an_app_that_never_confirms_hits_the_deadline_and_the_fallback_rolls(
+async def test_an_app_whose_agent_never_confirms_hits_the_deadline_and_the_fallback_rolls(
     kube: KubeClient,
     cluster: LocalCluster,
-    real_node: RealNode,
     controller_image: BuiltImage,
     namespace: str,
+    grant: bytes,
 ) -> None:
-    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"app.conf": "v1"}))
     annotations = {**HOT, "kube-nudge.io/hot-deadline": "5s"}
-    # No agent beside it: nothing ever reloads it or reports.
-    deployment = app_deployment("web", controller_image.ref, agent=None, annotations=annotations)
+    # Its agent watches a directory where no config is mounted: it never sees the change,
+    # so nothing reloads the app or reports. (Without any agent it would roll at once.)
+    silent = ["--watch", "/tmp/no-config-here", "--http-url", "http://127.0.0.1:8080/-/reload"]
+    deployment = app_deployment("web", controller_image.ref, agent=silent, annotations=annotations)
     await kube.create(DEPLOYMENTS.path(namespace), deployment)
     old = await running(kube, namespace, "web")
     name = old["metadata"]["name"]
@@ -530,11 +533,12 @@ async def test_subpath_and_env_consumers_roll_at_once_and_status_sees_them_stale
             )  # fmt: skip
         print(f"\napprove -> both consumers rolled out {time.time() - approved_at:.2f}s")
         impossible = await reasons_for_once(kube, namespace, "HotReloadImpossible", *consumers)
+        # Neither runs the reload agent either, which is named first.
         assert impossible == {
-            "envy": "cannot reload in place: configmap/app keys [LEVEL] are read only at start "
-            "(env app); rolling instead",
-            "sub": "cannot reload in place: configmap/app keys [LEVEL, app.conf] are read only "
-            "at start (volume config (subPath)); rolling instead",
+            "envy": f"cannot reload in place: {NO_AGENT}; configmap/app keys [LEVEL] are read "
+            "only at start (env app); rolling instead",
+            "sub": f"cannot reload in place: {NO_AGENT}; configmap/app keys [LEVEL, app.conf] "
+            "are read only at start (volume config (subPath)); rolling instead",
         }
         # Rolled at once: never delivered in place, never waited for.
         assert await reasons_for(kube, namespace, "HotReload") == {}

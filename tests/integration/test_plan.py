@@ -44,6 +44,7 @@ from kube_nudge_dev.nodepods import kubectl
 from kube_nudge_dev.waiting import until, wait_for_object
 from tests.integration.accounts import account_kubeconfig
 from tests.integration.controller_support import HMAC_SECRET, running_controller, template_hash
+from tests.integration.hot_support import agent_container
 from tests.integration.leak_support import leaks
 from tests.schema_support import plan_validator
 
@@ -75,9 +76,12 @@ def container(**extra: Any) -> dict[str, Any]:
     return {"name": "app", "image": "registry.invalid/app:1", **extra}
 
 
-def spec(*, volumes: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
+def spec(*, volumes: list[Any] | None = None, agent: bool = False, **extra: Any) -> dict[str, Any]:
+    """One app container mounting each volume at /NAME; ``agent``: the reload agent beside
+    it, watching the first (strategy hot)."""
     mounts = [{"name": v["name"], "mountPath": f"/{v['name']}"} for v in volumes or []]
-    return manifests.pod_spec(containers=[container(volumeMounts=mounts, **extra)],
+    agents = [agent_container(m["mountPath"], m["name"]) for m in mounts[:1]] if agent else []
+    return manifests.pod_spec(containers=[container(volumeMounts=mounts, **extra), *agents],
                               volumes=volumes or [])  # fmt: skip
 
 
@@ -106,8 +110,10 @@ def fleet() -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
         "vol-items": (spec(volumes=[alpha_b]), {}),
         "projected": (spec(volumes=[projected]), {}),
         "optional": (spec(env=[env("X", "beta", "X", optional=True)]), {}),
-        "hot-vol": (spec(volumes=[beta_all]), hot),
-        "hot-env": (spec(env=[env("A", "alpha", "A")], volumes=[alpha_all]), hot),
+        "hot-vol": (spec(volumes=[beta_all], agent=True), hot),
+        "hot-env": (spec(env=[env("A", "alpha", "A")], volumes=[alpha_all], agent=True), hot),
+        # No reload agent: nobody could confirm a reload, so it rolls at once.
+        "hot-noagent": (spec(volumes=[beta_all]), hot),
         "notify": (spec(envFrom=[{"configMapRef": {"name": "alpha"}}]),
                    {"kube-nudge.io/strategy": "notify"}),
         "snap": (spec(env=[env("P", "gamma", "P", secret=True)]),

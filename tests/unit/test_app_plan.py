@@ -24,9 +24,12 @@ ENABLED = {"kube-nudge.io/enabled": "true"}
 
 
 def volume_spec(source: str = "app") -> dict[str, Any]:
+    """ConfigMap ``source`` mounted whole, the reload agent beside the app (strategy hot)."""
     return manifests.pod_spec(
         containers=[{"name": "app", "image": "x:1",
-                     "volumeMounts": [{"name": "c", "mountPath": "/c"}]}],
+                     "volumeMounts": [{"name": "c", "mountPath": "/c"}]},
+                    {"name": "kube-nudge-agent", "image": "kube-nudge:1",
+                     "args": ["agent", "--watch", "/c"]}],
         volumes=[{"name": "c", "configMap": {"name": source}}],
     )  # fmt: skip
 

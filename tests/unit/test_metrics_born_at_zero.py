@@ -143,7 +143,7 @@ async def test_each_known_label_value_starts_at_zero(fresh: Series) -> None:
     sent = _labels(fresh, "kube_nudge_notifications_sent_total")
     assert sent == {(("kind", k.value), ("receiver", RECEIVER.label)) for k in DEFAULT_KINDS}
     hot = {dict(labels)["outcome"] for labels in _labels(fresh, "kube_nudge_hot_reloads_total")}
-    assert hot == {"reloaded", "failed", "timed-out", "rolled"}
+    assert hot == {"reloaded", "failed", "timed-out", "rolled", "unconfirmed"}
     counted = [(n, v) for n, _, v in fresh if n.startswith("kube_nudge_") and n.endswith("_total")]
     assert len(counted) > 50  # the parse found them
     assert [(n, v) for n, v in counted if v != 0] == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,17 +17,25 @@ from kube_nudge.agentwire import (
     RELOAD_FAILED_AT,
     key_id,
 )
-from kube_nudge.model import Apply
+from kube_nudge.model import Apply, assess
 from kube_nudge.model.hashing import ABSENT
+from kube_nudge.model.projection import WorkloadView, project_workload
 from kube_nudge.model.references import SourceKind, SourceRef, discover
+from kube_nudge.model.shapes import NO_EXTRAS
 from kube_nudge.strategies.hot.rules import (
+    NO_AGENT,
     POLL_SECONDS,
     PodReport,
     VerdictKind,
+    in_place_blockers,
     judge,
     restart_reasons,
+    runs_agent,
     started_after,
 )
+from kube_nudge.strategies.hot.settings import hot_agent
+from kube_nudge.strategies.registry import product_defaults
+from kube_nudge_dev import manifests
 
 NS = "team"
 APP = SourceRef(SourceKind.CONFIGMAP, NS, "app")
@@ -184,3 +193,82 @@ def test_the_agent_writes_what_the_controller_reads() -> None:
     assert keys.HashKey.fixed(key).id == key_id(key)
     # The agent's default key file is the Secret's key, mounted.
     assert keys.DEFAULT_KEY_FILE.endswith(f"/{AGENT_KEY_FIELD}")
+
+
+AGENT_ARGS = ["agent", "--watch", "/etc/app", "--signal", "HUP", "--process", "nginx"]
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        {"args": AGENT_ARGS},  # docs/reload.md and the chart's NOTES: the image's entrypoint
+        {"command": ["kube-nudge"], "args": AGENT_ARGS},
+        {"command": ["/usr/local/bin/kube-nudge", *AGENT_ARGS]},
+        {"command": ["kubectl-nudge", "agent"]},
+        {"command": ["sh", "-c"], "args": ["exec kube-nudge agent --watch /etc/app"]},
+        {"command": ["python", "-m", "kube_nudge.agent"], "args": ["--watch", "/etc/app"]},
+        {"command": ["python3", "-m", "kube_nudge", "agent"]},
+    ],
+)
+def test_the_agent_is_recognised_by_what_its_container_runs(container: dict[str, Any]) -> None:
+    app = {"name": "app", "image": "nginx"}
+    assert runs_agent({"containers": [app, {"name": "any", "image": "mirror/x", **container}]})
+    # As a native sidecar too: an init container that keeps running.
+    sidecar = {"name": "s", "restartPolicy": "Always", **container}
+    assert runs_agent({"containers": [app], "initContainers": [sidecar]})
+
+
+@pytest.mark.parametrize(
+    "container",
+    [
+        {"image": "registry.example/kube-nudge:0.1.0"},  # the image runs `kube-nudge run`
+        {"image": "kube-nudge", "args": ["run"]},
+        {"name": "kube-nudge-agent", "image": "kube-nudge", "args": ["--watch", "/etc/app"]},
+        {"command": ["nginx"], "args": ["agent"]},  # another program's argument
+        {"command": ["kube-nudge", "run", "agent"]},
+        {"command": ["kube-nudge-agent"]},
+        {"command": "kube-nudge agent"},  # not a list: the API server refuses it
+    ],
+)
+def test_what_does_not_run_the_agent_is_not_taken_for_one(container: dict[str, Any]) -> None:
+    app = {"name": "app", "image": "nginx"}
+    assert not runs_agent({"containers": [app, {"name": "x", **container}]})
+    # An init container that runs to completion before the app is no sidecar.
+    assert not runs_agent(
+        {"containers": [app], "initContainers": [{"name": "i", "args": ["agent"]}]}
+    )
+
+
+def test_without_an_agent_a_hot_change_rolls_at_once_unless_the_fallback_only_warns() -> None:
+    obj = manifests.deployment("web", spec=spec(), annotations={"kube-nudge.io/enabled": "true"})
+    obj["metadata"]["namespace"] = NS
+    view = project_workload(obj, ("spec", "template"), product_defaults())
+    assert view is not None
+    assessment = assess(view, lambda ref: None, b"k" * 32)
+    change = plan({APP: ["port"]})
+    assert in_place_blockers(view, change, assessment) == []
+    assert in_place_blockers(view, change, assessment, agent=False) == [NO_AGENT]
+    # hot-fallback: warn never rolls for pods that can't confirm: in place, unconfirmed.
+    assert in_place_blockers(view, change, assessment, agent=False, fallback_rollout=False) == []
+    # Keys read at start roll whatever the agent: both reasons are named.
+    both = in_place_blockers(view, plan({APP: ["level"]}), assessment, agent=False)
+    assert both[0] == NO_AGENT and both[1].startswith("configmap/app keys [level] are read only")
+
+
+def test_the_view_keeps_a_missing_agent_only_for_hot_workloads() -> None:
+    """Every cached view holds its extras: a workload of another strategy, or a hot one
+    with its agent, keeps nothing."""
+
+    def view_of(strategy: str, *containers: dict[str, Any]) -> WorkloadView:
+        pod_spec = spec()
+        pod_spec["containers"] += containers
+        annotations = {"kube-nudge.io/enabled": "true", "kube-nudge.io/strategy": strategy}
+        obj = manifests.deployment("web", spec=pod_spec, annotations=annotations)
+        view = project_workload(obj, ("spec", "template"), product_defaults())
+        assert view is not None
+        return view
+
+    assert view_of("rollout").extras == NO_EXTRAS
+    assert view_of("hot", {"name": "agent", "args": AGENT_ARGS}).extras == NO_EXTRAS
+    assert hot_agent(view_of("hot", {"name": "agent", "args": AGENT_ARGS}))
+    assert not hot_agent(view_of("hot"))

@@ -26,11 +26,16 @@ def configmap(annotations: Mapping[str, str] | None = None, **data: str) -> Sour
     return project_source(obj)
 
 
-def volume_consumer() -> dict[str, Any]:
-    """A pod spec mounting ConfigMap app as a volume (refreshed in running pods)."""
+AGENT = {"name": "kube-nudge-agent", "image": "kube-nudge", "args": ["agent", "--watch", "/c"]}
+
+
+def volume_consumer(*, agent: bool = True) -> dict[str, Any]:
+    """A pod spec mounting ConfigMap app as a volume (refreshed in running pods), with the
+    reload agent beside the app unless ``agent`` is False."""
     return manifests.pod_spec(
         containers=[
-            {"name": "app", "image": "x", "volumeMounts": [{"name": "c", "mountPath": "/c"}]}
+            {"name": "app", "image": "x", "volumeMounts": [{"name": "c", "mountPath": "/c"}]},
+            *([AGENT] if agent else []),
         ],
         volumes=[{"name": "c", "configMap": {"name": "app"}}],
     )
@@ -113,6 +118,27 @@ def test_hot_reloads_what_a_volume_carries_and_rolls_an_env_var() -> None:
     rolls = plan(view_of(strategy="hot"), INFO, DEBUG)
     assert rolls.verb is Verb.ROLL
     assert "configmap/app keys [LEVEL] are read only at start (env app)" in rolls.reason
+
+
+def test_hot_without_an_agent_in_the_pod_template_rolls_and_says_why() -> None:
+    """No container runs `kube-nudge agent`: nobody could confirm a reload, so it rolls at
+    once (the controller does the same) instead of reloading and waiting out the deadline."""
+    rolls = plan(view_of(volume_consumer(agent=False), strategy="hot"), INFO, DEBUG)
+    assert rolls.verb is Verb.ROLL
+    assert rolls.reason == (
+        "cannot reload in place: no container of its pod template runs the reload agent "
+        "(`kube-nudge agent`, docs/reload.md), so no pod could confirm a reload; rolls instead"
+    )
+
+
+def test_hot_without_an_agent_and_fallback_warn_is_delivered_in_place_unconfirmed() -> None:
+    view = view_of(volume_consumer(agent=False), strategy="hot", hot_fallback="warn")
+    unconfirmed = plan(view, INFO, DEBUG)
+    assert unconfirmed.verb is Verb.RELOAD
+    assert unconfirmed.reason.startswith("delivered in place unconfirmed: no container of its")
+    assert unconfirmed.reason.endswith(
+        "a Warning at once, no rollout (kube-nudge.io/hot-fallback: warn)"
+    )
 
 
 def test_notify_only_announces() -> None:

@@ -10,7 +10,7 @@ workload need:
   listed in the annotation table after them);
 - ``settings``: builds its typed settings from its parsed workload annotations, kept in
   ``WorkloadSettings.extras`` under its name (read with ``Extras.of``);
-- ``view``: what it needs of a workload's metadata annotations, kept in
+- ``view``: what it needs of a workload's metadata annotations and pod spec, kept in
   ``WorkloadView.extras`` under its name;
 - ``stand_ins`` and ``rolled_to``: the annotations in which it records the stand-ins its
   templates name in place of sources (``model.standins``) and the hash it last rolled to,

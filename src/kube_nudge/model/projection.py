@@ -281,7 +281,7 @@ def project_workload(
         progress=progress_of(kind, obj),
         failed=parse_failed(annotations.get(FAILED)),
         approved_at=max(parse_rolled_at(annotations.get(APPROVED_AT)), default=0.0),
-        extras=_view_extras(annotations, settings, defaults),
+        extras=_view_extras(annotations, settings, pod_spec, defaults),
         template_elsewhere=template_elsewhere(kind, obj) if pod_spec is None else None,
         generation=_generation(metadata),
         resource_version=resource_version(metadata),
@@ -321,12 +321,17 @@ def _stand_in_strategy(strategy: str, defaults: WorkloadDefaults) -> StrategySha
 
 
 def _view_extras(
-    annotations: Mapping[str, Any], settings: WorkloadSettings, defaults: WorkloadDefaults
+    annotations: Mapping[str, Any],
+    settings: WorkloadSettings,
+    pod_spec: Mapping[str, Any] | None,
+    defaults: WorkloadDefaults,
 ) -> Extras:
-    """What each registered strategy keeps of a workload's metadata annotations."""
+    """What each registered strategy keeps of a workload's metadata annotations and pod
+    spec."""
     items = []
     for extension in defaults.extensions:
-        if extension.view is not None and (kept := extension.view(annotations, settings)):
+        kept = extension.view(annotations, settings, pod_spec) if extension.view else None
+        if kept:
             items.append((extension.name, kept))
     return Extras(tuple(items)) if items else NO_EXTRAS
 

@@ -167,8 +167,13 @@ class StrategyShape:
     annotations: tuple[Annotation, ...] = ()
     settings: Callable[..., Hashable] | None = None
     """Called with the parsed values of its workload annotations, by field."""
-    view: Callable[[Mapping[str, Any], WorkloadSettings], Hashable | None] | None = None
-    """From a workload's metadata annotations and settings: its view extras, or None."""
+    view: (
+        Callable[[Mapping[str, Any], WorkloadSettings, Mapping[str, Any] | None], Hashable | None]
+        | None
+    ) = None
+    """From a workload's metadata annotations, settings and pod spec (None: it has no
+    template of its own): its view extras, or None. Keep little: every cached view holds
+    what it returns."""
     hold_reasons: tuple[str, ...] = ()
     """Every ``Hold.reason`` the strategy gives (from its ``hold`` or its own writes), beside
     the model's ``HOLD_REASONS``: the metrics export each at 0 from the start."""

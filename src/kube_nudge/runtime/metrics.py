@@ -59,8 +59,10 @@ class Metrics:
         self.hot_reloads = Counter(
             "kube_nudge_hot_reloads",
             "Changes strategy hot delivered without a rollout, by outcome: reloaded (every "
-            "pod's agent confirmed), failed or timed-out (then the fallback), or rolled (a "
-            "changed key reaches the pods only at a restart: env, subPath, init container).",
+            "pod's agent confirmed), failed or timed-out (then the fallback), rolled (a "
+            "changed key reaches the pods only at a restart: env, subPath, init container; or "
+            "no reload agent in the pod template), or unconfirmed (no reload agent, with "
+            "hot-fallback warn: delivered in place, warned at once).",
             ["outcome"],
             registry=r,
         )

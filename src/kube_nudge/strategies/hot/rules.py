@@ -5,6 +5,9 @@ A key consumed through a volume mounted whole (no `subPath`) by app containers r
 running pods: the kubelet rewrites the files, and the `kube-nudge agent` sidecar reloads
 the app. A key consumed through an env var, `envFrom`, a `subPath` mount, a volume an init
 container mounts, or a source named only by annotation never does: such a change rolls.
+Nor can a pod template with no container running the agent (``runs_agent``): no pod could
+ever confirm a reload, so its changes roll at once (or, with `kube-nudge.io/hot-fallback:
+warn`, are delivered in place unconfirmed, with a warning), never after a deadline.
 
 Confirmation goes by hash. After each reload the agent writes on its pod
 (`kube-nudge.io/loaded-hash`) what it loaded: per watched directory, an HMAC of the files'
@@ -55,7 +58,10 @@ from kube_nudge.model.references import (
 )
 
 __all__ = [
+    "AGENT_COMMAND",
+    "NO_AGENT",
     "POLL_SECONDS",
+    "UNCONFIRMED",
     "CsiWrites",
     "NotReproducible",
     "PodReport",
@@ -69,12 +75,74 @@ __all__ = [
     "in_place_blockers",
     "judge",
     "restart_reasons",
+    "runs_agent",
     "started_after",
     "volume_files",
 ]
 
 POLL_SECONDS = 2.0
 """How often the pods' reports are read while a hot change waits for them."""
+AGENT_COMMAND = "agent"
+"""The subcommand of ``kube-nudge`` that runs the reload agent (its image's entrypoint is
+``kube-nudge``, so the sidecar's args start with it: docs/reload.md)."""
+_AGENT_PROGRAMS = ("kube-nudge", "kubectl-nudge")
+_AGENT_MODULES = ("kube_nudge.agent", "kube_nudge.agent.main")
+_AGENT_MAIN = ["kube_nudge", AGENT_COMMAND]
+NO_AGENT = (
+    "no container of its pod template runs the reload agent (`kube-nudge agent`, "
+    "docs/reload.md), so no pod could confirm a reload"
+)
+"""Why a hot change to a pod template without the agent can't wait for confirmation."""
+UNCONFIRMED = (
+    f"delivered in place unconfirmed: {NO_AGENT}; its pods' volumes are refreshed without "
+    "a restart, but nothing reloads the app: a Warning at once, no rollout "
+    "(kube-nudge.io/hot-fallback: warn)"
+)
+"""What a hot change to a pod template without the agent does with `hot-fallback: warn`."""
+
+
+def runs_agent(pod_spec: Mapping[str, Any]) -> bool:
+    """Whether a container of ``pod_spec`` runs the reload agent: an app container, or a
+    native sidecar (an init container with ``restartPolicy: Always``). Judged by what it
+    runs, not by its image or name, which a registry mirror or a rename changes
+    (``_agent_command``)."""
+    containers = [
+        *(pod_spec.get("containers") or ()),
+        *(
+            c
+            for c in pod_spec.get("initContainers") or ()
+            if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+        ),
+    ]
+    return any(isinstance(c, Mapping) and _agent_command(c) for c in containers)
+
+
+def _agent_command(container: Mapping[str, Any]) -> bool:
+    """Whether ``container``'s command line runs the agent: args starting with ``agent``
+    and no command (the image's entrypoint, ``kube-nudge``, as docs/reload.md and the
+    chart's NOTES add it), or anywhere in its command and args (a shell's ``-c`` script
+    included) ``kube-nudge agent`` by any path (or its other name, ``kubectl-nudge``),
+    ``-m kube_nudge agent`` or ``-m kube_nudge.agent``."""
+    command, args = _words(container.get("command")), _words(container.get("args"))
+    if not command:
+        return args[:1] == [AGENT_COMMAND]
+    words = [*command, *args]
+    for i, word in enumerate(words):
+        after = words[i + 1 : i + 3]
+        if posixpath.basename(word) in _AGENT_PROGRAMS and after[:1] == [AGENT_COMMAND]:
+            return True
+        module = after[0] if after else ""
+        if word == "-m" and (module in _AGENT_MODULES or after == _AGENT_MAIN):
+            return True
+    return False
+
+
+def _words(value: object) -> list[str]:
+    """The words of a container's ``command`` or ``args``, each item split at blanks (a
+    shell script is one item) and stripped of shell quotes."""
+    if not isinstance(value, list):
+        return []
+    return [w.strip("'\"") for item in value if isinstance(item, str) for w in item.split()]
 
 
 def restart_reasons(
@@ -104,12 +172,23 @@ def restart_reasons(
     return reasons
 
 
-def in_place_blockers(view: WorkloadView, plan: Apply, assessment: Assessment) -> list[str]:
+def in_place_blockers(
+    view: WorkloadView,
+    plan: Apply,
+    assessment: Assessment,
+    *,
+    agent: bool = True,
+    fallback_rollout: bool = True,
+) -> list[str]:
     """Why ``plan`` must roll ``view`` instead of reloading in place (empty: it reloads):
-    keys only a restart delivers (``restart_reasons``), pods it can't find, or a template
-    that still names another strategy's stand-ins. What ``HotStrategy.apply`` does, and what
-    ``kube-nudge plan`` says it will."""
-    reasons = restart_reasons(plan, assessment.visible, assessment.states, view.namespace)
+    no reload agent in its pod template (``agent`` False; ``runs_agent``) when
+    `kube-nudge.io/hot-fallback` is rollout (``fallback_rollout``: a reload nobody could
+    confirm would roll at the deadline anyway, so it rolls now), keys only a restart
+    delivers (``restart_reasons``), pods it can't find, or a template that still names
+    another strategy's stand-ins. What ``HotStrategy.apply`` does, and what ``kube-nudge
+    plan`` says it will."""
+    reasons = [] if agent or not fallback_rollout else [NO_AGENT]
+    reasons += restart_reasons(plan, assessment.visible, assessment.states, view.namespace)
     if not view.pod_selector:
         reasons.append("its pods can't be found (no spec.selector)")
     if view.stand_ins:
@@ -117,11 +196,24 @@ def in_place_blockers(view: WorkloadView, plan: Apply, assessment: Assessment) -
     return reasons
 
 
-def delivery(view: WorkloadView, plan: Apply, assessment: Assessment) -> Delivery:
-    """Strategy hot's ``StrategyModel.delivery``: reload in place, or roll and why."""
-    blockers = in_place_blockers(view, plan, assessment)
+def delivery(
+    view: WorkloadView,
+    plan: Apply,
+    assessment: Assessment,
+    *,
+    agent: bool = True,
+    fallback_rollout: bool = True,
+) -> Delivery:
+    """Strategy hot's ``StrategyModel.delivery`` (``agent`` and ``fallback_rollout`` as for
+    ``in_place_blockers``): reload in place, or roll and why; without an agent and with
+    `hot-fallback: warn`, in place but unconfirmed."""
+    blockers = in_place_blockers(
+        view, plan, assessment, agent=agent, fallback_rollout=fallback_rollout
+    )
     if blockers:
         return Delivery("roll", f"cannot reload in place: {'; '.join(blockers)}; rolls instead")
+    if not agent:
+        return Delivery("reload", UNCONFIRMED)
     return Delivery(
         "reload",
         "reloaded in place by each pod's agent: every changed key it reads "

@@ -1,8 +1,9 @@
 """What strategy ``hot`` adds to the model (handed down through ``StrategyModel``): its
 annotations, declared once here: ``kube-nudge.io/hot-fallback`` and
 ``kube-nudge.io/hot-deadline``, parsed by the model's loop into ``HotSettings``; the change it
-is delivering in place, kept of a workload's ``kube-nudge.io/hot-reload`` (``hot_reload``);
-what the pods' reload agents write (the names of their wire protocol, ``agentwire``); and
+is delivering in place, kept of a workload's ``kube-nudge.io/hot-reload`` (``hot_reload``),
+and whether its pod template runs the reload agent (``hot_agent``); what the pods' reload
+agents write (the names of their wire protocol, ``agentwire``); and
 the state ``kube-nudge status`` gives a workload while its pods confirm it (``reloading``)."""
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from typing import Any, Final
 
 from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT
 from kube_nudge.model.annotations import PREFIX, go_duration
-from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model.decide import Apply, Assessment
+from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.model.parsing import duration_between, one_of
 from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.records import parse_hash_at
 from kube_nudge.model.shapes import Annotation, By, On, WorkloadSettings
-from kube_nudge.strategies.hot.rules import delivery
+from kube_nudge.strategies.hot.rules import delivery, runs_agent
 
 __all__ = [
     "DEFAULT_HOT_DEADLINE",
@@ -28,6 +30,8 @@ __all__ = [
     "HOT_MODEL",
     "HOT_RELOAD",
     "HotSettings",
+    "HotView",
+    "hot_agent",
     "hot_reload",
     "hot_settings",
 ]
@@ -110,14 +114,46 @@ def hot_settings(settings: WorkloadSettings) -> HotSettings:
     return settings.extras.of(NAME, HotSettings, _DEFAULT)
 
 
+@dataclass(frozen=True, slots=True)
+class HotView:
+    """What strategy ``hot`` keeps of a workload (``WorkloadView.extras``): only when there
+    is something to keep, so most views keep nothing."""
+
+    reload: tuple[str, float] | None = None
+    """(config hash, when delivered) of ``kube-nudge.io/hot-reload``."""
+    agentless: bool = False
+    """A workload using strategy ``hot`` whose pod template runs no reload agent."""
+
+
+_NO_VIEW = HotView()
+
+
 def hot_reload(view: WorkloadView) -> tuple[str, float] | None:
     """(config hash, when delivered) of a change delivered without a rollout that the pods
     have not all confirmed yet (``kube-nudge.io/hot-reload``), or None."""
-    return view.extras.of(NAME, tuple, None)
+    return view.extras.of(NAME, HotView, _NO_VIEW).reload
 
 
-def _view(annotations: Mapping[str, Any], settings: WorkloadSettings) -> tuple[str, float] | None:
-    return parse_hash_at(annotations.get(HOT_RELOAD))
+def hot_agent(view: WorkloadView) -> bool:
+    """Whether ``view``'s pod template runs the reload agent (``rules.runs_agent``); True
+    when it has no template of its own to tell."""
+    return not view.extras.of(NAME, HotView, _NO_VIEW).agentless
+
+
+def _view(
+    annotations: Mapping[str, Any],
+    settings: WorkloadSettings,
+    pod_spec: Mapping[str, Any] | None,
+) -> HotView | None:
+    reload = parse_hash_at(annotations.get(HOT_RELOAD))
+    agentless = settings.strategy == NAME and pod_spec is not None and not runs_agent(pod_spec)
+    return HotView(reload, agentless) if reload is not None or agentless else None
+
+
+def _delivery(view: WorkloadView, plan: Apply, assessment: Assessment) -> Delivery:
+    """``rules.delivery`` with what ``view`` says of its agent and its fallback."""
+    fallback = hot_settings(view.settings).fallback_rollout
+    return delivery(view, plan, assessment, agent=hot_agent(view), fallback_rollout=fallback)
 
 
 def _status(view: WorkloadView, running_other: int) -> tuple[str, str] | None:
@@ -138,5 +174,5 @@ HOT_MODEL: Final = StrategyModel(
     settings=HotSettings,
     view=_view,
     status=_status,
-    delivery=delivery,
+    delivery=_delivery,
 )

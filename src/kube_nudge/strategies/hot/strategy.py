@@ -14,7 +14,10 @@ against the data delivered: the namespace's agent key (Secret ``kube-nudge-agent
 the sources its watched volumes project are read once per look, laid out as the kubelet
 does, hashed and forgotten (nothing but the verdict is kept). When one reports a failed
 reload, or some have not shown the delivered data past ``kube-nudge.io/hot-deadline``,
-``kube-nudge.io/hot-fallback`` decides: roll the workload (the default) or only warn.
+``kube-nudge.io/hot-fallback`` decides: roll the workload (the default) or only warn. A pod
+template with no container running the agent can't confirm anything, so nothing waits for
+it: a change rolls at once with a Warning (``HotReloadImpossible``), or with the fallback
+``warn`` is delivered in place and warned about at once (``HotReloadUnconfirmed``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_has
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.hot.rules import (
+    NO_AGENT,
     CsiWrites,
     NotReproducible,
     PodReport,
@@ -73,6 +77,7 @@ from kube_nudge.strategies.hot.settings import (
     HOT_FALLBACK,
     HOT_MODEL,
     HOT_RELOAD,
+    hot_agent,
     hot_reload,
     hot_settings,
 )
@@ -94,8 +99,13 @@ AFTER_FALLBACK = 1.0
 
 
 #: ``kube_nudge_hot_reloads_total{outcome}``: a change judged (every verdict but waiting),
-#: or rolled because a changed key reaches the pods only at a restart.
-HOT_OUTCOMES = (*(kind.value for kind in VerdictKind if kind is not VerdictKind.WAITING), "rolled")
+#: rolled because it can't be reloaded in place (a changed key reaches the pods only at a
+#: restart, no reload agent), or delivered in place with no agent to confirm it.
+HOT_OUTCOMES = (
+    *(kind.value for kind in VerdictKind if kind is not VerdictKind.WAITING),
+    "rolled",
+    "unconfirmed",
+)
 
 
 class HotStrategy(AdoptsBaseline):
@@ -135,21 +145,21 @@ class HotStrategy(AdoptsBaseline):
         return parse_time(annotations.get(LOADED_AT))
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
-        """Deliver ``plan`` in place when every changed key can be, else roll."""
+        """Deliver ``plan`` in place when every changed key can be, else roll; without a
+        reload agent in the pod template, roll at once (or, with ``hot-fallback: warn``,
+        deliver in place unconfirmed and warn at once): no deadline to wait out."""
         view = target.view
-        reasons = in_place_blockers(view, plan, assessment)
+        agent = hot_agent(view)
+        fallback = hot_settings(view.settings).fallback_rollout
+        reasons = in_place_blockers(view, plan, assessment, agent=agent, fallback_rollout=fallback)
         if reasons:
-            self._context.metrics.hot_reloads.labels(outcome="rolled").inc()
-            message = f"cannot reload in place: {'; '.join(reasons)}; rolling instead"
-            log.info("%s: %s", target, message, extra=target.log_fields("not-hot"))
-            self._context.events.post(target.ref, NORMAL, "HotReloadImpossible", message)
-            await roll(self._context, target, plan, assessment)
+            await self._roll_instead(target, plan, assessment, reasons)
             return
         now = plan.rolled_at[-1]
         record = format_hash_at(plan.config_hash, now)
         annotations = {
             BASELINE_HASH: plan.config_hash,
-            HOT_RELOAD: record,
+            HOT_RELOAD: record if agent else None,  # nothing to wait for without an agent
             KEY_ID: assessment.key_id,
             ROLLED_AT: format_rolled_at(list(plan.rolled_at)),
             FAILED: None,
@@ -158,7 +168,10 @@ class HotStrategy(AdoptsBaseline):
         nudged = await self._nudge(target, record, await self._pods(target))
         what = describe_apply(plan, assessment.states, target.namespace)
         versions = describe_versions(plan, assessment, target.namespace)
-        suffix = f" (versions: {versions})" if versions else ""
+        what += f" (versions: {versions})" if versions else ""
+        if not agent:
+            self._unconfirmed(target, plan, nudged, what)
+            return
         log.info(
             "%s: reloading %s in place (%d pods nudged): %s",
             target,
@@ -174,10 +187,42 @@ class HotStrategy(AdoptsBaseline):
             target.ref,
             NORMAL,
             "HotReload",
-            f"delivering without a rollout: {what}{suffix}; asked the kubelet of {nudged} "
+            f"delivering without a rollout: {what}; asked the kubelet of {nudged} "
             f"pods to refresh their volumes; waiting up to {deadline:g} s for their reload "
             "agents to report",
         )
+
+    async def _roll_instead(
+        self, target: Target, plan: Apply, assessment: Assessment, reasons: list[str]
+    ) -> None:
+        """Roll what can't be reloaded in place, saying why: a Warning when the pod
+        template lacks the agent (a setup to fix), else a Normal Event (keys read at start
+        are how the app is built)."""
+        self._context.metrics.hot_reloads.labels(outcome="rolled").inc()
+        message = f"cannot reload in place: {'; '.join(reasons)}; rolling instead"
+        fields = target.log_fields("not-hot")
+        if NO_AGENT in reasons:
+            log.warning("%s: %s", target, message, extra=fields)
+            self._context.events.post(target.ref, WARNING, "HotReloadImpossible", message)
+        else:
+            log.info("%s: %s", target, message, extra=fields)
+            self._context.events.post(target.ref, NORMAL, "HotReloadImpossible", message)
+        await roll(self._context, target, plan, assessment)
+
+    def _unconfirmed(self, target: Target, plan: Apply, nudged: int, what: str) -> None:
+        """A change delivered in place to a pod template without the agent, as
+        ``hot-fallback: warn`` asks: a Warning now, not at the deadline."""
+        self._context.metrics.hot_reloads.labels(outcome="unconfirmed").inc()
+        message = (
+            f"delivered without a rollout, unconfirmed: {what}; asked the kubelet of {nudged} "
+            f"pods to refresh their volumes, but {NO_AGENT}: those pods may run the previous "
+            f"config until they restart (not rolling, {HOT_FALLBACK}: warn)"
+        )
+        log.warning(
+            "%s: %s", target, message,
+            extra=target.log_fields("hot-unconfirmed", config_hash=plan.config_hash),
+        )  # fmt: skip
+        self._context.events.post(target.ref, WARNING, "HotReloadUnconfirmed", message)
 
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
         """Follow a hot change until every pod confirmed it, or fall back."""
