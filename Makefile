@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller manifests demo clean
+.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller csi-driver manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -93,6 +93,12 @@ prometheus: $(STAMP)
 rollouts-controller: $(STAMP)
 	$(BIN)/kube-nudge-dev build rollouts-controller
 
+# The pinned Secrets Store CSI driver, its CRDs and CSIDriver object, with the registrar and the
+# test provider run beside it on the real node (one wrapper module, its own cache directories)
+# that tests/integration/test_csi_driver_real_node.py runs; ~3 min cold.
+csi-driver: $(STAMP)
+	$(BIN)/kube-nudge-dev build csi-driver
+
 # Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
@@ -125,10 +131,10 @@ test-unit: helm promtool
 
 # The real-node tests (-m real_node) also need the host packages; they build the image and
 # the pause image on first use (under a minute cold) and join the node to the session cluster.
-test-integration: control-plane helm prometheus rollouts-controller host-packages
+test-integration: control-plane helm prometheus rollouts-controller csi-driver host-packages
 	$(BIN)/pytest tests/integration
 
-test: lint docs control-plane helm promtool prometheus rollouts-controller host-packages
+test: lint docs control-plane helm promtool prometheus rollouts-controller csi-driver host-packages
 	$(BIN)/pytest
 
 # With the host packages (root) the demo's pods are real containers on the real node;

@@ -67,3 +67,34 @@ def test_argo_rollouts_cache_follows_its_toolchain_and_flags() -> None:
     newer = dataclasses.replace(build.ARGO_ROLLOUTS, toolchain="go1.27.4")
     flags = dataclasses.replace(build.ARGO_ROLLOUTS, ldflags="-s")
     assert len({home, newer.home(), flags.home()}) == 3
+
+
+def test_the_secrets_store_csi_driver_builds_the_version_its_wrapper_module_requires() -> None:
+    go_mod = (build._gomod_dir() / "secrets-store-csi" / "go.mod").read_text()
+    version = build.SECRETS_STORE_CSI_VERSION
+    assert f"\tsigs.k8s.io/secrets-store-csi-driver {version}\n" in go_mod
+    assert f"tool {build.SECRETS_STORE_CSI_DRIVER.package}\n" in go_mod
+    # the one dependency the module proxy does not serve, and only that, stands in
+    assert [line for line in go_mod.splitlines() if line.startswith("replace")] == [
+        "replace monis.app/mlog => ./mlog"
+    ]
+    names = [tool.home().name for tool in build.SECRETS_STORE_CSI]
+    assert [name.rsplit("-", 1)[0] for name in names] == [
+        f"secrets-store-csi-driver-{version}",
+        f"csi-registrar-{version}",
+        f"csi-files-provider-{version}",
+    ]
+
+
+def test_the_secrets_store_csi_caches_follow_every_file_of_their_wrapper_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = [tool.home() for tool in build.SECRETS_STORE_CSI]
+    for changed_file in ("provider/main.go", "mlog/mlog.go"):
+        changed = tmp_path / changed_file.replace("/", "-") / "gomod"
+        shutil.copytree(build._gomod_dir(), changed)
+        with (changed / "secrets-store-csi" / changed_file).open("a") as source:
+            source.write("// changed\n")
+        monkeypatch.setattr(build, "_gomod_dir", lambda changed=changed: changed)
+        after = [tool.home() for tool in build.SECRETS_STORE_CSI]
+        assert all(old != new for old, new in zip(before, after, strict=True)), changed_file

@@ -152,6 +152,18 @@ def test_approval_and_a_closed_window_hold_with_when_it_opens() -> None:
     assert (windowed.verb, windowed.hold, windowed.until) == (Verb.HOLD, "window", NOW + 7200)
 
 
+def test_a_window_days_away_is_held_until_its_real_opening() -> None:
+    """NOW is Friday 2027-01-15 08:00 UTC; a Monday window opens three days and two hours
+    later: that is the time shown, not a day from now."""
+    windowed = plan(view_of(rollout_window="Mon 10:00-11:00 Europe/Berlin"), INFO, DEBUG)
+    opens = NOW + 3 * 86400 + 3600  # Mon 10:00 in Berlin is 09:00 UTC
+    assert (windowed.verb, windowed.hold, windowed.until) == (Verb.HOLD, "window", opens)
+    assert windowed.reason == (
+        "held until the rollout window opens at Mon 2027-01-18 10:00 Europe/Berlin "
+        "(2027-01-18 09:00 UTC) (Mon 10:00-11:00 Europe/Berlin; kube-nudge.io/rollout-window)"
+    )
+
+
 def test_the_flap_cap_holds_until_the_oldest_rollout_leaves_the_window() -> None:
     recent = format_rolled_at([NOW - 100, NOW - 50])
     view = view_of(max_rollouts="2/5m", rolled_at=recent)

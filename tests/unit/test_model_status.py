@@ -135,6 +135,8 @@ def test_drift_names_a_closed_rollout_window_at_the_injected_time() -> None:
     windowed = view({ROLLOUT_WINDOW: "Mon 09:00-10:00 UTC"})
     state, closed = state_of(windowed, "v1-b", (), {}, 0, now=THURSDAY)
     assert state == "drift" and "its rollout window (Mon 09:00-10:00" in closed
+    # Four days away from Thursday: the real opening, not a day from now.
+    assert "(Mon 09:00-10:00 UTC, opening at Mon 1970-01-05 09:00 UTC)" in closed
     state, open_ = state_of(windowed, "v1-b", (), {}, 0, now=MONDAY_MORNING)
     assert (state, open_) == ("drift", "its config changed and it has not rolled yet")
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from kube_nudge.model.annotations import (
     FAILED,
     RELEASED_AT,
 )
-from kube_nudge.model.gates import TURN_RETRY, Sibling, gate
+from kube_nudge.model.gates import TURN_RETRY, WINDOW_RECHECK, Sibling, gate
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE, progress_of, rollout_complete
 from kube_nudge.model.records import format_failed, parse_failed
 from kube_nudge.model.tracking import Phase, Tracking, track
@@ -308,12 +309,36 @@ class ClosedUntil:
     def describe(self) -> str:
         return "test window"
 
+    def describe_time(self, moment: float) -> str:
+        return f"t+{moment - T0:g}"
+
 
 def test_a_closed_window_holds_until_it_opens() -> None:
     me = view(deployment())
     hold = gate(me, now=T0, changed_at=T0, window=ClosedUntil(T0 + 30))
     assert hold is not None and hold.reason == "window" and hold.retry_after == 30.0
+    assert (hold.until, hold.message) == (
+        T0 + 30,
+        "held until the rollout window opens at t+30 (test window; kube-nudge.io/rollout-window)",
+    )
     assert gate(me, now=T0 + 30, changed_at=T0, window=ClosedUntil(T0 + 30)) is None
+
+
+def test_a_window_days_away_shows_its_real_opening_and_is_rechecked_daily() -> None:
+    """The time shown is the real next opening however far; only the next look is capped."""
+    me = view(deployment())
+    three_days = T0 + 3 * 86400
+    hold = gate(me, now=T0, changed_at=T0, window=ClosedUntil(three_days))
+    assert hold is not None and hold.until == three_days
+    assert "opens at t+259200 " in hold.message
+    assert hold.retry_after == WINDOW_RECHECK == 86400
+
+
+def test_a_window_that_never_opens_shows_no_time_and_is_rechecked_daily() -> None:
+    me = view(deployment())
+    hold = gate(me, now=T0, changed_at=T0, window=ClosedUntil(math.inf))
+    assert hold is not None and hold.until is None and hold.retry_after == WINDOW_RECHECK
+    assert hold.message.startswith("held: the rollout window does not open within a year")
 
 
 def test_a_status_not_yet_observed_neither_fails_nor_reopens_a_finished_rollout() -> None:

@@ -331,6 +331,20 @@ def test_next_open_is_now_while_open() -> None:
     assert window(BERLIN_WORKDAYS).next_open(now) == now
 
 
+def test_a_far_opening_is_found_and_shown_on_the_windows_clock() -> None:
+    """A window three days away (or six) opens when it opens: nothing caps
+    the search at a day. The time is shown in the window's zone, and in UTC beside it."""
+    friday = utc(2025, 1, 17, 18)  # Fri 19:00 in Berlin, after the workday
+    opens = window(BERLIN_WORKDAYS).next_open(friday)
+    assert opens == utc(2025, 1, 20, 8)  # Mon 09:00 CET
+    assert window(BERLIN_WORKDAYS).describe_time(opens) == (
+        "Mon 2025-01-20 09:00 Europe/Berlin (2025-01-20 08:00 UTC)"
+    )
+    sunday = window("Sun 02:00-04:00 UTC")
+    assert sunday.next_open(utc(2025, 1, 13, 12)) == utc(2025, 1, 19, 2)  # six days
+    assert sunday.describe_time(utc(2025, 1, 19, 2)) == "Sun 2025-01-19 02:00 UTC"
+
+
 # DST. Europe/Berlin: 2025-03-30 at 01:00 UTC, 02:00 CET jumps to 03:00 CEST; 2025-10-26
 # at 01:00 UTC, 03:00 CEST falls back to 02:00 CET. America/New_York: 2025-03-09 at 07:00
 # UTC, 02:00 EST jumps to 03:00 EDT; 2025-11-02 at 06:00 UTC, 02:00 EDT falls back to 01:00

@@ -360,6 +360,65 @@ def argo_rollouts_crds(*, progress: Callable[[str], None] | None = None) -> list
     return found
 
 
+# The Secrets Store CSI driver, run beside the real node's kubelet by
+# tests/integration/test_csi_driver_real_node.py, with two programs of ours from the same
+# wrapper module (gomod/secrets-store-csi): a registrar that registers it with the kubelet (the
+# kubelet's plugin registration API, what node-driver-registrar serves; that module is not on
+# the module proxy) and a provider serving secrets from a file a test rewrites. The driver is
+# built from its own module at the pinned version, every dependency at the version its go.mod
+# pins, except monis.app/mlog (its log set-up helper), which the module proxy does not serve:
+# the wrapper replaces it with a stand-in over klog (gomod/secrets-store-csi/mlog). Its
+# manifests (the two CRDs, the CSIDriver object: deploy/ in its module) are copied beside the
+# binary. One wrapper module, so a change to any of the three rebuilds all three.
+SECRETS_STORE_CSI_VERSION = "v1.6.0"
+_SSCSI = "sigs.k8s.io/secrets-store-csi-driver"
+SECRETS_STORE_CSI_DRIVER = GoTool(
+    "secrets-store-csi-driver",
+    f"{_SSCSI}/cmd/secrets-store-csi-driver",
+    SECRETS_STORE_CSI_VERSION,
+    f"-s -w -X {_SSCSI}/pkg/version.BuildVersion={SECRETS_STORE_CSI_VERSION}",
+    "about 3 minutes",
+    module="secrets-store-csi",
+    shipped="deploy",
+)
+CSI_REGISTRAR = GoTool(
+    "csi-registrar",
+    "kube-nudge.dev/tools/secrets-store-csi/registrar",
+    SECRETS_STORE_CSI_VERSION,
+    "-s -w",
+    "under a minute after the driver",
+    module="secrets-store-csi",
+)
+CSI_PROVIDER = GoTool(
+    "csi-files-provider",
+    "kube-nudge.dev/tools/secrets-store-csi/provider",
+    SECRETS_STORE_CSI_VERSION,
+    "-s -w",
+    "under a minute after the driver",
+    module="secrets-store-csi",
+)
+SECRETS_STORE_CSI = (SECRETS_STORE_CSI_DRIVER, CSI_REGISTRAR, CSI_PROVIDER)
+
+
+def secrets_store_csi_binaries(*, progress: Callable[[str], None] | None = None) -> dict[str, Path]:
+    """The driver, the registrar and the provider by name, built into their caches on first
+    use (the driver first: the other two reuse its downloads and most of its build)."""
+    return {tool.name: go_tool_binary(tool, progress=progress) for tool in SECRETS_STORE_CSI}
+
+
+def secrets_store_csi_manifests(*, progress: Callable[[str], None] | None = None) -> list[Path]:
+    """The driver's own manifests the tests install: its two CRDs (SecretProviderClass,
+    SecretProviderClassPodStatus) and its CSIDriver object, from the pinned module."""
+    go_tool_binary(SECRETS_STORE_CSI_DRIVER, progress=progress)
+    deploy = SECRETS_STORE_CSI_DRIVER.home() / "deploy"
+    found = [*sorted(deploy.glob("secrets-store.csi.x-k8s.io_*.yaml")), deploy / "csidriver.yaml"]
+    if len(found) != 3 or not all(path.is_file() for path in found):
+        home = SECRETS_STORE_CSI_DRIVER.home()
+        raise BuildError(f"no Secrets Store CSI CRDs and CSIDriver in {deploy}: delete {home} "
+                         "and run `make csi-driver`")  # fmt: skip
+    return found
+
+
 def helm_cache_dir() -> Path:
     """Where the pinned helm is built: ``<cache root>/helm-<version>/bin``."""
     return HELM.cache_dir()

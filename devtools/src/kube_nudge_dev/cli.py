@@ -43,6 +43,7 @@ def _run_build(args: argparse.Namespace) -> int:
         BuildError,
         ensure_binaries,
         go_tool_binary,
+        secrets_store_csi_binaries,
     )
 
     kube = _kube_release("build", args.kube_version)
@@ -50,6 +51,10 @@ def _run_build(args: argparse.Namespace) -> int:
         tools = {tool.name: tool for tool in (HELM, PROMTOOL, PROMETHEUS, ARGO_ROLLOUTS)}
         if args.target in tools:
             print(f"{args.target}\t{go_tool_binary(tools[args.target])}")
+            return 0
+        if args.target == "csi-driver":
+            for name, path in secrets_store_csi_binaries().items():
+                print(f"{name}\t{path}")
             return 0
         for name, path in ensure_binaries(COMPONENTS + NODE_COMPONENTS, kube=kube).items():
             print(f"{name}\t{path}")
@@ -132,16 +137,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser(
         "build",
-        help="build (or find) the control-plane binaries, helm, promtool, prometheus or the "
-        "Argo rollouts-controller, and print their paths",
+        help="build (or find) the control-plane binaries, helm, promtool, prometheus, the "
+        "Argo rollouts-controller or the Secrets Store CSI driver, and print their paths",
         description="Print NAME<TAB>PATH for each control-plane binary (or for the pinned "
-        "helm, promtool, prometheus or Argo rollouts-controller), building the missing ones "
-        "into the cache first (the first build takes minutes).",
+        "helm, promtool, prometheus, Argo rollouts-controller, or the Secrets Store CSI driver "
+        "with the registrar and test provider run beside it), building the missing ones into "
+        "the cache first (the first build takes minutes).",
     )
     build.add_argument(
         "target",
         nargs="?",
-        choices=("control-plane", "helm", "promtool", "prometheus", "rollouts-controller"),
+        choices=(
+            "control-plane",
+            "helm",
+            "promtool",
+            "prometheus",
+            "rollouts-controller",
+            "csi-driver",
+        ),
         default="control-plane",
         help="what to build (default: control-plane)",
     )

@@ -151,6 +151,10 @@ class Hold:
     event_reason: str
     message: str
     retry_after: float | None = None
+    """Seconds until the workload is looked at again (may be sooner than the hold ends)."""
+    until: float | None = None
+    """When the hold ends (Unix seconds), when that is known and later than the next look:
+    the time shown (``kube-nudge plan``'s until); else ``retry_after`` tells it."""
 
 
 @dataclass(frozen=True, slots=True)

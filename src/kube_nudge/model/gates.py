@@ -16,6 +16,7 @@ exactly what the previous one held.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -24,11 +25,14 @@ from kube_nudge.model.decide import MIN_RETRY, Hold
 from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.tracking import Phase, Tracking
 
-__all__ = ["TURN_RETRY", "Sibling", "Window", "gate"]
+__all__ = ["TURN_RETRY", "WINDOW_RECHECK", "Sibling", "Window", "gate"]
 
 TURN_RETRY = 10.0
 """Seconds between looks while waiting for a turn; a rollout ending also wakes waiters."""
-MAX_WINDOW_WAIT = 86400.0
+WINDOW_RECHECK = 86400.0
+"""The longest a workload held by its rollout window waits before it is looked at again
+(an internal timer: a window that never opens, or a clock set wrong, is looked at daily).
+What the hold shows is the window's real next opening (``Hold.until``), however far."""
 _MAX_NAMED = 3
 
 
@@ -40,6 +44,8 @@ class Window(Protocol):
     def next_open(self, now: float) -> float: ...
 
     def describe(self) -> str: ...
+
+    def describe_time(self, moment: float) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,15 +80,7 @@ def gate(
     if stopped is not None:
         return stopped
     if window is not None and not window.is_open(now):
-        return Hold(
-            "window",
-            "OutsideWindow",
-            f"held until the rollout window opens ({window.describe()}; "
-            "kube-nudge.io/rollout-window)",
-            # Capped: a window that never opens (a weekly hour lost to a clock change)
-            # is looked at again daily.
-            retry_after=min(max(window.next_open(now) - now, MIN_RETRY), MAX_WINDOW_WAIT),
-        )
+        return _outside(window, now)
     # Times of data changes have whole seconds (managedFields): an approval counts for
     # changes made before it or in the same second (an operator approving what they just
     # saw held must not be ignored; a change within that second is approved with it).
@@ -111,6 +109,26 @@ def gate(
             retry_after=TURN_RETRY,
         )
     return None
+
+
+def _outside(window: Window, now: float) -> Hold:
+    """The hold of a closed window: until its real next opening, however far (the retry
+    is capped: ``WINDOW_RECHECK``)."""
+    opens = window.next_open(now)
+    if not math.isfinite(opens):
+        return Hold(
+            "window", "OutsideWindow",
+            f"held: the rollout window does not open within a year ({window.describe()}; "
+            "kube-nudge.io/rollout-window)",
+            retry_after=WINDOW_RECHECK,
+        )  # fmt: skip
+    return Hold(
+        "window", "OutsideWindow",
+        f"held until the rollout window opens at {window.describe_time(opens)} "
+        f"({window.describe()}; kube-nudge.io/rollout-window)",
+        retry_after=min(max(opens - now, MIN_RETRY), WINDOW_RECHECK),
+        until=opens,
+    )  # fmt: skip
 
 
 def _lower_orders(view: WorkloadView, siblings: Sequence[Sibling]) -> list[str]:

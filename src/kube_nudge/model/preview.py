@@ -59,7 +59,8 @@ class Prediction:
     hold: str | None = None
     """A hold's reason (``Hold.reason``: missing, flapping, window, approval, ...)."""
     until: float | None = None
-    """When a hold ends at the latest (Unix seconds), when that is known."""
+    """When a hold ends at the latest (Unix seconds), when that is known: for a rollout
+    window, its real next opening."""
 
 
 def predict(
@@ -124,7 +125,11 @@ def _delivered(verb: Verb) -> str:
 
 
 def _held(hold: Hold, now: float, changes: Mapping[SourceRef, tuple[str, ...]]) -> Prediction:
-    until = now + hold.retry_after if hold.retry_after is not None else None
+    """A hold, until when it ends: its own time (a window's real next opening, however far),
+    else the next look, which for the other holds is their end."""
+    until = hold.until
+    if until is None and hold.retry_after is not None:
+        until = now + hold.retry_after
     return Prediction(Verb.HOLD, hold.message, changes, hold=hold.reason, until=until)
 
 

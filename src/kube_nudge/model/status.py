@@ -9,6 +9,7 @@ every pod was created in a later second than its sources' data last changed, els
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -145,7 +146,9 @@ def _waiting(view: WorkloadView, now: float) -> str:
         reasons.append("approval (kube-nudge.io/approval: required; kube-nudge approve)")
     window = view.settings.window
     if window is not None and not window.is_open(now):
-        reasons.append(f"its rollout window ({window.describe()})")
+        opens = window.next_open(now)
+        at = f", opening at {window.describe_time(opens)}" if math.isfinite(opens) else ""
+        reasons.append(f"its rollout window ({window.describe()}{at})")
     if view.settings.rollout_order is not None:
         order = view.settings.rollout_order
         reasons.append(f"lower rollout orders (kube-nudge.io/rollout-order: {order})")

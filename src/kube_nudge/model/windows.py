@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -153,6 +153,16 @@ class RolloutWindow:
     def describe(self) -> str:
         """The canonical value, e.g. `Mon-Fri 09:00-17:00 Europe/Berlin`."""
         return "; ".join(span.describe() for span in self.spans) + " " + self.zone
+
+    def describe_time(self, moment: float) -> str:
+        """``moment`` (Unix seconds) on a wall clock of the window's zone, with the day, and
+        in UTC too when the zone is another: `Mon 2027-01-18 09:00 Europe/Berlin
+        (2027-01-18 08:00 UTC)`."""
+        local = datetime.fromtimestamp(math.floor(moment), self._tz())
+        shown = f"{local:%a %Y-%m-%d %H:%M} {self.zone}"
+        if self.zone == DEFAULT_ZONE:
+            return shown
+        return f"{shown} ({datetime.fromtimestamp(math.floor(moment), UTC):%Y-%m-%d %H:%M} UTC)"
 
     def _tz(self) -> ZoneInfo:
         return ZoneInfo(self.zone)  # cached by zoneinfo: a dictionary look-up
