@@ -3,6 +3,8 @@ value, exit code 2."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from kube_nudge.app.cli import COMMANDS, build_parser, main
@@ -102,3 +104,39 @@ def test_a_bad_receiver_url_is_refused_without_showing_it(
     err = capsys.readouterr().err
     assert err.startswith("kube-nudge: notification receivers in env KUBE_NUDGE_NOTIFY_RECEIVERS")
     assert err.count("\n") == 1 and secret_path not in err
+
+
+@pytest.mark.parametrize(
+    ("argv0", "prog"),
+    [
+        ("/usr/local/bin/kubectl-nudge", "kubectl nudge"),  # what kubectl runs for `kubectl nudge`
+        ("kubectl-nudge.exe", "kubectl nudge"),
+        ("/usr/local/bin/kube-nudge", "kube-nudge"),
+        ("/app/src/kube_nudge/__main__.py", "kube-nudge"),  # python -m kube_nudge
+    ],
+)
+def test_usage_and_help_name_the_command_as_it_was_typed(
+    argv0: str, prog: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", [argv0])
+    with pytest.raises(SystemExit) as done:
+        main(["plan", "--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: {prog} plan [-h]")
+    with pytest.raises(SystemExit):
+        main(["plan"])
+    err = capsys.readouterr().err
+    assert err.startswith("kube-nudge: plan: ") and err.endswith(f"(see {prog} plan --help)\n")
+
+
+@pytest.mark.parametrize("command", [None, *(command.name for command in COMMANDS)])
+def test_help_shows_no_docstring_markup(
+    command: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Docstrings write literals as ``x``; a terminal shows them plain."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"] if command else ["--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out
+    if command is None:
+        assert "\nThe kube-nudge command line.\n" in out

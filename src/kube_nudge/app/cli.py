@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn, Protocol
 
 from kube_nudge import __version__
@@ -77,6 +79,36 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
 )  # fmt: skip
 EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a SIGINT
 DEBUG_ENV = "KUBE_NUDGE_DEBUG"
+PROG = "kube-nudge"
+#: How kubectl users type it: kubectl runs the plugin ``kubectl-nudge`` for ``kubectl nudge``.
+PLUGIN_PROG = "kubectl nudge"
+_PLUGIN_EXECUTABLE = "kubectl-nudge"
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def program_name(argv0: str | None = None) -> str:
+    """The command as its user typed it, for usage lines and help: ``kubectl nudge`` when
+    run as the kubectl plugin (``argv0``, default this process's, names ``kubectl-nudge``),
+    else ``kube-nudge``."""
+    name = Path(sys.argv[0] if argv0 is None else argv0).name
+    return PLUGIN_PROG if name.split(".")[0] == _PLUGIN_EXECUTABLE else PROG
+
+
+def plain(text: str) -> str:
+    """``text`` without the docstrings' reStructuredText literal markup (````x```` → x),
+    as help shows it."""
+    return _LITERAL.sub(r"\1", text)
+
+
+class PlainHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help, with descriptions and epilogs kept as written and every text shown
+    plain (``plain``): a docstring's literal markup never reaches a terminal."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain(super()._expand_help(action))
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -99,7 +131,8 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """One line instead of the whole usage block."""
-        command = self.prog.removeprefix("kube-nudge").strip()
+        root = PLUGIN_PROG if self.prog.startswith(PLUGIN_PROG) else PROG
+        command = self.prog.removeprefix(root).strip()
         where = f"{command}: " if command else ""
         self.exit(EXIT_USAGE, f"kube-nudge: {where}{one_line(message)} (see {self.prog} --help)\n")
 
@@ -109,14 +142,15 @@ def exit_code_help(codes: Sequence[tuple[int, str]]) -> str:
     return "exit codes:\n" + "\n".join(f"  {code:<3} {meaning}" for code, meaning in codes)
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
     """The top-level argument parser with every subcommand; with ``only``, the others get
-    no flags (their modules are not imported: see app/lazy.py)."""
+    no flags (their modules are not imported: see app/lazy.py). ``prog``: the command as
+    typed (default: ``program_name()``)."""
     parser = OneLineParser(
-        prog="kube-nudge",
+        prog=prog or program_name(),
         description=__doc__.split("\n")[0],
         epilog=exit_code_help(EXIT_CODES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=PlainHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"kube-nudge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -126,7 +160,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         command_parser = sub.add_parser(
             command.name, help=command.help, epilog=exit_code_help(command.exit_codes),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=PlainHelpFormatter,
         )  # fmt: skip
         command.configure(command_parser)
         command_parser.set_defaults(execute=command.execute)
