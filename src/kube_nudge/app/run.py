@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kube_nudge import __version__
+from kube_nudge.app.errors import CommandError, api_failure
 from kube_nudge.app.serverversion import log_server_version
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
@@ -175,6 +176,8 @@ async def serve(config: RunConfig) -> None:
                 await asyncio.wait_for(controller.events.flush(), EVENT_FLUSH_TIMEOUT)
             if notifier is not None:
                 await notifier.drain(EVENT_FLUSH_TIMEOUT)
+    except ApiError as exc:  # one line naming the server, the request and why
+        raise api_failure(exc, client) from None
     finally:
         await client.aclose()
 
@@ -229,18 +232,23 @@ def _stamped(notifier: Notifier, cluster: str | None) -> Callable[[Notification]
 
 
 async def _state_key(client: KubeClient, config: RunConfig) -> bytes:
-    """The HMAC key from the state namespace, with a fix-it message when that namespace
-    doesn't exist (a bare 404 said nothing)."""
+    """The HMAC key from the state namespace; a ``CommandError`` that says how to fix it
+    when that namespace doesn't exist (a bare 404 said nothing) or its Secret holds no key."""
     namespace = config.state_namespace
     try:
         return await load_or_create_key(client, namespace, config.hmac_secret)
     except ApiError as exc:
         if exc.not_found:
-            raise ValueError(
+            raise CommandError(
                 f"state namespace {namespace!r} does not exist: create it "
                 f"(kubectl create namespace {namespace}) or pass --state-namespace"
             ) from None
         raise
+    except ValueError as exc:  # the Secret is there without the key
+        raise CommandError(
+            f"{exc}: delete it and kube-nudge makes a new key (workloads are adopted again, "
+            "restarting nothing), or pass --hmac-secret with another Secret's name"
+        ) from None
 
 
 def _elector(client: KubeClient, lease: LeaseConfig) -> ElectorFactory:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from kube_nudge.app.errors import UsageError, one_line
+from kube_nudge.app.errors import CommandError, UsageError, one_line
 from kube_nudge.app.flags import (
     check_address,
     check_count,
@@ -427,10 +427,14 @@ class RunCommand:
         except (ValueError, KubeconfigError, UsageError) as exc:
             print(f"kube-nudge: {one_line(exc)}", file=sys.stderr)
             return 2
+        log = logging.getLogger("kube_nudge")
         try:
             return run_forever(config)
+        except (CommandError, KubeconfigError) as exc:  # says what to fix: the line is all
+            log.error("fatal: %s", one_line(exc))
+            return 1
         except Exception as exc:
-            logging.getLogger("kube_nudge").error("fatal: %s: %s", type(exc).__name__, exc)
+            log.error("fatal: unexpected %s: %s", type(exc).__name__, one_line(exc))
             return 1
 
 
