@@ -145,6 +145,18 @@ def test_notify_only_announces() -> None:
     assert plan(view_of(strategy="notify"), INFO, DEBUG).verb is Verb.NOTIFY
 
 
+def test_snapshot_says_it_rolls_onto_new_copies_of_what_changed() -> None:
+    p = plan(view_of(strategy="snapshot"), INFO, DEBUG)
+    assert (p.verb, p.reason) == (
+        Verb.ROLL,
+        "rolls onto new copies of configmap/app (strategy snapshot: its pod template is "
+        "pointed at immutable copies, so pods of the old revision keep the config they run)",
+    )
+    # A source named only by annotation gets no copy: the template just gets the new hash.
+    named = view_of(manifests.pod_spec(), strategy="snapshot", configmaps="app")
+    assert plan(named, INFO, DEBUG).reason.startswith("its pod template gets the new hash")
+
+
 def test_approval_and_a_closed_window_hold_with_when_it_opens() -> None:
     assert plan(view_of(approval="required"), INFO, DEBUG).hold == "approval"
     # NOW is 2027-01-15 08:00 UTC; the window opens at 10:00.

@@ -2,17 +2,19 @@
 annotations in the contract (which copy stands for which source on a template, the hash it
 last rolled a workload to, the labels of its copies), that its templates name stand-ins
 (the copies), that it can roll back, and the hold of a workload someone rolled back to
-earlier copies (``kubectl rollout undo``)."""
+earlier copies (``kubectl rollout undo``), and how it delivers a change (``kube-nudge plan``
+says it rolls onto new copies)."""
 
 from __future__ import annotations
 
 from typing import Final
 
 from kube_nudge.model.annotations import PREFIX
-from kube_nudge.model.decide import Assessment, Hold
-from kube_nudge.model.extensions import StrategyModel
+from kube_nudge.model.decide import Apply, Assessment, Hold
+from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.model.memory import WorkloadMemory
 from kube_nudge.model.projection import WorkloadView
+from kube_nudge.model.references import SourceRef
 from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.strategies.snapshot.copies import COPY_ANNOTATIONS
 
@@ -72,6 +74,32 @@ def _rolled_back(view: WorkloadView) -> Hold:
     )
 
 
+def _delivery(view: WorkloadView, plan: Apply, assessment: Assessment) -> Delivery:
+    """It rolls onto new copies of the changed sources its template names (a source named
+    only by annotation has none; one that went gets none): what ``apply`` makes."""
+    if plan.changes is None:  # which changed is not known: every source gets its copy
+        return Delivery("roll", f"rolls onto copies of its sources ({_SNAPSHOT_ROLL})")
+    copied = [ref for ref in sorted(plan.changes) if _copied(ref, assessment)]
+    if not copied:
+        return Delivery("roll", f"its pod template gets the new hash: it rolls ({_SNAPSHOT_ROLL})")
+    names = ", ".join(ref.display(view.namespace) for ref in copied)
+    return Delivery("roll", f"rolls onto new copies of {names} ({_SNAPSHOT_ROLL})")
+
+
+_SNAPSHOT_ROLL = (
+    "strategy snapshot: its pod template is pointed at immutable copies, so pods of the old "
+    "revision keep the config they run"
+)
+
+
+def _copied(ref: SourceRef, assessment: Assessment) -> bool:
+    """Whether applying makes a copy of ``ref``: its template names it and it exists."""
+    use = assessment.visible.get(ref)
+    state = assessment.states.get(ref)
+    named = use is not None and any(via != "annotation" for via in use.via)
+    return named and state is not None and state.present
+
+
 SNAPSHOT_MODEL: Final = StrategyModel(
     NAME,
     doc="snapshot rolls onto immutable copies of the config",
@@ -81,4 +109,5 @@ SNAPSHOT_MODEL: Final = StrategyModel(
     rolls_back=True,
     stand_ins=SNAPSHOTS,
     rolled_to=ROLLED_TO,
+    delivery=_delivery,
 )
