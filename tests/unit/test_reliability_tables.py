@@ -1,9 +1,13 @@
-"""The fault and sabotage tables of docs/reliability.md come from their records, and records
-prove one commit, clean before and after the runs, or are refused."""
+"""The fault and sabotage tables of docs/reliability.md come from their committed records
+(bench/results/faults.jsonl, sabotage.jsonl), and records prove one commit of the history,
+clean before and after the runs, or are refused: this test holds the tables, as
+tests/unit/test_bench_docfigures.py holds the benchmark figures."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess  # nosec B404 # git cat-file, read-only
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,8 @@ import pytest
 from bench.gitstate import TreeState
 
 from tests.integration import reliability_tables as tables
+
+REPO = Path(__file__).resolve().parents[2]
 
 SUITE = {"finished": "2026-12-01 10:00 UTC", "platform": "Linux x86_64", "cpus": 2,
          "kubernetes": "v1.37.2", "suite_seconds": 1392.0}  # fmt: skip
@@ -80,3 +86,35 @@ def test_only_the_named_table_is_rendered(tmp_path: Path) -> None:
     assert rendered.endswith("-->\nold\n<!-- sabotage-table:end -->\n")
     with pytest.raises(FileNotFoundError):  # the sabotage table's records aren't there
         tables.render(page, tmp_path)
+
+
+def test_the_tables_of_docs_reliability_are_what_their_records_give() -> None:
+    text = (REPO / "docs" / "reliability.md").read_text()
+    assert {m["name"] for m in tables.BLOCK.finditer(text)} == {"fault-table", "sabotage-table"}
+    assert "historical" not in "".join(m["body"] for m in tables.BLOCK.finditer(text))
+    assert not tables.stale(REPO), (
+        "docs/reliability.md's tables differ from their records: run "
+        "`PYTHONPATH=. .venv/bin/python -m tests.integration.reliability_tables`"
+    )
+
+
+@pytest.mark.parametrize("source", [tables.FAULTS, tables.SABOTAGE])
+def test_every_committed_record_names_a_commit_of_the_history_clean_before_and_after(
+    source: str,
+) -> None:
+    commit = tables.proven_commit(tables.load(REPO / source), source)
+    git = shutil.which("git")
+    if git is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    known = subprocess.run([git, "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"],  # nosec
+                           capture_output=True, check=False)  # fmt: skip
+    assert known.returncode == 0, f"{source}: {commit} is not a commit of the history"
+
+
+def test_a_hand_edited_figure_of_the_tables_is_caught() -> None:
+    text = (REPO / "docs" / "reliability.md").read_text()
+    block = next(m for m in tables.BLOCK.finditer(text) if m["name"] == "fault-table")
+    row = next(line for line in block["body"].splitlines() if line.startswith("| watch expired"))
+    edited = text.replace(row, row.rsplit("|", 2)[0] + "| 1.00, 1.00 |")
+    assert edited != text
+    assert tables.render(edited, REPO) == text
