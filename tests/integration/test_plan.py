@@ -261,10 +261,36 @@ async def test_the_plan_is_what_happens(
         finally:
             await kube.delete(NAMESPACES.path(name=space))
         assert {n: happened[n] for n in planned} == planned, (seed, document["workloads"])
+        assert changed_sources(document) == expected_sources(seed), seed
+        holding = any(w["hold"] == "missing" for w in document["workloads"])
+        assert document["stranded"] == holding, (seed, document["sources"])
         unplanned = {n: h for n, h in happened.items() if n not in planned and h != "none"}
         assert unplanned == {}, seed
         covered |= set(planned.values())
     assert covered >= EVERY_ACTION, EVERY_ACTION - covered
+
+
+def changed_sources(document: Mapping[str, Any]) -> dict[str, tuple[list[str], ...]]:
+    """The plan's changed sources: (added, removed, changed) key names by name; each has a
+    consumer (every source of the fleet is read, epsilon by its pod-selector)."""
+    assert all(s["consumers"] for s in document["sources"]), document["sources"]
+    return {s["name"]: (s["added"], s["removed"], s["changed"]) for s in document["sources"]}
+
+
+def expected_sources(seed: int) -> dict[str, tuple[list[str], ...]]:
+    """What seed's change set changes, key by key, against the fleet as the plan finds it
+    (delta's Z patched to z1 first). A key left out of a Secret's stringData stays: kubectl
+    apply's merge removes only what its last apply set in data, and stringData is not kept."""
+    configmaps, gamma = change_set(seed)
+    pairs = {name: (SOURCES[name] | ({"Z": "z1"} if name == "delta" else {}), configmaps[name])
+             for name in SOURCES} | {"gamma": (GAMMA, GAMMA | gamma)}  # fmt: skip
+    found: dict[str, tuple[list[str], ...]] = {}
+    for name, (old, new) in pairs.items():
+        keys = (sorted(new.keys() - old.keys()), sorted(old.keys() - new.keys()),
+                sorted(k for k in old.keys() & new.keys() if old[k] != new[k]))  # fmt: skip
+        if any(keys):
+            found[name] = keys
+    return found
 
 
 async def plan_and_apply(
