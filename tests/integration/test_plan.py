@@ -1,11 +1,13 @@
 """``kube-nudge plan`` against the live cluster is what happens.
 
 A fleet reads three sources every way a pod template can (env, envFrom, volume items,
-projected, optional) with every strategy and gate. For each seed a random change set is
-made; ``kube-nudge plan -f`` says per workload what will happen; the real kubectl applies the
-same file to a cluster where kube-nudge runs; and each workload's observed outcome must be
-the plan's action: a rollout (its template changed), a reload in place (strategy hot's
-record), an announcement (ConfigChanged), a hold (its Warning Event, by reason) or nothing.
+projected, optional, subPath mounts) with every strategy and gate. For each seed a random
+change set is made; ``kube-nudge plan -f`` says per workload what will happen; the real
+kubectl applies the same file to a cluster where kube-nudge runs; and each workload's
+observed outcome must be the plan's action: a rollout (its template changed), a reload in
+place (strategy hot's record), an announcement (ConfigChanged), a hold (its Warning Event,
+by reason) or nothing. The subPath workloads' rows must also be those a person writes from
+the change set and what the kubelet shows their containers.
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ def spec(*, volumes: list[Any] | None = None, agent: bool = False, **extra: Any)
                               volumes=volumes or [])  # fmt: skip
 
 
+def mounting(*mounts: list[dict[str, Any]], volumes: list[Any]) -> dict[str, Any]:
+    """A pod spec with ``volumes`` and a container per list of mounts."""
+    boxes = [container(name=f"c{i}", volumeMounts=m) for i, m in enumerate(mounts)]
+    return manifests.pod_spec(containers=boxes, volumes=volumes)
+
+
 def window_closed_now() -> str:
     """A one-hour rollout window (UTC) that opens two hours from now."""
     opens, closes = time.gmtime(time.time() + 7200), time.gmtime(time.time() + 10800)
@@ -103,6 +111,9 @@ def fleet() -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
     ]}}  # fmt: skip
     beta_all = {"name": "beta", "configMap": {"name": "beta"}}
     alpha_all = {"name": "alpha", "configMap": {"name": "alpha"}}
+    alpha_conf = {"name": "conf", "configMap": {"name": "alpha", "items": [
+        {"key": "A", "path": "conf/a"}, {"key": "C", "path": "conf/c"}]}}  # fmt: skip
+    beta_x = [{"name": "beta", "mountPath": "/etc/x", "subPath": "X"}]
     hot = {"kube-nudge.io/strategy": "hot", "kube-nudge.io/hot-deadline": "1h"}
     return {
         "env-a": (spec(env=[env("A", "alpha", "A")]), {}),
@@ -129,7 +140,31 @@ def fleet() -> dict[str, tuple[dict[str, Any], dict[str, str]]]:
                           env=[env("X", "beta", "X")]),
                      {"kube-nudge.io/exclude": "configmap/alpha"}),
         "bystander": (spec(envFrom=[{"configMapRef": {"name": "alpha"}}]), {"opted-out": ""}),
+        # What its pods read of a volume mounted by subPath: the key X alone, the file C
+        # of a nested items path (A, listed, is still required), or every key of a volume
+        # another container mounts whole.
+        "subpath": (mounting(beta_x, volumes=[beta_all]), {}),
+        "subpath-items": (mounting([{"name": "conf", "mountPath": "/etc/c",
+                                     "subPath": "./conf/c"}], volumes=[alpha_conf]), {}),
+        "subpath-mixed": (mounting(beta_x, [{"name": "beta", "mountPath": "/etc/beta"}],
+                                   volumes=[beta_all]), {}),
     }  # fmt: skip
+
+
+def by_hand(seed: int) -> dict[str, str]:
+    """The subPath workloads' rows as a person writes them from seed's change set and what
+    the kubelet shows their containers, without kube-nudge's rules."""
+    configmaps, _ = change_set(seed)
+
+    def moved(source: str, *keys: str) -> bool:
+        return any(SOURCES[source].get(k) != configmaps[source].get(k) for k in keys)
+
+    items = "hold:missing" if {"A", "C"} - configmaps["alpha"].keys() else None
+    return {
+        "subpath": "roll" if moved("beta", "X") else "none",
+        "subpath-items": items or ("roll" if moved("alpha", "C") else "none"),
+        "subpath-mixed": "roll" if configmaps["beta"] != SOURCES["beta"] else "none",
+    }
 
 
 async def create_fleet(kube: KubeClient, cluster: LocalCluster, namespace: str, into: Path) -> None:
@@ -261,6 +296,8 @@ async def test_the_plan_is_what_happens(
         finally:
             await kube.delete(NAMESPACES.path(name=space))
         assert {n: happened[n] for n in planned} == planned, (seed, document["workloads"])
+        # A workload the plan leaves out is planned "none" (unplanned: asserted below).
+        assert {n: planned.get(n, "none") for n in by_hand(seed)} == by_hand(seed), seed
         assert changed_sources(document) == expected_sources(seed), seed
         holding = any(w["hold"] == "missing" for w in document["workloads"])
         assert document["stranded"] == holding, (seed, document["sources"])
