@@ -28,6 +28,7 @@ from kube_nudge.notifications.model import Notification
 from kube_nudge.reporting.hmackey import load_or_create_key
 from kube_nudge.runtime.manager import Manager
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.prometheus import PrometheusAccess
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import confighash
 from kube_nudge_dev.cluster import LocalCluster, free_port
@@ -69,6 +70,7 @@ async def running_controller(
     max_concurrent_rollouts: int | None = None,
     notify: Callable[[Notification], None] | None = None,
     csi_secrets: bool = False,
+    prometheus: PrometheusAccess | None = None,
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
     it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
@@ -90,6 +92,7 @@ async def running_controller(
         workers=8,
         watch_inactivity=watch_inactivity,
         max_concurrent_rollouts=max_concurrent_rollouts,
+        prometheus=prometheus,
     )
     controller = Controller(
         client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client),

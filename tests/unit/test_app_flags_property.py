@@ -259,6 +259,15 @@ FLAGS: dict[str, dict[str, Kind]] = {
         ),
         "--audit-interval": duration(10.0, 86400.0, off=True),
         "--notify-receivers-file": Kind(st.just(RECEIVERS), st.sampled_from([MISSING, "/"])),
+        "--prometheus-url": Kind(
+            st.sampled_from(["http://prometheus.monitoring:9090", "https://p.example/prom/"]),
+            st.sampled_from(["ftp://p", "prometheus:9090", "http://u:p@p", "http://p/?q=1", ""]),
+        ),
+        "--prometheus-credentials": Kind(
+            st.just(str(Path(__file__).resolve().parent)),
+            st.sampled_from([MISSING, KEY_FILE]),
+            needs=("--prometheus-url=http://prometheus:9090",),
+        ),
         "--cluster-name": Kind(
             st.text(string.ascii_letters + string.digits + " -_.", max_size=100),
             st.one_of(st.sampled_from(["a\nb", "\x1b[31m", "x" * 101, "tab\there"])),

@@ -308,6 +308,47 @@ def test_csi_secrets_read_the_drivers_pod_statuses_only_when_enabled() -> None:
     assert driver_rules(scoped) == [csi]  # where it watches, and nowhere else
 
 
+def test_analysis_queries_only_the_given_servers_with_credentials_of_its_own_namespace(
+    tmp_path: Path,
+) -> None:
+    def template_rules(docs: list[Doc]) -> list[Doc]:
+        return [r for d in docs if d["kind"] in ("ClusterRole", "Role")
+                for r in d.get("rules") or [] if "analysistemplates" in r["resources"]]  # fmt: skip
+
+    assert template_rules(render()) == []
+    assert not [a for a in container_args(render()) if a.startswith("--prometheus")]
+    docs = render(
+        "analysis.prometheusUrls={http://prometheus.monitoring:9090}",
+        "analysis.credentialsSecret=prom-token",
+        "analysis.argoTemplates=true",
+    )
+    assert template_rules(docs) == [
+        {"apiGroups": ["kube-nudge.io"], "resources": ["analysistemplates"], "verbs": ["get"]},
+        {"apiGroups": ["argoproj.io"],
+         "resources": ["analysistemplates", "clusteranalysistemplates"], "verbs": ["get"]},
+    ]  # fmt: skip
+    args = container_args(docs)
+    assert "--prometheus-url=http://prometheus.monitoring:9090" in args
+    assert "--prometheus-credentials=/etc/kube-nudge/prometheus" in args
+    pod = only(docs, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "prometheus", "secret": {"secretName": "prom-token"}} in pod["volumes"]
+    (tmp_path / "token").write_text("t0ken\n")
+    given = [a if not a.startswith("--prometheus-credentials") else
+             f"--prometheus-credentials={tmp_path}" for a in args]  # fmt: skip
+    config = RUN.config(build_parser().parse_args(given))  # raises on a flag it rejects
+    access = config.controller.prometheus
+    assert access is not None and access.allowed == ("http://prometheus.monitoring:9090",)
+    assert (access.token, access.ca_file) == ("t0ken", None)
+
+
+def test_the_analysis_template_crd_ships_in_the_chart_and_the_plain_manifests() -> None:
+    crd = yaml.safe_load((REPO / chart.CHART / "crds" / "analysistemplates.yaml").read_text())
+    assert crd["metadata"]["name"] == "analysistemplates.kube-nudge.io"
+    for path in (REPO / "deploy" / "manifests").glob("*.yaml"):
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        assert crd in docs, path
+
+
 def test_the_pod_is_hardened_and_highly_available() -> None:
     docs = render()
     deployment = only(docs, "Deployment")

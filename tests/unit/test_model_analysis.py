@@ -216,10 +216,12 @@ def test_measurements_come_initial_delay_then_interval_after_the_last() -> None:
 
 
 def test_the_record_survives_its_annotation() -> None:
-    record = AnalysisRecord("v1-abc", 1000.0, released=1200.5).measured(
+    record = AnalysisRecord("v1-abc", 1000.0).measured(
         "error-rate", Measurement(P.ERROR, 1010.25, "query failed: 503")
     )
     assert parse_record(record.encode()) == record
+    ended = record.ended(P.ERROR, "metric error-rate: 5 errors in a row")
+    assert parse_record(ended.encode()) == ended
     for broken in (None, "", "{", '{"hash": 1}', '{"hash":"h","start":"x"}', "[]"):
         assert parse_record(broken) is None
 

@@ -25,6 +25,7 @@ NOT_ANNOTATIONS = {
     "kube-nudge.io/plan",  # ... of `kube-nudge plan -o json`
     "kube-nudge.io/migrate",  # ... of `kube-nudge migrate -o json`
     "kube-nudge.io/agent-key",  # a directory the agent's key Secret is mounted at
+    "kube-nudge.io/v1alpha1",  # the API version of kube-nudge's AnalysisTemplate
 }
 #: Parsed into settings, then merged by `parse_workload` into `WorkloadSettings.extra`.
 MERGED_INTO_EXTRA = {"configmaps", "secrets"}

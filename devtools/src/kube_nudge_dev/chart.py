@@ -63,9 +63,12 @@ def template(
     release: str = RELEASE,
     namespace: str = NAMESPACE,
     sets: tuple[str, ...] = (),
+    include_crds: bool = False,
 ) -> str:
-    """``helm template`` of the chart: the manifests as one YAML stream."""
+    """``helm template`` of the chart: the manifests as one YAML stream (with ``crds/``
+    first when ``include_crds``, as Helm installs them)."""
     flags = [f"--values={v}" for v in values] + [f"--set={s}" for s in sets]
+    flags += ["--include-crds"] if include_crds else []
     return helm("template", release, str(CHART), f"--namespace={namespace}", *flags, cwd=repo)
 
 
@@ -82,7 +85,7 @@ def render_manifests(repo: Path) -> dict[Path, str]:
     rendered = {}
     for target, values in manifest_sources(repo).items():
         header = _HEADER.format(chart=CHART, values=values.name, namespace=NAMESPACE)
-        rendered[target] = header + template(repo, values)
+        rendered[target] = header + template(repo, values, include_crds=True)
     return rendered
 
 

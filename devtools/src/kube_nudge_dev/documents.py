@@ -4,7 +4,17 @@ docs/concepts.md)."""
 
 from __future__ import annotations
 
-__all__ = ["replace_between"]
+__all__ = ["between", "replace_between"]
+
+
+def between(document: str, begin: str, end: str) -> str:
+    """The text of `document` between the markers `begin` and `end`; ValueError if either
+    marker is missing."""
+    _, found_begin, rest = document.partition(begin)
+    block, found_end, _ = rest.partition(end)
+    if not found_begin or not found_end:
+        raise ValueError(f"the document has no {begin} ... {end} block")
+    return block
 
 
 def replace_between(document: str, begin: str, end: str, block: str) -> str:

@@ -121,7 +121,12 @@ def _refuse_duplicates(found: Sequence[Manifest], flag: str) -> None:
 def _texts(given: str, recursive: bool, stdin: TextIO, flag: str) -> Iterator[tuple[str, str]]:
     """(name, text) of each file ``flag given`` stands for."""
     if given == "-":
-        yield "- (standard input)", stdin.read()
+        try:
+            text = stdin.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "unreadable"
+            raise ValueError(f"{flag} -: cannot read standard input ({why})") from None
+        yield "- (standard input)", text
         return
     path = Path(given)
     if path.is_dir():

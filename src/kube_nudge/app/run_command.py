@@ -40,6 +40,7 @@ from kube_nudge.notifications.config import load_receivers
 from kube_nudge.notifications.model import Receiver
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
+from kube_nudge.runtime.prometheus import PrometheusAccess, normalised
 from kube_nudge.strategies.registry import product_defaults
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
@@ -209,6 +210,29 @@ def _webhook(args: argparse.Namespace) -> WebhookConfig | None:
     return WebhookConfig(address, tls)
 
 
+def _prometheus(args: argparse.Namespace) -> PrometheusAccess | None:
+    """--prometheus-url (each an http(s) URL), and the credentials, read now."""
+    allowed = []
+    for url in args.prometheus_url:
+        try:
+            allowed.append(normalised(url))
+        except ValueError as exc:
+            raise ValueError(f"--prometheus-url: {exc}") from None
+    token, ca_file = None, None
+    if args.prometheus_credentials:
+        if not allowed:
+            raise ValueError("--prometheus-credentials needs --prometheus-url")
+        folder = Path(args.prometheus_credentials)
+        if not folder.is_dir():
+            raise ValueError(f"--prometheus-credentials {str(folder)!r}: not a directory")
+        if (folder / "token").is_file():
+            token = (folder / "token").read_text(encoding="utf-8").strip() or None
+        ca_file = str(folder / "ca.crt") if (folder / "ca.crt").is_file() else None
+    if not allowed:
+        return None
+    return PrometheusAccess(tuple(dict.fromkeys(allowed)), token=token, ca_file=ca_file)
+
+
 def _positive(flag: str, value: float) -> None:
     if not value > 0:
         raise ValueError(f"{flag} {value:g}: must be greater than 0")
@@ -333,6 +357,21 @@ class RunCommand:
             "$KUBE_NUDGE_NOTIFY_RECEIVERS. URLs are never logged",
         )
         add("--cluster-name", default="", help="names this cluster in notifications")
+        add(
+            "--prometheus-url",
+            action="append",
+            default=[],
+            metavar="URL",
+            help="a Prometheus server analysis templates may query (repeatable); no other "
+            "address is ever contacted. None: analysis is off, and workloads asking for it "
+            "are held",
+        )
+        add(
+            "--prometheus-credentials",
+            metavar="DIR",
+            help="a mounted Secret of kube-nudge's own namespace with a bearer token (file "
+            "token) and/or a CA bundle (file ca.crt) for the --prometheus-url servers",
+        )
         add("--leader-elect", action="store_true", help="take a Lease; only the leader writes")
         add("--lease-duration", default="15s", help="how long a Lease is valid (default 15s)")
         add(
@@ -384,6 +423,7 @@ class RunCommand:
         # Checked with or without --leader-elect: a bad value is a mistake either way.
         lease = _lease(args, state_namespace, lease_name)
         metrics_addr = _metrics_address(args.metrics_addr)
+        prometheus = _prometheus(args)
         return RunConfig(
             kubeconfig=args.kubeconfig,
             context=args.context,
@@ -401,6 +441,7 @@ class RunCommand:
                 workload_selector=_selector("--workload-selector", args.workload_selector),
                 max_concurrent_rollouts=int(concurrent) or None,
                 quiet_window=quiet_window,
+                prometheus=prometheus,
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=metrics_addr,

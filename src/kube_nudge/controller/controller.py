@@ -19,6 +19,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 
+from kube_nudge.controller.analysis import Analyser
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.cache import Cache
 from kube_nudge.controller.handlers import (
@@ -45,6 +46,7 @@ from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.expectations import WriteExpectations
 from kube_nudge.runtime.manager import Runnable
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.prometheus import PrometheusClient
 from kube_nudge.runtime.queue import WorkQueue
 from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.registry import build_strategies
@@ -86,9 +88,13 @@ class Controller:
             self.cache.workload, capped=strategies.capped, metrics=metrics, clock=clock,
             count_rolling=options.max_concurrent_rollouts is not None, expectations=expectations,
         )  # fmt: skip
+        self.prometheus = (
+            PrometheusClient(options.prometheus) if options.prometheus is not None else None
+        )
         self.reconciler = Reconciler(
             self.cache, strategies, self.book, context,
             windows=self.queue, max_concurrent=options.max_concurrent_rollouts,
+            analyser=Analyser(context, self.prometheus, metrics),
         )  # fmt: skip
         enqueue = Enqueue(self.queue, self.cache, quiet_window=options.quiet_window)
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=enqueue.own)
@@ -114,10 +120,15 @@ class Controller:
     @property
     def runnables(self) -> Sequence[Runnable]:
         """What the manager runs: the caches everywhere (and, if some ``--workload`` isn't
-        served yet, its retry), the workers and the pod replacer on the leader."""
+        served yet, its retry), the workers and the pod replacer on the leader (and the
+        Prometheus client's connections, closed when the workers stop)."""
+        found: list[Runnable] = [self.cache]
         if self.options.pending_kinds:
-            return (self.cache, self.pending_kinds, self.workers, self.replacer)
-        return (self.cache, self.workers, self.replacer)
+            found.append(self.pending_kinds)
+        found += [self.workers, self.replacer]
+        if self.prometheus is not None:
+            found.append(self.prometheus)
+        return tuple(found)
 
     # -- what the webhook server, the probes and tests read (strategies.base.Host) ---------
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import WorkloadDefaults
 from kube_nudge.model.pacing import DEFAULT_QUIET_WINDOW
+from kube_nudge.runtime.prometheus import PrometheusAccess
 from kube_nudge.strategies.registry import product_defaults
 
 __all__ = ["ControllerOptions"]
@@ -32,3 +33,5 @@ class ControllerOptions:
     max_concurrent_rollouts: int | None = None
     # The quiet window of `debounce: auto` for writers not known to be slower (pacing.py).
     quiet_window: float = DEFAULT_QUIET_WINDOW
+    # The Prometheus servers analyses may query (--prometheus-url; None: analysis is off).
+    prometheus: PrometheusAccess | None = None

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from kube_nudge.controller.analysis import Analyser
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.following import RolloutFollower
 from kube_nudge.controller.reader import Reader, WorkloadKey
@@ -151,6 +152,7 @@ class Reconciler:
         *,
         windows: DebounceWindows | None = None,
         max_concurrent: int | None = None,
+        analyser: Analyser | None = None,
     ) -> None:
         self.reader = reader
         self.strategies = strategies
@@ -160,6 +162,7 @@ class Reconciler:
         self.windows = windows
         self.reporter = Reporter(context)
         self.follower = RolloutFollower(book, strategies, self.reporter, context)
+        self.analyser = analyser or Analyser(context, None, context.metrics)
         self.gates = SiblingGates(reader, book, hmac_key=context.hmac_key, clock=context.clock,
                                   max_concurrent=max_concurrent)  # fmt: skip
 
@@ -212,11 +215,22 @@ class Reconciler:
         tracking = self.book.tracking(key, view)
         try:
             await self.follower.follow(key, target, tracking, strategy)
+            follow_up = await self._analyse(target, tracking)
         except ApiError as exc:
             return self._failed(target, exc)
-        follow_up = self._follow_up(tracking)
         oldest = await self._oldest_pod_start(target, memory)
         return Reading(key, target, assessment, strategy, memory, tracking, follow_up, oldest)
+
+    async def _analyse(self, target: Target, tracking: Tracking) -> float | None:
+        """A completed rollout whose analysis is due: its measurements (``analysis.py``);
+        when to look again, as for any rollout in progress (``_follow_up``)."""
+        ref = target.view.settings.analysis
+        analysis = tracking.analysis
+        if ref is None or analysis is None or analysis.completed or tracking.config_hash is None:
+            return self._follow_up(tracking)
+        step = await self.analyser.step(target, ref, tracking.config_hash,
+                                        target.view.analysis_run)  # fmt: skip
+        return step.next_look
 
     def _follow_up(self, tracking: Tracking) -> float | None:
         """Look again when a rollout in progress would be called failed (status changes

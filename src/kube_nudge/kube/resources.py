@@ -62,6 +62,16 @@ CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 ROLLOUTS = Resource("argoproj.io", "v1alpha1", "rollouts", "Rollout")  # Argo Rollouts' CRD
+# Analysis templates: kube-nudge's own CRD (the chart's crds/), and Argo Rollouts', read as
+# they are where Argo is installed.
+ANALYSISTEMPLATES = Resource("kube-nudge.io", "v1alpha1", "analysistemplates", "AnalysisTemplate")
+ARGO_ANALYSISTEMPLATES = Resource(
+    "argoproj.io", "v1alpha1", "analysistemplates", "AnalysisTemplate"
+)
+ARGO_CLUSTERANALYSISTEMPLATES = Resource(
+    "argoproj.io", "v1alpha1", "clusteranalysistemplates", "ClusterAnalysisTemplate",
+    namespaced=False,
+)  # fmt: skip
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False

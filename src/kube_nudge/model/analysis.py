@@ -47,9 +47,12 @@ from kube_nudge.model.conditions import (
 from kube_nudge.model.parsing import parse_duration
 
 __all__ = [
+    "KUBE_NUDGE_TEMPLATE",
     "SUPPLIED_ARGS",
+    "TEMPLATE_KINDS",
     "AnalysisPhase",
     "AnalysisRecord",
+    "AnalysisRef",
     "Measurement",
     "Metric",
     "MetricState",
@@ -62,7 +65,9 @@ __all__ = [
     "metric_phase",
     "next_due",
     "next_look",
+    "parse_analysis_ref",
     "parse_record",
+    "pending_record",
     "read_template",
     "run_phase",
     "shown",
@@ -73,6 +78,40 @@ SUPPLIED_ARGS: Final = ("namespace", "kind", "name", "config-hash", "wave")
 DEFAULT_CONSECUTIVE_ERROR_LIMIT: Final = 4
 MAX_COUNT: Final = 1000
 _ARG = re.compile(r"\{\{\s*args\.([A-Za-z0-9_.-]+)\s*\}\}")
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+KUBE_NUDGE_TEMPLATE: Final = "AnalysisTemplate.kube-nudge.io"
+#: The kinds of template ``kube-nudge.io/analysis`` may name (``Kind.group/NAME``); a bare
+#: NAME is kube-nudge's own, in the workload's namespace.
+TEMPLATE_KINDS: Final = (
+    KUBE_NUDGE_TEMPLATE,
+    "AnalysisTemplate.argoproj.io",
+    "ClusterAnalysisTemplate.argoproj.io",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisRef:
+    """The template ``kube-nudge.io/analysis`` names."""
+
+    kind: str
+    """One of ``TEMPLATE_KINDS``."""
+    name: str
+
+    def __str__(self) -> str:
+        return self.name if self.kind == KUBE_NUDGE_TEMPLATE else f"{self.kind}/{self.name}"
+
+
+def parse_analysis_ref(name: str, value: str) -> AnalysisRef:
+    """``kube-nudge.io/analysis``: ``NAME``, or ``Kind.group/NAME`` for Argo's templates."""
+    kind, slash, template = value.rpartition("/")
+    kind = kind if slash else KUBE_NUDGE_TEMPLATE
+    if kind not in TEMPLATE_KINDS or not _NAME.fullmatch(template):
+        kinds = ", ".join(f"{k}/NAME" for k in TEMPLATE_KINDS[1:])
+        raise ValueError(
+            f"{name} must name an analysis template: NAME (kube-nudge's AnalysisTemplate in "
+            f"the workload's namespace), {kinds}; got {value[:80]!r}"
+        )
+    return AnalysisRef(kind, template)
 
 
 class AnalysisPhase(StrEnum):
@@ -449,8 +488,9 @@ def next_due(metric: Metric, state: MetricState, started: float) -> float | None
 
 
 def due_metrics(template: Template, record: AnalysisRecord, now: float) -> list[Metric]:
-    """The metrics to measure at ``now``: those due, unless the analysis has ended."""
-    if run_phase(template, record.metrics).completed:
+    """The metrics to measure at ``now``: those due, unless the analysis has ended (or not
+    started)."""
+    if record.started is None or run_phase(template, record.metrics).completed:
         return []
     due = []
     for metric in template.metrics:
@@ -462,9 +502,10 @@ def due_metrics(template: Template, record: AnalysisRecord, now: float) -> list[
 
 def next_look(template: Template, record: AnalysisRecord) -> float | None:
     """When the next measurement of a running analysis is due (Unix seconds)."""
-    if run_phase(template, record.metrics).completed:
+    if record.started is None or run_phase(template, record.metrics).completed:
         return None
-    times = [next_due(m, record.state(m.name), record.started) for m in template.metrics]
+    started = record.started
+    times = [next_due(m, record.state(m.name), started) for m in template.metrics]
     return min((t for t in times if t is not None), default=None)
 
 
@@ -477,15 +518,24 @@ class AnalysisRecord:
     (``kube-nudge.io/analysis-run``): enough for a restarted controller to go on."""
 
     config_hash: str
-    started: float
+    started: float | None
+    """When it started (its rollout completed); None: recorded by the rollout it judges,
+    which has not completed yet."""
     metrics: Mapping[str, MetricState] = field(default_factory=dict)
-    released: float | None = None
-    """When a person let the line go on (``kube-nudge release``) after an Error or
-    Inconclusive analysis: it then counts as done."""
+    phase: AnalysisPhase | None = None
+    """Its verdict once it ended (Successful, Failed, Error or Inconclusive)."""
+    verdict: str = ""
+    """Why, in a line: the metric, what it measured and the condition (numbers only)."""
 
     def state(self, name: str) -> MetricState:
         """What was counted of metric ``name``."""
         return self.metrics.get(name, MetricState())
+
+    @property
+    def last_at(self) -> float:
+        """When it last measured (when it started, before that)."""
+        times = [s.last.at for s in self.metrics.values() if s.last is not None]
+        return max(times, default=self.started or 0.0)
 
     def measured(self, name: str, measurement: Measurement) -> AnalysisRecord:
         """The record after a measurement of metric ``name``."""
@@ -499,9 +549,17 @@ class AnalysisRecord:
         body: dict[str, Any] = {"hash": self.config_hash, "start": self.started}
         if metrics:
             body["metrics"] = metrics
-        if self.released is not None:
-            body["released"] = self.released
+        if self.phase is not None:
+            body["phase"], body["verdict"] = self.phase.value, self.verdict
         return json.dumps(body, separators=(",", ":"))
+
+    def begun(self, now: float) -> AnalysisRecord:
+        """The record of an analysis that starts at ``now``."""
+        return replace(self, started=now)
+
+    def ended(self, phase: AnalysisPhase, verdict: str) -> AnalysisRecord:
+        """The record with its verdict."""
+        return replace(self, phase=phase, verdict=verdict[:512])
 
 
 def _encode_state(state: MetricState) -> dict[str, Any]:
@@ -511,6 +569,14 @@ def _encode_state(state: MetricState) -> dict[str, Any]:
     if state.last is not None:
         body["last"] = [state.last.phase.value, state.last.at, state.last.value]
     return body
+
+
+def pending_record(config_hash: str) -> str:
+    """What a rollout to ``config_hash`` of a workload with ``kube-nudge.io/analysis``
+    records, in the same write: its analysis, not started. A rollout without one (the
+    workload asked for analysis after it rolled) is not judged, so a record lost between two
+    writes can never let a change through unanalysed."""
+    return AnalysisRecord(config_hash, None).encode()
 
 
 def parse_record(text: object) -> AnalysisRecord | None:
@@ -523,12 +589,13 @@ def parse_record(text: object) -> AnalysisRecord | None:
         metrics = {
             str(name): _decode_state(state) for name, state in (body.get("metrics") or {}).items()
         }
-        released = body.get("released")
+        phase = body.get("phase")
         return AnalysisRecord(
             config_hash=str(body["hash"]),
-            started=float(body["start"]),
+            started=float(body["start"]) if body["start"] is not None else None,
             metrics=metrics,
-            released=float(released) if released is not None else None,
+            phase=AnalysisPhase(phase) if phase is not None else None,
+            verdict=str(body.get("verdict") or ""),
         )
     except (ValueError, TypeError, KeyError, AttributeError):
         return None

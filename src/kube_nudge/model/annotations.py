@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kube_nudge.model import compat
+from kube_nudge.model.analysis import TEMPLATE_KINDS, parse_analysis_ref
 from kube_nudge.model.compat import IGNORE as RELOADER_IGNORE
 from kube_nudge.model.compat import MATCH as RELOADER_MATCH
 from kube_nudge.model.compat import SOURCE_SWITCHES, WORKLOAD_SWITCHES, translate_workload
@@ -65,6 +66,8 @@ from kube_nudge.model.windows import parse_window
 # The annotation and label names (ENABLED, DEBOUNCE, ...) are module constants too, made by
 # their declarations below; `ANNOTATIONS` lists them all.
 __all__ = [
+    "ANALYSIS",
+    "ANALYSIS_RUN",
     "ANNOTATIONS",
     "AUTO_DEBOUNCE",
     "DEFAULT_DEBOUNCE",
@@ -377,6 +380,16 @@ ON_FAILURE: Final = _declare(Annotation(
     field="rollback_on_failure",
     parse=one_of({ON_FAILURE_HOLD: False, ON_FAILURE_ROLLBACK: True}), default=False,
 ))
+ANALYSIS: Final = _declare(Annotation(
+    PREFIX + "analysis", On.WORKLOAD, By.USER,
+    "after its rollout of a change completes, the metrics of this analysis template are "
+    "measured; the rollout counts as complete (for the next rollout-order, RolloutComplete) "
+    "only once they pass, and as failed when they fail",
+    values=f"NAME (kube-nudge's AnalysisTemplate), or {TEMPLATE_KINDS[1]}/NAME or "
+    f"{TEMPLATE_KINDS[2]}/NAME (Argo Rollouts')",
+    shown_default="none: judged by readiness only", field="analysis",
+    parse=parse_analysis_ref,
+))
 APPROVED_AT: Final = _declare(Annotation(
     PREFIX + "approved-at", On.WORKLOAD_METADATA, By.USER,
     "written by kube-nudge approve KIND/NAME: changes of the data made before it (or in the "
@@ -413,6 +426,12 @@ POD_SELECTOR: Final = _declare(Annotation(
 ))
 
 # Written by the controller.
+ANALYSIS_RUN: Final = _declare(Annotation(
+    PREFIX + "analysis-run", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "the analysis of the config last rolled: when it started, what each metric measured and "
+    "counted, and its verdict (a restarted controller goes on from it)",
+    values="JSON",
+))
 CONFIG_HASH: Final = _declare(Annotation(
     PREFIX + "config-hash", On.POD_TEMPLATE, By.CONTROLLER,
     "the hash of the consumed config the pods run; writing it rolls the workload",

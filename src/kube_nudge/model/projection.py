@@ -14,7 +14,9 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from kube_nudge.model.analysis import AnalysisRecord, parse_record
 from kube_nudge.model.annotations import (
+    ANALYSIS_RUN,
     APPROVED_AT,
     BASELINE_HASH,
     CONFIG_HASH,
@@ -187,6 +189,9 @@ class WorkloadView:
     """Its ``metadata.generation``: whether a workload running its template has seen the
     latest (``model.runners``). Not compared by ``same_but_records``: kube-nudge's own
     writes move it."""
+    analysis_run: AnalysisRecord | None = None
+    """`kube-nudge.io/analysis-run` of a workload with `kube-nudge.io/analysis`: its
+    latest analysis (``model.analysis``)."""
     resource_version: int = field(default=0, compare=False)
     """Its ``metadata.resourceVersion`` as an integer (0 if not one): whether the cache has
     caught up with kube-nudge's own last write of it (``runtime.expectations``). Not
@@ -284,6 +289,7 @@ def project_workload(
         extras=_view_extras(annotations, settings, pod_spec, defaults),
         template_elsewhere=template_elsewhere(kind, obj) if pod_spec is None else None,
         generation=_generation(metadata),
+        analysis_run=parse_record(annotations.get(ANALYSIS_RUN)) if settings.analysis else None,
         resource_version=resource_version(metadata),
     )
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final, TypeVar
 
+from kube_nudge.model.analysis import AnalysisRef
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.windows import RolloutWindow
 
@@ -227,6 +228,8 @@ class WorkloadSettings:
     rollback_on_failure: bool = False
     window: RolloutWindow | None = None
     """`kube-nudge.io/rollout-window`: changes roll only while it is open."""
+    analysis: AnalysisRef | None = None
+    """`kube-nudge.io/analysis`: the template whose metrics judge a completed rollout."""
     extras: Extras = NO_EXTRAS
     """What the registered strategies parsed of their own annotations, by strategy name
     (each reads its own with an accessor of its package, through `Extras.of`)."""

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kube_nudge.model.analysis import AnalysisPhase
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.projection import WorkloadView
 
@@ -71,6 +72,8 @@ def classify(
             f"its rollout to {view.applied_hash} failed (kube-nudge.io/failed); workloads "
             "rolling the same change are held until the source changes or kube-nudge release"
         )
+    if (judged := _analysis(view)) is not None:
+        return judged
     if view.rolled_back:
         return "rolled-back", (
             "its template was reverted to an earlier config (kubectl rollout undo?); "
@@ -79,6 +82,27 @@ def classify(
     if without is not None and (unsure := _unverified(pods, without)) is not None:
         return UNVERIFIED, unsure
     return _running(view, pods, keyless=without is not None, extensions=extensions)
+
+
+def _analysis(view: WorkloadView) -> tuple[str, str] | None:
+    """The state its analysis (``kube-nudge.io/analysis``) of the config it runs gives it,
+    or None when that passed, was let go on, or isn't judged."""
+    record = view.analysis_run
+    if record is None or record.config_hash != view.applied_hash:
+        return None
+    phase = record.phase
+    if phase is None:
+        if record.started is None:
+            return "rolling", "its analysis starts once its rollout completes"
+        return "rolling", "its rollout completed; its analysis is running"
+    if phase is AnalysisPhase.FAILED:
+        return "failed", f"its analysis failed: {record.verdict}"
+    if phase is AnalysisPhase.SUCCESSFUL or view.released_at > record.last_at:
+        return None
+    return "held", (
+        f"its analysis ended {phase.value}: {record.verdict}; the line waits for a person "
+        "(kube-nudge release lets it go on)"
+    )
 
 
 def _audited(pods: PodFacts) -> tuple[str, str]:

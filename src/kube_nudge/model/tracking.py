@@ -9,9 +9,10 @@ the previous one saw, and only a failure needs a write of its own (once).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from kube_nudge.model.analysis import AnalysisPhase
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE
 from kube_nudge.model.projection import WorkloadView
 
@@ -43,6 +44,10 @@ class Tracking:
     recorded: bool = False
     """A failure already recorded on the workload (its Event and notification went out)."""
     failed_at: float | None = None
+    analysis: AnalysisPhase | None = None
+    """With ``kube-nudge.io/analysis``, once the workload's own rollout completed: where
+    its analysis is (Pending until it starts). Until Successful the phase stays rolling;
+    Failed is failed; Error and Inconclusive hold (rolling, with no deadline) for a person."""
 
 
 def progress_deadline(view: WorkloadView) -> float:
@@ -73,17 +78,48 @@ def track(view: WorkloadView, now: float, last: Phase | None = None) -> Tracking
     progress = view.progress
     if progress is None:
         # Nothing to follow (CronJob, custom kinds): done once the template is written.
-        return Tracking(Phase.COMPLETE, rolled_to, started)
+        return _judged(view, Tracking(Phase.COMPLETE, rolled_to, started))
     if progress.done:
-        return Tracking(Phase.COMPLETE, rolled_to, started, detail=progress.detail)
+        return _judged(view, Tracking(Phase.COMPLETE, rolled_to, started, detail=progress.detail))
     deadline_at: float | None = started + progress_deadline(view)
     if progress.timed_by_controller and not view.settings.progress_deadline:
         deadline_at = None  # its controller's verdict (deadline_exceeded) is the deadline
     if not progress.observed:
         if last is Phase.COMPLETE:
-            return Tracking(Phase.COMPLETE, rolled_to, started)
+            return _judged(view, Tracking(Phase.COMPLETE, rolled_to, started))
         # Judged once observed (its controller catches up within moments).
         return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)
     if progress.deadline_exceeded or (deadline_at is not None and now >= deadline_at):
         return Tracking(Phase.FAILED, rolled_to, started, deadline_at, progress.detail)
     return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)
+
+
+def _judged(view: WorkloadView, complete: Tracking) -> Tracking:
+    """A completed rollout of a workload with ``kube-nudge.io/analysis``, as its analysis of
+    the same config (``kube-nudge.io/analysis-run``) says: complete only once Successful (or,
+    after an Error or Inconclusive, let go on by ``kube-nudge release``), failed when Failed,
+    else still rolling (with no deadline: Error and Inconclusive hold for a person)."""
+    if view.settings.analysis is None:
+        return complete
+    record = view.analysis_run
+    if record is None or record.config_hash != complete.config_hash:
+        return complete  # rolled before it asked for analysis: that rollout isn't judged
+    if record.started is None:
+        return replace(complete, phase=Phase.ROLLING, analysis=AnalysisPhase.PENDING,
+                       detail="rollout complete; analysis starting")  # fmt: skip
+    phase = record.phase
+    released = phase is not AnalysisPhase.FAILED and view.released_at > record.last_at
+    if phase is AnalysisPhase.SUCCESSFUL or (phase is not None and released):
+        how = "successful" if phase is AnalysisPhase.SUCCESSFUL else (
+            f"{phase.value.lower()}, let go on by kube-nudge release"
+        )  # fmt: skip
+        detail = "; ".join(d for d in (complete.detail, f"analysis {how}") if d)
+        return replace(complete, analysis=phase, detail=detail)
+    if phase is AnalysisPhase.FAILED:
+        return replace(complete, phase=Phase.FAILED, analysis=phase, failed_at=record.last_at,
+                       detail=f"analysis failed: {record.verdict}")  # fmt: skip
+    if phase is not None:
+        held = f"analysis {phase.value.lower()}, held: {record.verdict}"
+        return replace(complete, phase=Phase.ROLLING, analysis=phase, detail=held)
+    return replace(complete, phase=Phase.ROLLING, analysis=AnalysisPhase.RUNNING,
+                   detail="analysing")  # fmt: skip

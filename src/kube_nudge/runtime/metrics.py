@@ -24,6 +24,8 @@ from kube_nudge.model.decide import HOLD_REASONS
 ERROR_STAGES = ("reconcile", "write", "event", "watch", "replace", "audit")
 EVICTION_OUTCOMES = ("evicted", "blocked")
 ROLLOUT_OUTCOMES = ("complete", "failed")
+#: The phases an analysis measurement or verdict can have (model/analysis.py).
+ANALYSIS_PHASES = ("Successful", "Failed", "Inconclusive", "Error")
 #: A workload's state after a pass besides ``held-<reason>`` (one per hold reason).
 WORKLOAD_STATES = ("current", "applied", "failed")
 RECONCILE_BUCKETS = (
@@ -163,6 +165,27 @@ class Metrics:
             registry=r,
         )
         self.is_leader = Gauge("kube_nudge_leader", "1 while this replica leads.", registry=r)
+        self.analysis_measurements = Counter(
+            "kube_nudge_analysis_measurements",
+            "Measurements of the metrics of analyses (kube-nudge.io/analysis), by phase: "
+            "Successful, Failed, Inconclusive, or Error (the query or the condition failed).",
+            ["phase"],
+            registry=r,
+        )
+        self.analyses_finished = Counter(
+            "kube_nudge_analyses_finished",
+            "Analyses of completed rollouts that ended, by phase: Successful (the rollout "
+            "counts as complete), Failed (a failed rollout), Error or Inconclusive (held for a "
+            "person).",
+            ["phase"],
+            registry=r,
+        )
+        self.analysis_query_seconds = Histogram(
+            "kube_nudge_analysis_query_duration_seconds",
+            "Time to query Prometheus for one measurement of an analysis metric.",
+            buckets=RECONCILE_BUCKETS,
+            registry=r,
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
         # what dashboards and the kubelet-independent memory alerts expect of any exporter.
         ProcessCollector(registry=r)
@@ -177,6 +200,9 @@ class Metrics:
             self.workloads.labels(state=state)
         for outcome in EVICTION_OUTCOMES:
             self.pod_evictions.labels(outcome=outcome)
+        for phase in ANALYSIS_PHASES:
+            self.analysis_measurements.labels(phase=phase)
+            self.analyses_finished.labels(phase=phase)
         self.seed_holds(HOLD_REASONS)
 
     def seed_holds(self, reasons: Iterable[str]) -> None:

@@ -32,7 +32,8 @@ from kube_nudge.model import (
     describe_apply,
     describe_versions,
 )
-from kube_nudge.model.annotations import CHANGE_CAUSE, FAILED, KEY_ID
+from kube_nudge.model.analysis import pending_record
+from kube_nudge.model.annotations import ANALYSIS_RUN, CHANGE_CAUSE, FAILED, KEY_ID
 from kube_nudge.model.records import format_rolled_at
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 
@@ -41,6 +42,7 @@ __all__ = [
     "FIELD_MANAGER",
     "AdoptsBaseline",
     "adopt_patch",
+    "analysed",
     "annotate_workload",
     "patch_fresh",
     "patch_workload",
@@ -67,23 +69,37 @@ def rollout_patch(
     cause: str,
     key_id: str,
     superseded: Iterable[str] = (),
+    analysed: bool = False,
 ) -> dict[str, Any]:
     """The merge patch that rolls the workload to ``config_hash``, records the recent
     rollouts (``rolled_at``, this one included) for the flap cap, and says why;
-    ``superseded``: what it removes for the other strategies (``context.rollouts``)."""
+    ``superseded``: what it removes for the other strategies (``context.rollouts``);
+    ``analysed``: the workload asks for analysis (its pending record goes in the same
+    write)."""
     annotations = _recorded(rolled_at, key_id, cause, superseded)
+    if analysed:
+        annotations[ANALYSIS_RUN] = pending_record(config_hash)
     patch = annotation_patch(template_path, CONFIG_HASH, config_hash)
     patch.setdefault("metadata", {}).update({"uid": uid, "annotations": annotations})
     return patch
 
 
 def rollout_annotations(
-    plan: Apply, key_id: str, cause: str, superseded: Iterable[str] = ()
+    plan: Apply,
+    key_id: str,
+    cause: str,
+    superseded: Iterable[str] = (),
+    *,
+    analysed: bool = False,
 ) -> dict[str, Any]:
     """What every rollout records on the workload's metadata (a merge patch fragment):
     recent rollout times for the flap cap, why, the key, and the removal of the baseline
-    and of ``superseded`` (``context.rollouts``)."""
-    return _recorded(plan.rolled_at, key_id, cause, superseded)
+    and of ``superseded`` (``context.rollouts``); with ``analysed``, the analysis of the
+    new config, pending (``model.analysis.pending_record``)."""
+    annotations = _recorded(plan.rolled_at, key_id, cause, superseded)
+    if analysed:
+        annotations[ANALYSIS_RUN] = pending_record(plan.config_hash)
+    return annotations
 
 
 def _recorded(
@@ -102,6 +118,11 @@ def _recorded(
     # A strategy's record of a change it delivers without a rollout: this one supersedes it.
     annotations.update(dict.fromkeys(superseded))
     return annotations
+
+
+def analysed(target: Target) -> bool:
+    """Whether a rollout of ``target`` is judged by an analysis (``kube-nudge.io/analysis``)."""
+    return target.view.settings.analysis is not None
 
 
 def workload_preconditions(workload: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,7 +187,8 @@ async def roll(
     what = describe_apply(plan, assessment.states, target.namespace)
     superseded = context.rollouts.superseded
     if target.view.stand_ins:
-        recorded = rollout_annotations(plan, assessment.key_id, what, superseded)
+        recorded = rollout_annotations(plan, assessment.key_id, what, superseded,
+                                       analysed=analysed(target))  # fmt: skip
 
         async def build(workload: JSON) -> dict[str, Any]:
             return _leave_stand_ins(context, target, workload, plan, recorded)
@@ -181,6 +203,7 @@ async def roll(
             cause=what,
             key_id=assessment.key_id,
             superseded=superseded,
+            analysed=analysed(target),
         )
         await patch_workload(context, target, patch)
     context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()

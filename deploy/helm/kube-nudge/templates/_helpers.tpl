@@ -102,6 +102,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: [rollouts]
   verbs: [get, list, watch, patch]
 {{- end }}
+{{- if .Values.analysis.prometheusUrls }}
+# kube-nudge.io/analysis: the templates whose metrics judge a completed rollout, read only.
+- apiGroups: [kube-nudge.io]
+  resources: [analysistemplates]
+  verbs: [get]
+{{- if .Values.analysis.argoTemplates }}
+- apiGroups: [argoproj.io]
+  resources: [analysistemplates, clusteranalysistemplates]
+  verbs: [get]
+{{- end }}
+{{- end }}
 {{- if .Values.csi.enabled }}
 # --csi-secrets: the Secrets Store CSI driver's record of the object versions it mounted
 # for each pod (docs/csi-secrets.md); read only, and nothing else of the driver's.

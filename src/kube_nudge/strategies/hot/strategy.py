@@ -84,6 +84,7 @@ from kube_nudge.strategies.hot.settings import (
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
+    analysed,
     annotate_workload,
     patch_workload,
     roll,
@@ -286,6 +287,7 @@ class HotStrategy(AdoptsBaseline):
                 cause=f"hot reload failed: {why}",
                 key_id=assessment.key_id,
                 superseded=self._context.rollouts.superseded,
+                analysed=analysed(target),
             )
             await patch_workload(self._context, target, patch)
             self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()

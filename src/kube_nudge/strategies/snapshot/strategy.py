@@ -65,6 +65,7 @@ from kube_nudge.strategies.snapshot.webhook import REVIEW_RESULTS, SnapshotWebho
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
+    analysed,
     patch_fresh,
     rollout_annotations,
     workload_preconditions,
@@ -203,7 +204,11 @@ class SnapshotStrategy(AdoptsBaseline):
             **workload_preconditions(workload),
             "annotations": {
                 **rollout_annotations(
-                    plan, assessment.key_id, cause, self._context.rollouts.superseded
+                    plan,
+                    assessment.key_id,
+                    cause,
+                    self._context.rollouts.superseded,
+                    analysed=analysed(target),
                 ),
                 ROLLED_TO: plan.config_hash,
             },

@@ -1,0 +1,250 @@
+"""The analysis gate, a step of the read (``reconciler.py``): after a workload's rollout of a
+change completed, the metrics of its template (``kube-nudge.io/analysis``) are measured as
+they fall due, each measurement recorded on the workload (``kube-nudge.io/analysis-run``),
+until the analysis ends. The rules are the model's (``model/analysis.py``, pure); this reads
+the template, asks Prometheus (``runtime/prometheus.py``: only the allowed servers), writes
+the record and says what happened.
+
+Until the analysis is Successful the rollout counts as in progress (``model/tracking``): a
+later ``rollout-order`` waits, no ``RolloutComplete``. Failed is a failed rollout (the
+follower records it, stops the line, rolls back where it can). Error and Inconclusive hold
+the line for a person (``kube-nudge release`` lets it go on). A template that can't be
+evaluated, a server not allowed, a missing template, or analysis switched off (no
+``--prometheus-url``) is an Error too: never proceeding blind.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.events import NORMAL, WARNING
+from kube_nudge.kube.resources import (
+    ANALYSISTEMPLATES,
+    ARGO_ANALYSISTEMPLATES,
+    ARGO_CLUSTERANALYSISTEMPLATES,
+    Resource,
+)
+from kube_nudge.model.analysis import (
+    AnalysisPhase,
+    AnalysisRecord,
+    AnalysisRef,
+    Measurement,
+    Template,
+    TemplateError,
+    due_metrics,
+    measurement_phase,
+    metric_phase,
+    next_look,
+    read_template,
+    run_phase,
+    shown,
+)
+from kube_nudge.model.annotations import ANALYSIS_RUN
+from kube_nudge.runtime.clock import Clock
+from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.prometheus import PrometheusClient, QueryError
+from kube_nudge.strategies.base import StrategyContext, Target
+from kube_nudge.strategies.writes import annotate_workload
+
+__all__ = ["Analyser", "TemplateCache"]
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_TTL = 10.0
+"""Seconds a template read from the API is used before it is read again."""
+_RESOURCES: Mapping[str, Resource] = {
+    "AnalysisTemplate.kube-nudge.io": ANALYSISTEMPLATES,
+    "AnalysisTemplate.argoproj.io": ARGO_ANALYSISTEMPLATES,
+    "ClusterAnalysisTemplate.argoproj.io": ARGO_CLUSTERANALYSISTEMPLATES,
+}
+_HELD = {
+    AnalysisPhase.ERROR: "AnalysisError",
+    AnalysisPhase.INCONCLUSIVE: "AnalysisInconclusive",
+    AnalysisPhase.FAILED: "AnalysisFailed",
+}
+
+
+class TemplateCache:
+    """Templates read from the API server, each kept ``TEMPLATE_TTL`` seconds (a fleet of a
+    thousand workloads measured every interval reads each template once a TTL, not once a
+    measurement)."""
+
+    def __init__(self, client: KubeClient, clock: Clock) -> None:
+        self._client = client
+        self._clock = clock
+        self._read: dict[tuple[str, str, str], tuple[float, dict[str, Any] | None]] = {}
+
+    async def get(self, ref: AnalysisRef, namespace: str) -> dict[str, Any] | None:
+        """The template ``ref`` names for a workload in ``namespace``; None if there is none
+        (or its kind isn't served)."""
+        resource = _RESOURCES[ref.kind]
+        key = (ref.kind, namespace if resource.namespaced else "", ref.name)
+        now = self._clock.monotonic()
+        cached = self._read.get(key)
+        if cached is not None and now - cached[0] < TEMPLATE_TTL:
+            return cached[1]
+        try:
+            found: dict[str, Any] | None = await self._client.get(
+                resource.path(namespace, ref.name)
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            found = None
+        if len(self._read) > 10_000:
+            self._read.clear()
+        self._read[key] = (now, found)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What a look at an analysis found: when to look again (seconds), if it goes on."""
+
+    next_look: float | None
+
+
+class Analyser:
+    """Measures the analyses of workloads whose rollouts completed."""
+
+    def __init__(
+        self, context: StrategyContext, prometheus: PrometheusClient | None, metrics: Metrics
+    ) -> None:
+        self._context = context
+        self._prometheus = prometheus
+        self._metrics = metrics
+        self._templates = TemplateCache(context.client, context.clock)
+
+    async def step(
+        self, target: Target, ref: AnalysisRef, config_hash: str, record: AnalysisRecord | None
+    ) -> Step:
+        """Take the measurements due now, record them, and end the analysis when its rules
+        say so. ``record``: what the workload records of this config's analysis."""
+        now = round(self._context.clock.now(), 3)
+        if record is None or record.config_hash != config_hash or record.phase is not None:
+            return Step(None)  # not a judged rollout (tracking says so too), or ended
+        recorded = record
+        if record.started is None:
+            record = record.begun(now)
+            self._started(target, ref)
+        template = await self._template(target, ref, config_hash)
+        if isinstance(template, str):
+            await self._end(target, record.ended(AnalysisPhase.ERROR, template), None)
+            return Step(None)
+        measured = await self._measure(template, record, now)
+        phase = run_phase(template, measured.metrics)
+        if phase.completed:
+            await self._end(target, measured.ended(phase, _verdict(template, measured, phase)),
+                            template)  # fmt: skip
+            return Step(None)
+        if measured != recorded:
+            await annotate_workload(self._context, target, {ANALYSIS_RUN: measured.encode()})
+        at = next_look(template, measured)
+        return Step(None if at is None else max(at - self._context.clock.now(), 0.0))
+
+    async def _template(self, target: Target, ref: AnalysisRef, config_hash: str) -> Template | str:
+        """The template read for ``target``, or why it can't be evaluated (one line)."""
+        if self._prometheus is None:
+            return (
+                "analysis is off: kube-nudge run was given no --prometheus-url, so no "
+                "measurement can be taken"
+            )
+        try:
+            raw = await self._templates.get(ref, target.namespace)
+        except ApiError as exc:
+            return f"cannot read analysis template {ref}: {exc}"
+        if raw is None:
+            return f"analysis template {ref} not found (kube-nudge.io/analysis)"
+        supplied = {
+            "namespace": target.namespace,
+            "kind": target.kind.resource.kind,
+            "name": target.name,
+            "config-hash": config_hash,
+            "wave": str(target.view.settings.rollout_order or 0),
+        }
+        try:
+            template = read_template(raw, supplied)
+        except TemplateError as exc:
+            return f"refused: {exc}"
+        for metric in template.metrics:
+            if not self._prometheus.access.allows(metric.provider.address):
+                return (
+                    f"refused: {template.source}: metric {metric.name} names "
+                    f"{metric.provider.address}, which is not a --prometheus-url of kube-nudge "
+                    "run (nothing was sent there)"
+                )
+        return template
+
+    async def _measure(
+        self, template: Template, record: AnalysisRecord, now: float
+    ) -> AnalysisRecord:
+        """``record`` after the measurements due at ``now``."""
+        assert self._prometheus is not None  # nosec B101 # _template returned a template
+        for metric in due_metrics(template, record, now):
+            started = time.perf_counter()
+            try:
+                result = await self._prometheus.query(
+                    metric.provider.address, metric.provider.query, timeout=metric.provider.timeout
+                )
+            except QueryError as exc:
+                measurement = Measurement(AnalysisPhase.ERROR, now, str(exc))
+            else:
+                phase, why = measurement_phase(metric, result)
+                measurement = Measurement(phase, now, why or shown(result))
+            self._metrics.analysis_query_seconds.observe(time.perf_counter() - started)
+            self._metrics.analysis_measurements.labels(phase=measurement.phase.value).inc()
+            record = record.measured(metric.name, measurement)
+        return record
+
+    async def _end(self, target: Target, record: AnalysisRecord, template: Template | None) -> None:
+        """Write the verdict, then say it: an Event, a log line, the metric."""
+        await annotate_workload(self._context, target, {ANALYSIS_RUN: record.encode()})
+        phase = record.phase or AnalysisPhase.ERROR
+        self._metrics.analyses_finished.labels(phase=phase.value).inc()
+        if phase is AnalysisPhase.SUCCESSFUL:
+            log.info("%s: analysis successful: %s", target, record.verdict,
+                     extra=target.log_fields("analysis-successful"))  # fmt: skip
+            self._context.events.post(target.ref, NORMAL, "AnalysisSuccessful", record.verdict)
+            return
+        held = "" if phase is AnalysisPhase.FAILED else (
+            "; the line is held until the analysis is run again or a person lets it go on "
+            "(kube-nudge release)"
+        )  # fmt: skip
+        message = f"analysis {phase.value.lower()}: {record.verdict}{held}"
+        log.warning("%s: %s", target, message, extra=target.log_fields("analysis-" + phase))
+        self._context.events.post(target.ref, WARNING, _HELD[phase], message)
+
+    def _started(self, target: Target, ref: AnalysisRef) -> None:
+        log.info("%s: rollout complete; analysis %s starts", target, ref,
+                 extra=target.log_fields("analysis-started"))  # fmt: skip
+        self._context.events.post(
+            target.ref, NORMAL, "AnalysisStarted",
+            f"rollout complete; analysis {ref} starts: the rollout counts as complete once "
+            "it is Successful",
+        )  # fmt: skip
+
+
+def _verdict(template: Template, record: AnalysisRecord, phase: AnalysisPhase) -> str:
+    """The metric that decided, what it measured and its conditions (numbers only)."""
+    counted = [m for m in template.metrics if not m.dry_run]
+    if phase is AnalysisPhase.SUCCESSFUL:
+        parts = [f"{m.name} {record.state(m.name).count}/{m.count}" for m in counted]
+        return f"{template.source}: " + ", ".join(parts)
+    decided = next(
+        (m for m in counted if metric_phase(m, record.state(m.name)) is phase), counted[0]
+    )
+    state = record.state(decided.name)
+    last = state.last.value if state.last is not None else "nothing measured"
+    counts = (
+        f"{state.failed} failed, {state.inconclusive} inconclusive, {state.errors} errors "
+        f"of {state.taken}"
+    )
+    return (
+        f"{template.source}: metric {decided.name} measured {last} ({counts}; "
+        f"{decided.conditions()})"
+    )
