@@ -364,3 +364,34 @@ def test_colour_on_a_terminal_unless_no_color(
     out = on_a_terminal(monkeypatch, tmp_path, no_color)
     assert ("\x1b[33mroll\x1b[0m" in out) is coloured
     assert ("\x1b[" in out) is coloured
+
+
+@pytest.mark.parametrize(
+    ("annotations", "says"),
+    [
+        ({"kube-nudge.io/enabled": "yes"}, 'kube-nudge.io/enabled must be "true" or "false"'),
+        ({"kube-nudge.io/enabled": "true", "kube-nudge.io/max-rollouts": "lots"},
+         "kube-nudge.io/max-rollouts must be"),
+        ({"kube-nudge.io/enabled": "true", "kube-nudge.io/analysis": "Web Health"},
+         "kube-nudge.io/analysis must name an analysis template"),
+    ],
+)  # fmt: skip
+def test_an_annotation_the_controller_would_refuse_is_refused_with_its_words(
+    tmp_path: Path, annotations: dict[str, str], says: str
+) -> None:
+    web = manifests.deployment("web", spec=manifests.env_consumer("LEVEL"), annotations=annotations)
+    code, out, err = plan(tmp_path, [], [manifests.configmap("app", {"LEVEL": "a"}), web])
+    assert (code, out) == (2, "")
+    assert err.startswith("kube-nudge: -f ") and "document 2: Deployment web: " in err
+    assert says in err and err.rstrip().endswith("Warning Event InvalidAnnotation)")
+    assert err.count("\n") == 1
+
+
+def test_an_empty_base_is_the_first_manifests_of_an_app(tmp_path: Path) -> None:
+    """Before the first commit there is nothing to compare with: every workload is new,
+    adopted as its pods start (those opted in), restarting nothing."""
+    code, out, _ = plan(tmp_path, [], fleet("info"), "-o", "json")
+    found = rows(out)
+    assert code == 0 and {row["action"] for row in found.values()} == {"none"}
+    assert found["Deployment/web"]["reason"].startswith("created by the input: kube-nudge adopts")
+    assert found["Deployment/bystander"]["reason"].endswith("not opted in (kube-nudge.io/enabled)")

@@ -27,11 +27,14 @@ import binascii
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from importlib import resources
 from typing import Any, Final
 
-__all__ = ["object_problem"]
+from kube_nudge.model import WorkloadDefaults
+from kube_nudge.model.annotations import mistyped_opt_in, parse_source, parse_workload
+
+__all__ = ["annotation_problem", "object_problem"]
 
 _SCHEMAS: Final = "core-v1.json"
 _KINDS: Final = {
@@ -71,6 +74,30 @@ def object_problem(obj: Mapping[str, Any]) -> str | None:
         for problem in _data_problems(sent, kind[1]):
             return problem
     return None
+
+
+def annotation_problem(
+    obj: Mapping[str, Any],
+    namespace: str,
+    defaults: WorkloadDefaults,
+    workload_kinds: Collection[tuple[str, str]],
+) -> str | None:
+    """What ``kube-nudge run`` would say of ``obj``'s kube-nudge annotations in its Warning
+    Event ``InvalidAnnotation`` (the same words), or None: a source's, an opted-in
+    workload's, or the opt-in of one that meant to opt in (``enabled: "yes"``)."""
+    kind = (str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    if kind in _KINDS:
+        _, errors = parse_source(annotations, compat=defaults.compat)
+    elif kind in workload_kinds:
+        settings, errors = parse_workload(annotations, namespace, defaults)
+        if not settings.enabled:
+            errors = mistyped_opt_in(annotations, namespace, defaults)
+    else:
+        return None
+    if not errors:
+        return None
+    return "; ".join(errors) + " (kube-nudge run refuses it: Warning Event InvalidAnnotation)"
 
 
 # -- the published schema --------------------------------------------------------------------

@@ -33,6 +33,7 @@ from kube_nudge.app.flags import (
     check_namespace,
     read_installation_key,
 )
+from kube_nudge.app.manifest_checks import annotation_problem
 from kube_nudge.app.manifest_files import Manifest, read_manifests
 from kube_nudge.app.plan_output import render, render_markdown, render_table
 from kube_nudge.app.status_command import say_unlisted
@@ -114,6 +115,7 @@ class PlanCommand:
         if "-" in args.base:
             raise UsageError("--base -: the base can't be standard input; give files")
         head = _manifests(args.files, args.recursive, "-f")
+        _refuse_invalid_annotations(head, args)
         base = _manifests(args.base, args.recursive, "--base") if args.base else None
         plan = _offline(base, head, args) if base is not None else _live(head, args)
         print(render(plan, args.output, width=_terminal_width(), colour=_colour()), end="")
@@ -122,9 +124,23 @@ class PlanCommand:
 
 def _manifests(paths: Sequence[str], recursive: bool, flag: str) -> list[Manifest]:
     try:
-        return read_manifests(paths, recursive=recursive, flag=flag)
+        # A base may be empty: the change adds the first manifests.
+        return read_manifests(paths, recursive=recursive, flag=flag, empty_ok=flag == "--base")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _refuse_invalid_annotations(manifests: Sequence[Manifest], args: argparse.Namespace) -> None:
+    """A kube-nudge annotation the controller would refuse (a Warning Event): the same words,
+    one line, before anything is planned."""
+    defaults = product_defaults(compat=args.compat, csi_secrets=args.csi_secrets)
+    workloads = {(k.resource.api_version, k.resource.kind) for k in _FILE_KINDS}
+    for manifest in manifests:
+        problem = annotation_problem(
+            manifest.obj, manifest.namespace(args.namespace or "default"), defaults, workloads
+        )
+        if problem is not None:
+            raise UsageError(f"-f {manifest.origin}: {manifest.kind} {manifest.name}: {problem}")
 
 
 def _plan(inputs: Inputs, notes: list[str]) -> Plan:

@@ -292,6 +292,10 @@ def _predict(
         needs = ", ".join(c.unreadable)
         return Prediction(Verb.UNKNOWN, f"cannot tell: this user may not {needs}")
     if c.live is None:
+        if not c.view.settings.enabled:
+            return Prediction(
+                Verb.NONE, "created by the input; not opted in (kube-nudge.io/enabled)"
+            )
         return Prediction(
             Verb.NONE, "created by the input: kube-nudge adopts it as its pods start, "
             "restarting nothing",
