@@ -395,3 +395,23 @@ def test_an_empty_base_is_the_first_manifests_of_an_app(tmp_path: Path) -> None:
     assert code == 0 and {row["action"] for row in found.values()} == {"none"}
     assert found["Deployment/web"]["reason"].startswith("created by the input: kube-nudge adopts")
     assert found["Deployment/bystander"]["reason"].endswith("not opted in (kube-nudge.io/enabled)")
+
+
+def test_a_wave_judged_by_an_analysis_says_which_template_gates_the_next(tmp_path: Path) -> None:
+    def waves(level: str) -> list[Any]:
+        gated = {**ENABLED, "kube-nudge.io/analysis": "web-health"}
+        return [
+            manifests.configmap("app", {"LEVEL": level}),
+            *(manifests.deployment(name, spec=manifests.env_consumer("LEVEL"),
+                                   annotations={**gated, "kube-nudge.io/rollout-order": order})
+              for name, order in (("first", "1"), ("second", "2"))),
+        ]  # fmt: skip
+
+    code, out, _ = plan(tmp_path, waves("info"), waves("debug"), "-o", "json")
+    found = rows(out)
+    assert code == 1
+    assert found["Deployment/first"]["reason"].endswith(
+        "then analysis web-health judges it: it counts as complete only once that passes, "
+        "and as failed when it fails; wave 1"
+    )
+    assert found["Deployment/second"]["reason"].endswith("wave 2, after order 1: first completes")

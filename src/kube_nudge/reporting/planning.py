@@ -371,14 +371,21 @@ def _own_rollout(row: PlanRow) -> PlanRow:
 
 def _waves(rows: list[PlanRow], candidates: Iterable[Candidate]) -> list[PlanRow]:
     """Rows that roll or reload in a ``kube-nudge.io/rollout-order`` get their wave: 1 +
-    how many lower orders acting on a source they share go first."""
+    how many lower orders acting on a source they share go first; a rollout judged by an
+    analysis (``kube-nudge.io/analysis``) says which template gates what comes after it."""
     by_name = {(c.view.namespace, c.kind.resource.kind, c.name): c for c in candidates}
     acting = [r for r in rows if r.action in (Verb.ROLL, Verb.RELOAD)]
     out = []
     for row in rows:
         c = by_name[(row.namespace, row.kind, row.name)]
         order = c.view.settings.rollout_order
-        if row not in acting or order is None:
+        waved = row in acting
+        if row.action is Verb.ROLL and (analysis := c.view.settings.analysis) is not None:
+            row = replace(row, reason=row.reason + (
+                f"; then analysis {analysis} judges it: it counts as complete only once that "
+                "passes, and as failed when it fails"
+            ))  # fmt: skip
+        if not waved or order is None:
             out.append(row)
             continue
         lower: dict[int, list[str]] = defaultdict(list)
