@@ -537,7 +537,8 @@ async def test_subpath_and_env_consumers_roll_at_once_and_status_sees_them_stale
         assert impossible == {
             "envy": f"cannot reload in place: {NO_AGENT}; configmap/app keys [LEVEL] are read "
             "only at start (env app); rolling instead",
-            "sub": f"cannot reload in place: {NO_AGENT}; configmap/app keys [LEVEL, app.conf] "
+            # Its subPath shows app.conf alone: the change of LEVEL never reaches it.
+            "sub": f"cannot reload in place: {NO_AGENT}; configmap/app keys [app.conf] "
             "are read only at start (volume config (subPath)); rolling instead",
         }
         # Rolled at once: never delivered in place, never waited for.
