@@ -415,3 +415,25 @@ def test_a_wave_judged_by_an_analysis_says_which_template_gates_the_next(tmp_pat
         "and as failed when it fails; wave 1"
     )
     assert found["Deployment/second"]["reason"].endswith("wave 2, after order 1: first completes")
+
+
+def test_a_subpath_of_an_items_volume_whose_source_no_manifest_names_is_not_held(
+    tmp_path: Path,
+) -> None:
+    """Offline, a source the input doesn't name is taken to exist with every key a reader
+    reads or requires: the items' keys too, not only the one its subPath mount shows."""
+    volume = {"name": "v", "configMap": {"name": "app", "items": [
+        {"key": "a", "path": "a.conf"}, {"key": "b", "path": "b.conf"}]}}  # fmt: skip
+    spec = manifests.pod_spec(
+        containers=[{"name": "app", "image": "x:1",
+                     "envFrom": [{"configMapRef": {"name": "other"}}],
+                     "volumeMounts": [{"name": "v", "mountPath": "/a.conf", "subPath": "a.conf"}]}],
+        volumes=[volume],
+    )  # fmt: skip
+    web = manifests.deployment("web", spec=spec, annotations=ENABLED)
+
+    def given(level: str) -> list[Any]:
+        return [manifests.configmap("other", {"LEVEL": level}), web]
+
+    code, out, _ = plan(tmp_path, given("info"), given("debug"), "-o", "json")
+    assert (code, rows(out)["Deployment/web"]["action"]) == (1, "roll")

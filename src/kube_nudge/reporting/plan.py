@@ -338,7 +338,9 @@ def _unnamed(candidates: Iterable[Candidate], named: Iterable[SourceRef]) -> dic
     for c in candidates:
         for view in (c.view, c.live):
             for ref, use in view.consumed.items() if view is not None else ():
-                keys.setdefault(ref, set()).update(use.keys or use.required_keys)
+                # Every key read and every key required (a subPath mount of an items volume
+                # reads fewer keys than the volume needs to exist).
+                keys.setdefault(ref, set()).update((use.keys or frozenset()) | use.required_keys)
     known = set(named)
     return {
         ref: {"apiVersion": "v1", "kind": ref.kind.title(),
