@@ -1,6 +1,8 @@
 """What a Secret value leaking looks like: the planted canaries, their base64 text (what
 the API serves), and unkeyed digests of either (a digest of a low-entropy value gives the
-value away as surely as the value), which conftest and the leak tests search for."""
+value away as surely as the value), which conftest and the leak tests search for. A config
+hash made under a key anyone knows (all zeros) is an unkeyed digest too: the leak tests add
+those of the workloads they plant (``add_public_key_hashes``)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,16 @@ NEEDLES: dict[str, str] = {
     for which, value in (("canary", CANARY), ("next canary", CANARY_NEXT))
     for what, text in needles_of(value).items()
 }
+
+
+#: A key anyone could use: a config hash under it can be recomputed for guessed values.
+PUBLIC_KEY = bytes(32)
+
+
+def add_public_key_hashes(hashes: dict[str, str]) -> None:
+    """Search every output, from now to the session's end, for ``hashes`` ({what: config
+    hash under ``PUBLIC_KEY``} of a workload consuming a canary)."""
+    NEEDLES.update({f"public-key config hash of {what}": h for what, h in hashes.items()})
 
 
 def leaks(texts: Iterable[str]) -> list[str]:

@@ -17,6 +17,7 @@ from kube_nudge.kube.resources import CORE_EVENTS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
+from kube_nudge_dev.confighash import expected_hash
 from kube_nudge_dev.manifests import CANARY_NEXT, ENABLED
 from kube_nudge_dev.waiting import wait_for_object
 from tests.integration.controller_support import (
@@ -25,7 +26,7 @@ from tests.integration.controller_support import (
     running_controller,
     template_hash,
 )
-from tests.integration.leak_support import leaks
+from tests.integration.leak_support import PUBLIC_KEY, add_public_key_hashes, leaks
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -46,9 +47,12 @@ async def test_no_command_output_event_metric_or_annotation_holds_a_secret_value
     kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"user": "app"}))
-    await kube.create(DEPLOYMENTS.path(namespace),
-                      manifests.deployment("web", spec=canary_consumer(),
-                                           annotations=ENABLED))  # fmt: skip
+    web = await kube.create(DEPLOYMENTS.path(namespace),
+                            manifests.deployment("web", spec=canary_consumer(),
+                                                 annotations=ENABLED))  # fmt: skip
+    public = await expected_hash(kube, DEPLOYMENT.template_path, web, PUBLIC_KEY)
+    add_public_key_hashes({"the canary's consumer": public})
+    assert leaks([f"desired {public}"]) == ["public-key config hash of the canary's consumer"]
     # What `plan` reads: the Secret as it would be applied, the consumed key changed.
     planned = tmp_path / "db.yaml"
     changed = manifests.secret("db", {"user": "app"})
@@ -79,6 +83,8 @@ async def test_no_command_output_event_metric_or_annotation_holds_a_secret_value
             kube, DEPLOYMENTS.path(namespace), "web",
             lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
         )  # fmt: skip
+        after = await expected_hash(kube, DEPLOYMENT.template_path, rolled, PUBLIC_KEY)
+        add_public_key_hashes({"the canary's consumer, changed": after})
         for label, (command, *args) in commands.items():
             codes[f"{label} after"], out, err = await cli_as(
                 cluster.kubeconfig, namespace, command, *args

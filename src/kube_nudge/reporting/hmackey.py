@@ -20,6 +20,11 @@ from kube_nudge.model.annotations import IGNORE
 
 KEY_FIELD = "hmac-key"
 KEY_BYTES = 32
+THROWAWAY_KEY = secrets.token_bytes(KEY_BYTES)
+"""A key no one knows, new in every process: stands in for the installation key where the
+hashes made need not match a record (they are only compared with each other, here). A hash
+under it can't be checked against a guessed value, as one under a public key (all zeros,
+say) could: a Secret's low-entropy value would be as good as shown."""
 
 
 def read_key_file(path: Path) -> bytes:

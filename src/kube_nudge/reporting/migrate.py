@@ -42,12 +42,12 @@ from kube_nudge.model.compat import (
 )
 from kube_nudge.model.projection import project_workload
 from kube_nudge.reporting.desired import source_views
+from kube_nudge.reporting.hmackey import THROWAWAY_KEY
 from kube_nudge.strategies.registry import product_defaults
 
 __all__ = ["REPLACED", "SCHEMA", "Migration", "MigrationRow", "collect_migration"]
 
 SCHEMA = "kube-nudge.io/migrate/v1"
-_UNKEYED = b"\x00" * 32  # a first sight compares no recorded hash: any key decides the same
 #: Peer annotations and markers with no meaning here, and what replaces each.
 REPLACED: Mapping[str, str] = {
     "configmaps.exclude.reloader.stakater.com/reload": "kube-nudge.io/exclude: configmap/NAME,...",
@@ -181,7 +181,7 @@ async def _row(
             raise
         return replace(row, at_switch="unknown",
                        reason=f"cannot tell: this user may not read {exc.path}")  # fmt: skip
-    assessment = assess(view, views.get, _UNKEYED)
+    assessment = assess(view, views.get, THROWAWAY_KEY)
     decision = decide(view, assessment, WorkloadMemory(), now, oldest_pod_start=oldest)
     at, reason = _at_switch(decision)
     return replace(row, at_switch=at, reason=reason)

@@ -18,6 +18,7 @@ from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.gates import Sibling
 from kube_nudge.model.preview import ACTING, Prediction, Verb, predict
 from kube_nudge.model.tracking import track
+from kube_nudge.reporting.hmackey import THROWAWAY_KEY
 
 __all__ = [
     "ORDER",
@@ -37,7 +38,6 @@ SCHEMA = "kube-nudge.io/plan/v2"
 #: The order of the rows: what acts first, then what is held or can't be told, the
 #: unaffected last.
 ORDER = (Verb.ROLL, Verb.RELOAD, Verb.EVICT, Verb.NOTIFY, Verb.HOLD, Verb.UNKNOWN, Verb.NONE)
-_UNKEYED = b"\x00" * 32  # stands in for the key where the hashes need not match a record
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,7 +300,7 @@ def _predict(
             Verb.NONE, "created by the input: kube-nudge adopts it as its pods start, "
             "restarting nothing",
         )  # fmt: skip
-    key = inputs.hmac_key or _UNKEYED
+    key = inputs.hmac_key or THROWAWAY_KEY
     view = c.view
     before = assess(c.live, inputs.before.get, key)
     after = assess(view, inputs.after.get, key)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from kube_nudge.model import SourceRef, SourceView, assess, missing_requirements
 from kube_nudge.model.digests import Digest
 from kube_nudge.model.sourcestate import ABSENT, SourceState
+from kube_nudge.reporting.hmackey import THROWAWAY_KEY
 from kube_nudge.reporting.planning import (
     Candidate,
     Change,
@@ -26,7 +27,6 @@ from kube_nudge.reporting.planning import (
 
 __all__ = ["source_changes"]
 
-_UNKEYED = b"\x00" * 32  # what is missing doesn't depend on the key
 Rows = Mapping[tuple[str, str, str], PlanRow]
 
 
@@ -100,8 +100,8 @@ def _strands(c: Candidate, ref: SourceRef, inputs: Inputs) -> bool:
     mine = missing_requirements({ref: use}, {ref: state}, namespace=c.view.namespace)
     if not mine:
         return False
-    now = set(assess(c.view, inputs.after.get, _UNKEYED).missing)
-    was = set(assess(c.live, inputs.before.get, _UNKEYED).missing) if c.live else set()
+    now = set(assess(c.view, inputs.after.get, THROWAWAY_KEY).missing)
+    was = set(assess(c.live, inputs.before.get, THROWAWAY_KEY).missing) if c.live else set()
     return bool(set(mine) & (now - was))
 
 

@@ -40,6 +40,7 @@ from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.model.runners import Runner, project_runner, run_by, runs_elsewhere
 from kube_nudge.model.status import DRIFT_STATES, UNVERIFIED, PodFacts, classify
 from kube_nudge.reporting.desired import JSON, read_allowed, source_views
+from kube_nudge.reporting.hmackey import THROWAWAY_KEY
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.strategies.registry import (
     delivers,
@@ -60,7 +61,6 @@ __all__ = [
 
 SCHEMA = "kube-nudge.io/status/v1"
 NO_HASH = "-"  # pods (or templates) that carry no config hash
-_UNKEYED = b"\x00" * 32  # stands in for the key when it can't be read: desired is not shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +228,7 @@ async def _status(
     if forbidden:
         return await _unreadable(client, kind, name, view, forbidden)
     views = await source_views(client, view, cache, compat=compat)
-    assessment = assess(view, views.__getitem__, hmac_key or _UNKEYED)
+    assessment = assess(view, views.__getitem__, hmac_key or THROWAWAY_KEY)
     desired = assessment.desired if hmac_key is not None else None
     pods, stale, unproven = await _pods(client, view, assessment.changed_at)
     sources = tuple(
