@@ -1,16 +1,19 @@
-"""The Secrets Store CSI driver, played by the tests (its Go module is not on the proxy, so
-its controller can't be built here): its two CRDs with the fields of its v1 API
-(``apis/v1``), and its writes of a ``SecretProviderClassPodStatus`` as the driver makes them
-when it mounts a pod's volume (create: name ``<pod>-<namespace>-<class>``, the node label,
-an ownerReference to the pod, ``status`` with the objects sorted by id) and when rotation
-finds new versions (an update of the whole object: the CRD has no status subresource),
-under the driver's field manager. A Secret a class syncs (``secretObjects``) is written as
-the driver's secret sync does after the status, one pass later."""
+"""The Secrets Store CSI driver's writes, acted out by the tests: for unit-level cases only,
+against the real API server with the driver's own CRDs installed (from its pinned module,
+``make csi-driver``) but no driver running, and pods of the fake kubelet. Each write is made
+as the driver makes it (what test_csi_driver_real_node.py shows the real driver doing on the
+real node): a ``SecretProviderClassPodStatus`` created when it mounts a pod's volume (name
+``<pod>-<namespace>-<class>``, the node label, an ownerReference to the pod, ``status`` with
+the objects sorted by id) and updated whole when rotation finds new versions (the CRD has no
+status subresource), under the driver's field manager; a Secret a class syncs
+(``secretObjects``) written after the status, one pass later."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
+
+import yaml
 
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import (
@@ -21,59 +24,40 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.model.references import CSI_DRIVER
 from kube_nudge_dev import manifests
+from kube_nudge_dev.build import secrets_store_csi_manifests
 from kube_nudge_dev.waiting import until
-from tests.integration.controller_support import install_crd
+from tests.integration.controller_support import apply_crd
 
 DRIVER = "secrets-store-csi-driver"
-"""The driver's field manager (client-go's default: its binary's name)."""
+"""The field manager of the acted-out writes: the one ``model/pacing.py`` gives the driver's
+quiet window. Not the real driver's: v1.6.0 writes as ``csi-secrets-store``, its user agent
+(test_csi_driver_real_node.py checks it; docs/csi-secrets.md says what that leaves open)."""
 NODE_LABEL = "internal.secrets-store.csi.k8s.io/node-name"
 GROUP = "secrets-store.csi.x-k8s.io"
 SECRETPROVIDERCLASSES = Resource(GROUP, "v1", "secretproviderclasses", "SecretProviderClass")
+CSIDRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "CSIDriver", namespaced=False)
 MOUNT = "/mnt/secrets-store"
-
-_STRING = {"type": "string"}
-_STATUS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "status": {
-            "type": "object",
-            "properties": {
-                "podName": _STRING,
-                "secretProviderClassName": _STRING,
-                "mounted": {"type": "boolean"},
-                "targetPath": _STRING,
-                "objects": {
-                    "type": "array",
-                    "items": {"type": "object", "properties": {"id": _STRING, "version": _STRING}},
-                },
-            },
-        },
-    },
-}
-_CLASS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "spec": {
-            "type": "object",
-            "properties": {
-                "provider": _STRING,
-                "parameters": {"type": "object", "additionalProperties": _STRING},
-                "secretObjects": {
-                    "type": "array",
-                    "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                },
-            },
-        },
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-    },
-}
 
 
 async def install_driver_crds(kube: KubeClient) -> None:
-    """Both CRDs of the driver's v1 API, served and discoverable (reused if installed)."""
-    await install_crd(kube, SECRETPROVIDERCLASSPODSTATUSES, "secretproviderclasspodstatus",
-                      _STATUS_SCHEMA)  # fmt: skip
-    await install_crd(kube, SECRETPROVIDERCLASSES, "secretproviderclass", _CLASS_SCHEMA)
+    """The driver's own two CRDs (SecretProviderClass, SecretProviderClassPodStatus: v1 and
+    the deprecated v1alpha1), from its pinned module, served and discoverable (reused if
+    installed)."""
+    for path in secrets_store_csi_manifests():
+        document = yaml.safe_load(path.read_text())
+        if document["kind"] == "CustomResourceDefinition":
+            await apply_crd(kube, document)
+
+
+async def install_csidriver(kube: KubeClient) -> None:
+    """The driver's own CSIDriver object (pod info on mount, re-published by the kubelet at
+    each sync of a pod, inline ephemeral volumes), from its pinned module (reused if there)."""
+    [path] = [p for p in secrets_store_csi_manifests() if p.name == "csidriver.yaml"]
+    try:
+        await kube.create(CSIDRIVERS.path(), yaml.safe_load(path.read_text()))
+    except ApiError as exc:
+        if not exc.conflict:
+            raise
 
 
 def secret_provider_class(name: str, synced: str | None = None) -> dict[str, Any]:

@@ -1,9 +1,11 @@
-"""Secrets mounted by the Secrets Store CSI driver (``--csi-secrets``) against the real API
-server, with the driver's CRDs installed and its writes played by the test as the driver
-makes them (``csi_support``): pods mounting a class adopt its versions, a rotation rolls
-once however many pods' statuses record it (and the new pods mounting the same versions
-roll nothing), a class synced to a Secret that the pods also read rolls once, and strategy
-hot reloads in place once each pod's status and agent say so."""
+"""Secrets mounted by the Secrets Store CSI driver (``--csi-secrets``), unit-level cases with
+the driver's writes acted out: the real API server with the driver's own CRDs installed, no
+driver running, its writes made by the test as the driver makes them (``csi_support``), to
+pin one case at a time: pods mounting a class adopt its versions, a rotation rolls once
+however many pods' statuses record it (and the new pods mounting the same versions roll
+nothing), a class synced to a Secret that the pods also read rolls once, and strategy hot
+reloads in place once each pod's status and agent say so. The real driver on the real node:
+test_csi_driver_real_node.py."""
 
 from __future__ import annotations
 
