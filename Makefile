@@ -192,5 +192,5 @@ test-faults: control-plane
 # docs/compatibility.md. MATRIX_ARGS: e.g. --minors 1.34,1.37 or --no-real-node (a subset
 # writes build/compatibility.json only).
 .PHONY: test-matrix
-test-matrix: helm rollouts-controller host-packages
+test-matrix: helm rollouts-controller csi-driver host-packages
 	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.integration.compat_matrix $(MATRIX_ARGS)

@@ -146,6 +146,12 @@ class RealNode:
         self.leftovers: list[str] = []
         """What the last stop could not restore (empty when it restored everything)."""
 
+    @property
+    def kubelet_root(self) -> Path:
+        """The kubelet's ``--root-dir``: its pods' volumes, ``plugins/`` and
+        ``plugins_registry/`` (where node plugins such as a CSI driver register)."""
+        return self.directory / "kubelet"
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self, cluster_components: list[Component]) -> None:
@@ -364,7 +370,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self._add("kube-proxy", [str(self.binaries.kube_proxy), f"--config={path}", "--v=0"])
 
     def _start_kubelet(self) -> None:
-        root = self.directory / "kubelet"
+        root = self.kubelet_root
         root.mkdir(parents=True, exist_ok=True)
         resolv = self.directory / "resolv.conf"
         # Pods get no DNS server that could forward off the machine: names fail fast.
