@@ -89,7 +89,12 @@ async def secrets_store(
 
 async def registered(kube: KubeClient) -> bool:
     """Whether the kubelet registered the driver: its CSINode lists it."""
-    node = await kube.get(f"/apis/storage.k8s.io/v1/csinodes/{NODE_NAME}")
+    try:
+        node = await kube.get(f"/apis/storage.k8s.io/v1/csinodes/{NODE_NAME}")
+    except ApiError as exc:
+        if exc.not_found:  # the kubelet has not written it yet
+            return False
+        raise
     drivers = (node.get("spec") or {}).get("drivers") or []
     return any(d["name"] == DRIVER_NAME and d.get("nodeID") == NODE_NAME for d in drivers)
 
