@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -154,9 +154,12 @@ def rules_for_tests() -> dict[str, Any]:
     return dict(spec)
 
 
-def scrape_config(target_port: int, namespace: str, rules_file: Path) -> dict[str, Any]:
+def scrape_config(
+    target_port: int, namespace: str, rules_file: Path, more: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """Scrape the replica at ``target_port`` every second as the chart's ServiceMonitor
-    would label it (job, namespace, pod), and evaluate ``rules_file`` every second."""
+    would label it (job, namespace, pod), and ``more`` scrape configs; evaluate
+    ``rules_file`` every second."""
     return {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules_file)],
@@ -164,20 +167,22 @@ def scrape_config(target_port: int, namespace: str, rules_file: Path) -> dict[st
             "job_name": JOB,
             "static_configs": [{"targets": [f"127.0.0.1:{target_port}"],
                                 "labels": {"namespace": namespace, "pod": POD}}],
-        }],
+        }, *more],
     }  # fmt: skip
 
 
 @contextlib.asynccontextmanager
-async def prometheus_for(target_port: int, namespace: str, into: Path) -> AsyncIterator[Prometheus]:
-    """A Prometheus scraping ``127.0.0.1:target_port`` (labelled ``namespace``), with the
-    test's copy of the chart's rules, its data and log under ``into``; stopped on exit.
-    ``$PROMETHEUS`` points at another binary than the pinned one."""
+async def prometheus_for(
+    target_port: int, namespace: str, into: Path, more: Sequence[dict[str, Any]] = ()
+) -> AsyncIterator[Prometheus]:
+    """A Prometheus scraping ``127.0.0.1:target_port`` (labelled ``namespace``) and ``more``
+    scrape configs, with the test's copy of the chart's rules, its data and log under
+    ``into``; stopped on exit. ``$PROMETHEUS`` points at another binary than the pinned one."""
     binary = os.environ.get("PROMETHEUS") or str(prometheus_binary())
     rules_file = into / "rules.yaml"
     rules_file.write_text(yaml.safe_dump(rules_for_tests()))
     config = into / "prometheus.yaml"
-    config.write_text(yaml.safe_dump(scrape_config(target_port, namespace, rules_file)))
+    config.write_text(yaml.safe_dump(scrape_config(target_port, namespace, rules_file, more)))
     port = free_port()
     log = into / "prometheus.log"
     with log.open("ab") as sink:
