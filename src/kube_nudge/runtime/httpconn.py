@@ -68,7 +68,6 @@ class _Connection:
         self.reader, self.writer, self.limits = reader, writer, limits
         self.closing = closing
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_head)
-        self.answering = False
 
     async def next_event(self, deadline: float | None, idle_until: float | None) -> object:
         """The next h11 event, reading as needed. With ``deadline``, the head's: 408 when it
@@ -156,9 +155,7 @@ async def serve_connection(
                 writer.write(_raw(413, "Content Too Large", "request body too large\n"))
                 return
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers}
-            connection.answering = True
             reply = await answer(Exchange(method, event.target.decode("latin-1"), headers, body))
-            connection.answering = False
             connection.send(reply, head=method == "HEAD", close=closing())
             await writer.drain()
             if connection.conn.our_state is h11.MUST_CLOSE or closing():
