@@ -437,3 +437,16 @@ def test_a_subpath_of_an_items_volume_whose_source_no_manifest_names_is_not_held
 
     code, out, _ = plan(tmp_path, given("info"), given("debug"), "-o", "json")
     assert (code, rows(out)["Deployment/web"]["action"]) == (1, "roll")
+
+
+def test_a_window_hold_names_its_opening_once(tmp_path: Path) -> None:
+    def given(level: str) -> list[Any]:
+        window = {**ENABLED, "kube-nudge.io/rollout-window": "Sun 03:00-03:01 UTC"}
+        return [manifests.configmap("app", {"LEVEL": level}),
+                manifests.deployment("web", spec=manifests.env_consumer("LEVEL"),
+                                     annotations=window)]  # fmt: skip
+
+    _, out, _ = plan(tmp_path, given("a"), given("b"), "-o", "wide")
+    [line] = [line for line in out.splitlines() if line.startswith("default/Deployment/web ")]
+    assert line.count(" UTC") == 2  # the opening, and the window's own words
+    assert "at the latest" not in line

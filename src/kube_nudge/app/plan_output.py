@@ -162,7 +162,8 @@ def _sources(row: PlanRow) -> str:
 
 
 def _reason(row: PlanRow) -> str:
-    if row.action is Verb.HOLD and row.until is not None:
+    # A window's hold names its opening itself; the others (a flap cap, say) end by then.
+    if row.action is Verb.HOLD and row.until is not None and row.hold != "window":
         until = datetime.fromtimestamp(row.until, UTC).strftime("%Y-%m-%d %H:%M UTC")
         return f"{row.reason} (until {until} at the latest)"
     return row.reason
