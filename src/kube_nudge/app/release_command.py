@@ -31,7 +31,8 @@ from kube_nudge.app.errors import (
 )
 from kube_nudge.app.flags import add_cluster_flags, check_namespace
 from kube_nudge.app.wait_command import NamedObject, parse_target
-from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.patches import Patch, send
 from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS
 from kube_nudge.model.annotations import APPROVED_AT, RELEASED_AT
 from kube_nudge.model.records import format_rolled_at
@@ -93,12 +94,9 @@ class StampCommand:
                 )
                 label = f"{namespace}/{target.kind}/{target.name}"
                 try:
-                    await client.request(
-                        "PATCH", kind.resource.path(namespace, target.name),
-                        params={"fieldManager": self.field_manager},
-                        body={"metadata": {"annotations": {self.annotation: stamp}}},
-                        content_type=MERGE_PATCH,
-                    )  # fmt: skip
+                    stamped = {"metadata": {"annotations": {self.annotation: stamp}}}
+                    path = kind.resource.path(namespace, target.name)
+                    await send(client, Patch(path, stamped, field_manager=self.field_manager))
                 except ApiError as exc:
                     if exc.status in (0, 401):
                         raise api_failure(exc, client) from None  # every other one would fail

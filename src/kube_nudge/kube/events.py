@@ -15,7 +15,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
+from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.patches import Patch, send
 from kube_nudge.kube.resources import CORE_EVENTS
 
 log = logging.getLogger(__name__)
@@ -114,13 +115,10 @@ class EventRecorder:
                     sent = 0
                     while sent != recent.count:  # repeats during the PATCH: one more, at most
                         sent = recent.count
-                        await self.client.request(
-                            "PATCH",
-                            CORE_EVENTS.path(obj.namespace, recent.name),
-                            body={"count": sent, "lastTimestamp": now_iso},
-                            content_type=MERGE_PATCH,
-                            limiter=self.client.event_limiter,
-                        )
+                        counted = {"count": sent, "lastTimestamp": now_iso}
+                        path = CORE_EVENTS.path(obj.namespace, recent.name)
+                        await send(self.client, Patch(path, counted, field_manager=None),
+                                   limiter=self.client.event_limiter)  # fmt: skip
                 finally:
                     recent.patching = False
                 return True

@@ -18,8 +18,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
+from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.events import NORMAL
+from kube_nudge.kube.patches import FIELD_MANAGER, Patch, send
 from kube_nudge.model import (
     BASELINE_HASH,
     CONFIG_HASH,
@@ -55,7 +56,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FIELD_MANAGER = "kube-nudge"
 #: Reads of a workload before a patch that must not overwrite an edit gives up (409).
 FRESH_READ_ATTEMPTS = 4
 
@@ -244,13 +244,8 @@ async def patch_workload(context: StrategyContext, target: Target, patch: dict[s
     """Send a JSON merge patch of ``target`` as field manager kube-nudge, and count it;
     until the caches show the write, passes over ``target`` wait for them
     (``StrategyContext.expectations``)."""
-    written = await context.client.request(
-        "PATCH",
-        target.kind.resource.path(target.namespace, target.name),
-        params={"fieldManager": FIELD_MANAGER},
-        body=patch,
-        content_type=MERGE_PATCH,
-    )
+    path = target.kind.resource.path(target.namespace, target.name)
+    written = await send(context.client, Patch(path, patch))
     context.expectations.wrote(target.key, written)
     context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
 

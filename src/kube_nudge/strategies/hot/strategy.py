@@ -34,8 +34,9 @@ from kube_nudge.agentwire import (
     parse_claim,
     parse_time,
 )
-from kube_nudge.kube.client import JSON, MERGE_PATCH, ApiError
+from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
+from kube_nudge.kube.patches import Patch, send
 from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
@@ -82,7 +83,6 @@ from kube_nudge.strategies.hot.settings import (
     hot_settings,
 )
 from kube_nudge.strategies.writes import (
-    FIELD_MANAGER,
     AdoptsBaseline,
     analysed,
     annotate_workload,
@@ -418,13 +418,8 @@ class HotStrategy(AdoptsBaseline):
                 continue
             patch = {"metadata": {"uid": metadata.get("uid"), "annotations": {HOT_RELOAD: record}}}
             try:
-                await self._context.client.request(
-                    "PATCH",
-                    PODS.path(target.namespace, str(metadata.get("name"))),
-                    params={"fieldManager": FIELD_MANAGER},
-                    body=patch,
-                    content_type=MERGE_PATCH,
-                )
+                path = PODS.path(target.namespace, str(metadata.get("name")))
+                await send(self._context.client, Patch(path, patch))
             except ApiError as exc:
                 if exc.not_found or exc.conflict:
                     continue  # gone, or replaced by a pod of the same name: started fresh

@@ -21,8 +21,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kube_nudge.kube.client import JSON, JSON_PATCH, MERGE_PATCH, ApiError
+from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
+from kube_nudge.kube.patches import Patch, PatchType, send
 from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
 from kube_nudge.kube.workloads import Revisions
 from kube_nudge.model import (
@@ -282,16 +283,12 @@ class SnapshotStrategy(AdoptsBaseline):
         # An append, not a replacement: workloads sharing one copy (one ConfigMap read by
         # many Deployments) claim it at once without conflicting; the test guards against a
         # copy deleted and recreated in between.
-        await self._context.client.request(
-            "PATCH",
-            resource.path(namespace, name),
-            params={"fieldManager": FIELD_MANAGER},
-            content_type=JSON_PATCH,
-            body=[
-                {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
-                {"op": "add", "path": "/metadata/ownerReferences/-", "value": owner},
-            ],
-        )
+        claim = [
+            {"op": "test", "path": "/metadata/uid", "value": metadata.get("uid")},
+            {"op": "add", "path": "/metadata/ownerReferences/-", "value": owner},
+        ]
+        await send(self._context.client, Patch(resource.path(namespace, name), claim,
+                                               PatchType.JSON))  # fmt: skip
         self._context.metrics.writes.labels(kind=resource.kind).inc()
 
     async def maintain(self, target: Target, assessment: Assessment) -> float | None:
@@ -398,20 +395,13 @@ class SnapshotStrategy(AdoptsBaseline):
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         labels.pop("pod-template-hash", None)  # the ReplicaSet's own label
         template["metadata"] = {**(template.get("metadata") or {}), "labels": labels}
-        written = await client.request(
-            "PATCH",
-            target.kind.resource.path(target.namespace, target.name),
-            params={"fieldManager": FIELD_MANAGER},
-            content_type=JSON_PATCH,
-            body=[
-                {
-                    "op": "test",
-                    "path": "/metadata/resourceVersion",
-                    "value": metadata.get("resourceVersion"),
-                },
-                {"op": "replace", "path": "/spec/template", "value": template},
-            ],
-        )
+        undo = [
+            {"op": "test", "path": "/metadata/resourceVersion",
+             "value": metadata.get("resourceVersion")},
+            {"op": "replace", "path": "/spec/template", "value": template},
+        ]  # fmt: skip
+        path = target.kind.resource.path(target.namespace, target.name)
+        written = await send(client, Patch(path, undo, PatchType.JSON))
         self._context.expectations.wrote(target.key, written)
         self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
         copies = _copy_names(
@@ -522,13 +512,8 @@ class SnapshotStrategy(AdoptsBaseline):
         }
         try:
             if owners:
-                await client.request(
-                    "PATCH",
-                    path,
-                    params={"fieldManager": FIELD_MANAGER},
-                    content_type=MERGE_PATCH,
-                    body={"metadata": {"ownerReferences": owners, **preconditions}},
-                )
+                owned = {"metadata": {"ownerReferences": owners, **preconditions}}
+                await send(client, Patch(path, owned))
             else:
                 await client.request("DELETE", path, body={"preconditions": preconditions})
                 log.info(
