@@ -22,11 +22,11 @@ from kube_nudge.kube.resources import CONFIGMAPS, ROLLOUTS
 from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge_dev.build import argo_rollouts_binary, argo_rollouts_crds
+from kube_nudge_dev.chartapply import apply_crd
 from kube_nudge_dev.cluster import LocalCluster, free_port
 from kube_nudge_dev.waiting import wait_for_object
 from tests.integration.controller_support import (
     Running,
-    apply_crd,
     expected_hash,
     template_hash,
 )

@@ -15,9 +15,9 @@ from typing import Any
 import httpx2 as httpx
 
 from kube_nudge.controller.controller import Controller, ControllerOptions
-from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, CRDS, PODS, Resource
+from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, PODS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import (
     CONFIG_HASH,
@@ -31,8 +31,9 @@ from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.prometheus import PrometheusAccess
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import confighash
+from kube_nudge_dev.chartapply import apply_crd
 from kube_nudge_dev.cluster import LocalCluster, free_port
-from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
+from kube_nudge_dev.waiting import until, wait_for_objects
 from tests.integration.sabotage import replica_command
 
 HMAC_SECRET = "kube-nudge-hmac-key"
@@ -199,37 +200,6 @@ async def install_crd(
                           "schema": {"openAPIV3Schema": schema}}],
         },
     })  # fmt: skip
-
-
-async def apply_crd(kube: KubeClient, crd: dict[str, Any]) -> None:
-    """Create CRD manifest ``crd`` (one of that name left by an earlier test of this session
-    is reused) and wait until API discovery serves each of its versions."""
-    spec = crd["spec"]
-    name = crd["metadata"]["name"]
-    try:
-        await kube.create(CRDS.path(), crd)
-    except ApiError as exc:
-        if not exc.conflict:
-            raise
-    await wait_for_object(
-        kube, CRDS.path(), name,
-        lambda crd: any(c["type"] == "Established" and c["status"] == "True"
-                        for c in (crd.get("status") or {}).get("conditions") or []),
-        timeout=30,
-    )  # fmt: skip
-
-    # Established does not mean API discovery serves the group yet (it lags a moment).
-    async def discoverable() -> bool:
-        for version in spec["versions"]:
-            try:
-                found = await kube.get(f"/apis/{spec['group']}/{version['name']}")
-            except ApiError:
-                return False
-            if not any(r.get("name") == spec["names"]["plural"] for r in found["resources"]):
-                return False
-        return True
-
-    await until(discoverable, 30)
 
 
 async def events(kube: KubeClient, namespace: str, reason: str) -> list[dict[str, Any]]:

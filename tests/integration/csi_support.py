@@ -25,8 +25,8 @@ from kube_nudge.kube.resources import (
 from kube_nudge.model.references import CSI_DRIVER
 from kube_nudge_dev import manifests
 from kube_nudge_dev.build import secrets_store_csi_manifests
+from kube_nudge_dev.chartapply import apply_crd
 from kube_nudge_dev.waiting import until
-from tests.integration.controller_support import apply_crd
 
 DRIVER = "secrets-store-csi-driver"
 """The field manager of the acted-out writes: the one ``model/pacing.py`` gives the driver's

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,8 +20,7 @@ from typing import Any
 import httpx2 as httpx
 import yaml
 
-from kube_nudge_dev.build import prometheus_binary
-from kube_nudge_dev.cluster import free_port
+from kube_nudge_dev.prometheus import prometheus_process
 from tests.monitoring_support import rules_document
 
 JOB = "kube-nudge"
@@ -178,33 +176,8 @@ async def prometheus_for(
     """A Prometheus scraping ``127.0.0.1:target_port`` (labelled ``namespace``) and ``more``
     scrape configs, with the test's copy of the chart's rules, its data and log under
     ``into``; stopped on exit. ``$PROMETHEUS`` points at another binary than the pinned one."""
-    binary = os.environ.get("PROMETHEUS") or str(prometheus_binary())
     rules_file = into / "rules.yaml"
     rules_file.write_text(yaml.safe_dump(rules_for_tests()))
-    config = into / "prometheus.yaml"
-    config.write_text(yaml.safe_dump(scrape_config(target_port, namespace, rules_file, more)))
-    port = free_port()
-    log = into / "prometheus.log"
-    with log.open("ab") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            binary, f"--config.file={config}", f"--storage.tsdb.path={into / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
-            stdout=sink, stderr=sink,
-        )  # fmt: skip
-    prometheus = Prometheus(port, namespace, log)
-    try:
-        await poll(lambda: _ready(prometheus), WAIT, lambda: f"not ready: {log.read_text()}")
-        yield prometheus
-    finally:
-        proc.terminate()
-        with contextlib.suppress(ProcessLookupError):
-            await asyncio.wait_for(proc.wait(), 30)
-
-
-async def _ready(prometheus: Prometheus) -> bool:
-    try:
-        async with httpx.AsyncClient(timeout=2) as http:
-            response = await http.get(f"{prometheus.url}/-/ready")
-    except httpx.HTTPError:
-        return False
-    return response.status_code == 200
+    config = scrape_config(target_port, namespace, rules_file, more)
+    async with prometheus_process(config, into, ready_within=WAIT) as running:
+        yield Prometheus(running.port, namespace, running.log)
