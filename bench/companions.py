@@ -4,7 +4,8 @@ The reload agent's scenario needs no cluster, the real node's needs root, and th
 scenario takes its own quarter of an hour, so each is rerun alone when what it measures
 changes (``BENCH_OUTPUT=agent``, ``BENCH_OUTPUT=agent-node``, ``BENCH_OUTPUT=scale``; kept
 in bench/results/); so is ``writers`` when kube-nudge's quiet windows change
-(``BENCH_OUTPUT=writers``). On the latest page a companion run newer than the full run
+(``BENCH_OUTPUT=writers``), and ``analysis`` when the analysis gate changes
+(``BENCH_OUTPUT=analysis``). On the latest page a companion run newer than the full run
 stands in for that scenario, and so does an older one when the full run didn't run it, said
 so where it appears, instead of figures copied in by hand: for the tools it ran; the
 others keep the full run's figures.
@@ -18,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-COMPANIONS = ("agent", "agent-node", "scale", "writers")
+COMPANIONS = ("agent", "agent-node", "scale", "writers", "analysis")
 
 
 def unclean(value: Any) -> Any:

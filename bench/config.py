@@ -52,6 +52,8 @@ class Sizes:
     scale_workloads: int = 10_000
     scale_namespaces: int = 1_000
     scale_secret_bytes: int = 256
+    #: Deployments gated in one wave by one analysis template (the ``analysis`` scenario).
+    analysis_workloads: int = 1000
     repeat: int = 3
     memory_repeat: int = 3
 
@@ -79,6 +81,7 @@ QUICK = Sizes(
     scale_secrets=2_000,
     scale_workloads=200,
     scale_namespaces=20,
+    analysis_workloads=50,
     repeat=1,
     memory_repeat=1,
 )
@@ -115,7 +118,7 @@ class BenchConfig:
 
 SCENARIOS = (
     "latency", "latency-debounce", "writers", "fanout", "burst", "memory", "api-cost", "flapping",
-    "agent", "agent-node",
+    "agent", "agent-node", "analysis",
 )  # fmt: skip
 #: Scenarios run only when named in BENCH_SCENARIOS (``scale`` takes well over 10 minutes).
 EXTRA_SCENARIOS = ("scale",)

@@ -20,6 +20,7 @@ SNAPSHOT_ONLY = "strategy snapshot runs where its extra work per change shows: l
 NOT_APPLICABLE = "not applicable (it only sends the fan-out's and the burst's patches)"
 NO_AGENT = "no in-pod reload agent (the scenario measures kube-nudge's `agent` sidecar)"
 KUBE_NUDGE_ONLY = "kube-nudge alone: its own scale target (see the scenario)"
+NO_ANALYSIS = "no release gated on metrics (it rolls whatever the config is)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ def lineup(config: BenchConfig) -> list[Entry]:
     for binary in config.peers:
         make, marker = _peer(binary), PEERS[binary.name].marker_text
         skip = {"latency-debounce": NO_DEBOUNCE, "agent": NO_AGENT, "agent-node": NO_AGENT,
-                "scale": KUBE_NUDGE_ONLY}  # fmt: skip
+                "scale": KUBE_NUDGE_ONLY, "analysis": NO_ANALYSIS}  # fmt: skip
         entries.append(Entry(binary.name, binary.name, binary.version, "", (), make,
                              marker, skip=skip))  # fmt: skip
         for variant in PEERS[binary.name].variants:

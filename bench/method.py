@@ -7,6 +7,7 @@ from typing import Any
 
 from bench import minimal
 from bench.config import Sizes
+from bench.scenarios import analysis
 
 BUILDING = [
     "## The peers",
@@ -143,7 +144,40 @@ def scenario_intro(scenario: str, recorded: dict[str, Any]) -> str:
             "line as it reads it; one machine, one clock); the agent's `loaded-at` "
             "(taken after the app answered the reload call, ms) is given beside it as a check."
         ),
+        "analysis": _analysis(sizes),
     }[scenario]
+
+
+def _analysis(sizes: dict[str, Any]) -> str:
+    """The analysis scenario's paragraph, its timing the scenario's own."""
+    delay, interval, count = analysis.INITIAL_DELAY, analysis.INTERVAL, analysis.COUNT
+    return (
+        "kube-nudge alone (no peer gates a release on metrics): "
+        f"{sizes.get('analysis_workloads', 1000):,} opted-in Deployments (0 replicas) consume "
+        "one ConfigMap and name one AnalysisTemplate (`kube-nudge.io/analysis`; no "
+        "`rollout-order`: one wave); one change rolls them all, and each is judged once its "
+        "rollout completed. The template is kube-nudge's own (the chart's CRD): the "
+        f"error-ratio metric of docs/analysis.md, its query over a `{analysis.WINDOW}` rate "
+        f"window, with `initialDelay: {delay:g}s`, `interval: {interval:g}s`, `count: {count}`, "
+        f"so an analysis takes at least {analysis.NOMINAL:g} s (`initialDelay + (count - 1) "
+        "x interval`: the first measurement after `initialDelay`, each next one `interval` "
+        "after the last, as Argo schedules them). Its Prometheus is the dev tools' pinned "
+        f"server, scraping every `{analysis.SCRAPE}` an exporter of each Deployment's "
+        "requests (1 % failing: every analysis passes). kube-nudge runs at its defaults with "
+        "`--prometheus-url` naming it. Sampled every "
+        f"{analysis.SAMPLE_EVERY:g} s from the change to the last verdict: Prometheus's own "
+        '`prometheus_http_requests_total{handler="/api/v1/query"}` (nothing else queries it '
+        "meanwhile), kube-nudge's CPU time (/proc/PID/stat) and VmRSS. *During the "
+        "analyses*: from the first analysis's start to the last verdict (the wave's last "
+        "rollouts complete inside it). Gate delay, per workload: from its rollout completing "
+        "(its Deployment's status, on a watch opened beforehand) to its last measurement (its "
+        "`kube-nudge.io/analysis-run` record), less the schedule's "
+        f"{analysis.NOMINAL:g} s (issue 44 counts `count x interval`, one interval more than "
+        "the schedule takes: this is the stricter bound); of which the analysis's start after "
+        "the rollout completed, "
+        "and its last measurement's lateness against the schedule from that start. The "
+        "verdict rows count to the record with the verdict arriving on the watch instead."
+    )
 
 
 def method(sizes: dict[str, Any]) -> list[str]:

@@ -30,6 +30,7 @@ FOR_SCENARIO: dict[str, tuple[tuple[str, str], ...]] = {
     "flapping": (("flapping", "Rollouts under a flapping Secret"),),
     "agent": (("agent", "Reload agent: swap to reload latency distribution"),),
     "agent-node": (("agent-node", "Real node: PATCH to app reloaded, with and without the nudge"),),
+    "analysis": (("analysis", "Analysis gate: delay beyond the schedule, per workload"),),
 }
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 STYLES: tuple[Any, ...] = ("-", "--", "-.", (0, (1, 1)), (0, (5, 1, 1, 1, 1, 1)))
@@ -263,16 +264,40 @@ def agent_node(results: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def analysis(results: dict[str, Any], path: Path) -> bool:
+    """Cumulative distribution of the delay the analysis gate added per workload (every
+    repetition), against one interval of its template."""
+    runs = _runs(results, "analysis")
+    if not runs:
+        return False
+    figure, ax = _axes()
+    interval = None
+    for tool, tool_runs in runs.items():
+        samples = sorted(s * 1000 for _, series in tool_runs for s in series.get("delay_s", []))
+        runs_of = f"{len(tool_runs)} run" + ("" if len(tool_runs) == 1 else "s")
+        _ecdf(ax, samples, f"{tool} ({runs_of})", _color(results, tool), _style(results, tool))
+        interval = max((m.get("interval_ms") or 0.0 for m, _ in tool_runs), default=None)
+    if interval:
+        ax.axvline(interval, color="grey", linestyle="--", linewidth=0.8,
+                   label=f"one interval ({interval / 1000:g} s): the target")  # fmt: skip
+    ax.set_xlabel("from the rollout completing to the last measurement, less the schedule, ms")
+    ax.set_ylabel("share of workloads")
+    _finish(figure, ax, path, "Analysis gate: share of workloads judged within x ms of schedule")
+    return True
+
+
 def draw(results: dict[str, Any], directory: Path, prefix: str) -> list[str]:
     """Draw every plot the results allow into ``directory``; return the names drawn."""
     drawn = []
-    for name in ("latency", "fanout", "burst", "memory", "flapping", "agent", "agent-node"):
+    names = ("latency", "fanout", "burst", "memory", "flapping", "agent", "agent-node", "analysis")
+    for name in names:
         path = directory / f"{prefix}{name}.png"
         if name in ("fanout", "burst"):
             made = progress(results, name, path)
         else:
             draw_one = {"latency": latency, "memory": memory, "flapping": flapping,
-                        "agent": agent, "agent-node": agent_node}  # fmt: skip
+                        "agent": agent, "agent-node": agent_node,
+                        "analysis": analysis}  # fmt: skip
             made = draw_one[name](results, path)
         if made:
             drawn.append(name)

@@ -144,6 +144,37 @@ ROWS: dict[str, tuple[Row, ...]] = {
         Row("default_cpu_pct", "agent CPU over the swaps, defaults", "% of a core"),
         Row("polling_cpu_pct", "agent CPU over the swaps, `--watch-mode poll`", "% of a core"),
     ),
+    "analysis": (
+        Row("analyses_passed", "analyses Successful (want every workload)"),
+        Row("delay_p50_ms", "gate delay beyond initialDelay + (count - 1) x interval, p50", "ms"),
+        Row("delay_p99_ms", "gate delay beyond the schedule, p99", "ms"),
+        Row("delay_max_ms", "gate delay beyond the schedule, max", "ms"),
+        Row("start_lag_p99_ms", "of which: rollout complete to the analysis's start, p99", "ms"),
+        Row("late_p99_ms", "of which: last measurement behind its schedule, p99", "ms"),
+        Row(
+            "verdict_p99_ms",
+            "rollout complete to the verdict on a watch, beyond the schedule, p99",
+            "ms",
+        ),
+        Row(
+            "verdict_max_ms",
+            "rollout complete to the verdict on a watch, beyond the schedule, max",
+            "ms",
+        ),
+        Row("queries", "instant queries Prometheus answered (want workloads x count)"),
+        Row("qps_mean", "queries per second during the analyses, mean", "/s"),
+        Row("qps_peak", "queries per second during the analyses, highest over 1 s", "/s"),
+        Row("cpu_s", "kube-nudge CPU time during the analyses", "s"),
+        Row("cpu_pct", "kube-nudge CPU during the analyses, mean", "% of a core"),
+        Row("cpu_peak_pct", "kube-nudge CPU during the analyses, highest over 1 s", "% of a core"),
+        Row("rss_before_mib", "kube-nudge RSS before the change (VmRSS)", "MiB"),
+        Row("rss_peak_mib", "kube-nudge RSS during the analyses, highest (VmRSS)", "MiB"),
+        Row("hwm_mib", "kube-nudge peak RSS by the last verdict (VmHWM)", "MiB"),
+        Row("window_s", "the analyses: first start to last verdict", "s"),
+        Row("rolled_s", "every workload rolled, from the change", "s"),
+        Row("completed_s", "every rollout complete, from the change", "s"),
+        Row("machine_busy_pct", "the machine's CPUs busy during the analyses", "%"),
+    ),
     "agent-node": (
         Row("nudge_p50_ms", "PATCH to app reloaded p50, with the nudge (strategy hot)", "ms"),
         Row("nudge_p99_ms", "PATCH to app reloaded p99, with the nudge", "ms"),
@@ -182,6 +213,7 @@ TITLES = {
     "flapping": "Flapping Secret",
     "agent": "Reload agent: `..data` swap to reload, and its memory",
     "agent-node": "Hot reload on the real node: ConfigMap PATCH to the app reloaded",
+    "analysis": "Analysis gate: one wave of workloads judged on metrics",
 }
 
 

@@ -34,6 +34,7 @@ from bench.scenarios import (
     Scenario,
     agent,
     agent_node,
+    analysis,
     api_cost,
     burst,
     fanout,
@@ -57,6 +58,7 @@ SCENARIOS: dict[str, Scenario] = {
     "api-cost": api_cost.run,
     "flapping": flapping.run,
     "agent-node": agent_node.run,  # joins the real node (root, containerd: docs/contributing.md)
+    "analysis": analysis.run,  # kube-nudge alone: the peers gate nothing on metrics
     "scale": scale.run,  # only when named in BENCH_SCENARIOS (config.EXTRA_SCENARIOS)
 }
 #: Scenarios that need no cluster: the reload agent runs beside the app, not against the API.

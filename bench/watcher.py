@@ -1,4 +1,6 @@
-"""Watch a workload collection and timestamp, on arrival, every change of a tool's marker."""
+"""Watch a workload collection and timestamp, on arrival, every change of a tool's marker, when
+the rollout of each marker completed (the Deployment's status), and, when asked, every
+change of one value read from each workload (an annotation, say)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from types import TracebackType
 from typing import Protocol
 
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
+from kube_nudge_dev.waiting import deployment_complete
 
 Key = tuple[str, str]
 REVISION = "deployment.kubernetes.io/revision"
@@ -37,15 +40,26 @@ class Seen:
     revision: int  # deployment.kubernetes.io/revision: how many rollouts it has had
     marker_at: float  # perf_counter() when the marker last changed (0.0: never set)
     adopted_at: float  # perf_counter() when first seen adopted (0.0: not yet)
+    #: perf_counter() when the rollout of the current marker was first seen complete (what
+    #: ``kubectl rollout status`` waits for); 0.0: not yet. Later writes (annotations move a
+    #: Deployment's generation too) don't move it.
+    completed_at: float = 0.0
+    noted: str | None = None  # what the watcher's ``note`` read from the workload
+    noted_at: float = 0.0  # perf_counter() when ``noted`` last changed (0.0: never set)
 
 
 class WorkloadWatcher:
-    """List, then watch ``path`` (kept open across changes); ``async with`` runs it."""
+    """List, then watch ``path`` (kept open across changes); ``async with`` runs it.
+    ``note``: a value to read from each workload and timestamp when it changes."""
 
-    def __init__(self, kube: KubeClient, path: str, tool: Marks) -> None:
+    def __init__(
+        self, kube: KubeClient, path: str, tool: Marks,
+        note: Callable[[JSON], str | None] | None = None,
+    ) -> None:  # fmt: skip
         self.kube = kube
         self.path = path
         self.tool = tool
+        self.note = note
         self.seen: dict[Key, Seen] = {}
         self.events = 0
         #: (perf_counter(), workload, new revision) each time a rollout arrived on the watch
@@ -143,6 +157,11 @@ class WorkloadWatcher:
         metadata = obj.get("metadata") or {}
         observed = (obj.get("status") or {}).get("observedGeneration", 0)
         revision = str((metadata.get("annotations") or {}).get(REVISION, "0"))
+        completed_at = 0.0 if changed or old is None else old.completed_at
+        noted = self.note(obj) if self.note is not None else None
+        noted_at = old.noted_at if old is not None else 0.0
+        if noted != (old.noted if old is not None else None):
+            noted_at = now
         return Seen(
             marker=marker,
             adopted=adopted,
@@ -151,6 +170,9 @@ class WorkloadWatcher:
             revision=int(revision) if revision.isdigit() else 0,
             marker_at=now if changed else (old.marker_at if old is not None else 0.0),
             adopted_at=(adopted_at or now) if adopted else 0.0,
+            completed_at=completed_at or (now if deployment_complete(obj) else 0.0),
+            noted=noted,
+            noted_at=noted_at,
         )
 
 

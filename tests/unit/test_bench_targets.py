@@ -127,6 +127,29 @@ def test_the_10x_scale_point() -> None:
     assert status(targets._scale, figures(kube_nudge={})) == "n/a"
 
 
+def _gated(max_ms: float, workloads: float = 1000.0, passed: float | None = None) -> Runs:
+    return [{"delay_max_ms": max_ms, "delay_p99_ms": max_ms * 0.8, "interval_ms": 5000.0,
+             "workloads": workloads,
+             "analyses_passed": workloads if passed is None else passed}]  # fmt: skip
+
+
+def test_the_analysis_gate_stays_under_one_interval_for_every_workload() -> None:
+    def verdict(*runs: Runs) -> str:
+        return status(targets._gate_delay, figures(kube_nudge={"analysis": [
+            run for given in runs for run in given]}))  # fmt: skip
+
+    assert verdict(_gated(4999.0), _gated(1200.0)) == "met"
+    assert verdict(_gated(1200.0), _gated(5000.0)) == "**missed**"  # the worst run counts
+    assert verdict(_gated(800.0, passed=998.0), _gated(800.0)) == "**missed**"
+    one = figures(repeat=1, kube_nudge={"analysis": _gated(800.0)})
+    assert status(targets._gate_delay, one) == "≈met"  # one repetition
+    small = targets._gate_delay(figures(kube_nudge={"analysis": _gated(800.0, workloads=50.0)}))
+    assert small[2] == "n/a" and "below the full size" in small[1]
+    assert "max 4,999 ms (worst run)" in targets._gate_delay(
+        figures(kube_nudge={"analysis": _gated(4999.0)}))[0]  # fmt: skip
+    assert status(targets._gate_delay, figures(kube_nudge={})) == "n/a"
+
+
 def test_a_ratio_resting_on_a_projected_peer_is_marked() -> None:
     f = figures(kube_nudge={"fanout": [{"fanout_s": 3.57, "fanout_projected": 0.0}]},
                 reloader={"fanout": [{"fanout_s": 198.0, "fanout_projected": 1.0}]})  # fmt: skip
