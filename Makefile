@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller csi-driver manifests demo clean
+.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller csi-driver registry manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -99,6 +99,12 @@ rollouts-controller: $(STAMP)
 csi-driver: $(STAMP)
 	$(BIN)/kube-nudge-dev build csi-driver
 
+# The CNCF distribution registry (its own cache directory) that the integration tests push to,
+# with TLS by the cluster's CA, and the real node pulls from by digest
+# (tests/integration/test_registry_real_node.py); minutes cold.
+registry: $(STAMP)
+	$(BIN)/kube-nudge-dev build registry
+
 # Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
@@ -131,10 +137,12 @@ test-unit: helm promtool
 
 # The real-node tests (-m real_node) also need the host packages; they build the image and
 # the pause image on first use (under a minute cold) and join the node to the session cluster.
-test-integration: control-plane helm prometheus rollouts-controller csi-driver host-packages
+test-integration: control-plane helm prometheus rollouts-controller csi-driver registry \
+	host-packages
 	$(BIN)/pytest tests/integration
 
-test: lint docs control-plane helm promtool prometheus rollouts-controller csi-driver host-packages
+test: lint docs control-plane helm promtool prometheus rollouts-controller csi-driver registry \
+	host-packages
 	$(BIN)/pytest
 
 # With the host packages (root) the demo's pods are real containers on the real node;

@@ -16,6 +16,7 @@ from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage, ImageError, build_image
 from kube_nudge_dev.node import NodeUnavailable, RealNode
+from kube_nudge_dev.registry import LocalRegistry
 from tests.integration.controller_support import CLI_OUTPUTS, REPLICA_LOGS
 from tests.integration.faults import FaultRun
 from tests.integration.leak_support import leaks
@@ -54,6 +55,13 @@ def real_node(cluster: LocalCluster, controller_image: BuiltImage) -> RealNode:
         return cluster.add_real_node((controller_image.archive,))
     except NodeUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def registry(cluster: LocalCluster) -> LocalRegistry:
+    """The session cluster's OCI registry (the distribution registry, TLS by the cluster's CA;
+    built on first use), trusted by the real node's containerd once the node runs."""
+    return cluster.add_registry()
 
 
 @pytest.fixture(scope="session")

@@ -419,6 +419,51 @@ def secrets_store_csi_manifests(*, progress: Callable[[str], None] | None = None
     return found
 
 
+# The release tools (issue 45; devtools/src/kube_nudge_dev/release.py runs them): the CNCF
+# distribution registry the releases are pushed to and the real node pulls from, cosign to sign
+# and attest, syft for the SBOM (it reads both the Python packages' metadata and the Debian
+# packages' dpkg status in the image), and actionlint for .github/workflows (`make lint`). Each
+# with the version stamps of its own release build. cosign, syft and actionlint are `go install
+# PACKAGE@VERSION` from the module proxy (none has replace directives). The registry is its
+# module's own RootCmd built in a wrapper module (gomod/registry: every dependency at the version
+# the pinned go.mod requires) that links only the filesystem and inmemory storage drivers: the
+# upstream command's Azure, GCS and S3 SDKs were most of its cold build.
+REGISTRY_VERSION = "v3.1.2"
+REGISTRY = GoTool(
+    "registry",
+    "kube-nudge.dev/tools/registry",
+    REGISTRY_VERSION,
+    f"-s -w -X github.com/distribution/distribution/v3/version.version={REGISTRY_VERSION}",
+    "about 2 minutes",
+    module="registry",
+)
+COSIGN_VERSION = "v3.1.3"
+COSIGN = GoTool(
+    "cosign",
+    "github.com/sigstore/cosign/v3/cmd/cosign",
+    COSIGN_VERSION,
+    f"-s -w -X sigs.k8s.io/release-utils/version.gitVersion={COSIGN_VERSION}",
+    "about 6 minutes",
+)
+SYFT_VERSION = "v1.57.1"
+SYFT = GoTool(
+    "syft",
+    "github.com/anchore/syft/cmd/syft",
+    SYFT_VERSION,
+    f"-s -w -X main.version={SYFT_VERSION.lstrip('v')}",
+    "about 8 minutes",
+)
+ACTIONLINT_VERSION = "v1.7.12"
+ACTIONLINT = GoTool(
+    "actionlint",
+    "github.com/rhysd/actionlint/cmd/actionlint",
+    ACTIONLINT_VERSION,
+    "-s -w",
+    "about a minute",
+)
+RELEASE_TOOLS = (REGISTRY, COSIGN, SYFT)
+
+
 def helm_cache_dir() -> Path:
     """Where the pinned helm is built: ``<cache root>/helm-<version>/bin``."""
     return HELM.cache_dir()

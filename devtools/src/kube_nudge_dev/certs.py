@@ -65,14 +65,10 @@ def _builder(
     )
 
 
-def write_pki(directory: Path) -> Pki:
-    """Generate every key and certificate the control plane needs into ``directory``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    pki = Pki(*(directory / name for name in (
-        "ca.crt", "ca.key", "apiserver.crt", "apiserver.key",
-        "admin.crt", "admin.key", "sa.pub", "sa.key",
-    )))  # fmt: skip
-
+def _write_ca(
+    cert_path: Path, key_path: Path
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A new CA (a week's validity) written to ``cert_path`` and ``key_path``."""
     ca_key = _key()
     ca_name = _name("kube-nudge-dev-ca")
     ca = (
@@ -94,8 +90,60 @@ def write_pki(directory: Path) -> Pki:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    _write_key(pki.ca_key, ca_key)
-    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(key_path, ca_key)
+    cert_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    return ca_key, ca
+
+
+@dataclass(frozen=True, slots=True)
+class Ca:
+    """A CA's certificate and key (PEM files): the cluster's, or a throwaway one."""
+
+    cert: Path
+    key: Path
+
+
+def write_ca(directory: Path) -> Ca:
+    """A throwaway CA alone, in ``directory`` (``ca.crt``, ``ca.key``): for a registry run
+    without a cluster (``kube-nudge-dev release`` with no ``--registry``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = Ca(directory / "ca.crt", directory / "ca.key")
+    _write_ca(ca.cert, ca.key)
+    return ca
+
+
+def issue_serving_cert(ca: Ca, cert_path: Path, key_path: Path, common_name: str) -> None:
+    """A serving certificate for loopback (``localhost``, ``127.0.0.1``) signed by ``ca``,
+    written to ``cert_path`` and ``key_path`` (what the local registry serves)."""
+    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{ca.key} is not the EC key of a kube-nudge-dev CA")
+    issuer = x509.load_pem_x509_certificate(ca.cert.read_bytes()).subject
+    key = _key()
+    sans: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+    ]
+    cert = (
+        _builder(_name(common_name), issuer, key.public_key())
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(key_path, key)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def write_pki(directory: Path) -> Pki:
+    """Generate every key and certificate the control plane needs into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = Pki(*(directory / name for name in (
+        "ca.crt", "ca.key", "apiserver.crt", "apiserver.key",
+        "admin.crt", "admin.key", "sa.pub", "sa.key",
+    )))  # fmt: skip
+
+    ca_key, ca = _write_ca(pki.ca_cert, pki.ca_key)
+    ca_name = ca.subject
 
     serving_key = _key()
     sans: list[x509.GeneralName] = [

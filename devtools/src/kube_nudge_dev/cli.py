@@ -29,17 +29,23 @@ def _run_cluster(args: argparse.Namespace) -> int:
     from kube_nudge_dev.main import run_dev_cluster
 
     kube = _kube_release("cluster", args.kube_version)
-    return run_dev_cluster(args.dir, nodes=args.nodes, real_node=args.real_node, kube=kube)
+    return run_dev_cluster(
+        args.dir, nodes=args.nodes, real_node=args.real_node, registry=args.registry, kube=kube
+    )
 
 
 def _run_build(args: argparse.Namespace) -> int:
     from kube_nudge_dev.build import (
+        ACTIONLINT,
         ARGO_ROLLOUTS,
         COMPONENTS,
+        COSIGN,
         HELM,
         NODE_COMPONENTS,
         PROMETHEUS,
         PROMTOOL,
+        REGISTRY,
+        SYFT,
         BuildError,
         ensure_binaries,
         go_tool_binary,
@@ -48,7 +54,8 @@ def _run_build(args: argparse.Namespace) -> int:
 
     kube = _kube_release("build", args.kube_version)
     try:
-        tools = {tool.name: tool for tool in (HELM, PROMTOOL, PROMETHEUS, ARGO_ROLLOUTS)}
+        tools = {tool.name: tool for tool in (HELM, PROMTOOL, PROMETHEUS, ARGO_ROLLOUTS,
+                                              REGISTRY, COSIGN, SYFT, ACTIONLINT)}  # fmt: skip
         if args.target in tools:
             print(f"{args.target}\t{go_tool_binary(tools[args.target])}")
             return 0
@@ -113,11 +120,7 @@ def _add_kube_version(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="kube-nudge-dev", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_cluster(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cluster = sub.add_parser(
         "cluster",
         help="run a real local control plane (etcd, apiserver, kcm, scheduler, kwok)",
@@ -132,17 +135,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="also join one real node (kubelet + containerd + runc; root) with the "
         "controller image built from this checkout loaded (`make image`)",
     )
+    cluster.add_argument(
+        "--registry",
+        action="store_true",
+        help="also serve an OCI registry (the CNCF distribution registry, built on first use) "
+        "on a loopback port, with TLS by the cluster's CA; the real node's containerd trusts it",
+    )
     _add_kube_version(cluster)
     cluster.set_defaults(handler=_run_cluster)
 
+
+def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     build = sub.add_parser(
         "build",
         help="build (or find) the control-plane binaries, helm, promtool, prometheus, the "
-        "Argo rollouts-controller or the Secrets Store CSI driver, and print their paths",
+        "Argo rollouts-controller, the Secrets Store CSI driver or a release tool (registry, "
+        "cosign, syft, actionlint), and print their paths",
         description="Print NAME<TAB>PATH for each control-plane binary (or for the pinned "
-        "helm, promtool, prometheus, Argo rollouts-controller, or the Secrets Store CSI driver "
-        "with the registrar and test provider run beside it), building the missing ones into "
-        "the cache first (the first build takes minutes).",
+        "helm, promtool, prometheus, Argo rollouts-controller, the Secrets Store CSI driver "
+        "with the registrar and test provider run beside it, the distribution registry, cosign, "
+        "syft or actionlint), building the missing ones into the cache first (the first build "
+        "takes minutes).",
     )
     build.add_argument(
         "target",
@@ -154,12 +167,25 @@ def build_parser() -> argparse.ArgumentParser:
             "prometheus",
             "rollouts-controller",
             "csi-driver",
+            "registry",
+            "cosign",
+            "syft",
+            "actionlint",
         ),
         default="control-plane",
         help="what to build (default: control-plane)",
     )
     _add_kube_version(build)
     build.set_defaults(handler=_run_build)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="kube-nudge-dev", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_cluster(sub)
+    _add_build(sub)
 
     manifests = sub.add_parser(
         "manifests",

@@ -23,9 +23,10 @@ from types import TracebackType
 from typing import Any
 
 from kube_nudge_dev.build import COMPONENTS, NODE_COMPONENTS, chosen, ensure_binaries
-from kube_nudge_dev.certs import Pki, write_pki
+from kube_nudge_dev.certs import Ca, Pki, write_pki
 from kube_nudge_dev.node import NODE_NAME, NodeBinaries, RealNode, check_requirements
 from kube_nudge_dev.processes import ClusterError, Component, poll_until, stop_all
+from kube_nudge_dev.registry import LocalRegistry
 from kube_nudge_dev.releases import KubeRelease
 
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -85,6 +86,8 @@ class LocalCluster:
         self._images = images
         self.node: RealNode | None = None
         """The real node, when one was asked for (``real_node=True``)."""
+        self.registry: LocalRegistry | None = None
+        """The OCI registry, once asked for (``add_registry``)."""
         self.api_port = 0
         self.etcd_url = ""
         self.components: list[Component] = []
@@ -250,6 +253,21 @@ class LocalCluster:
         check_requirements()
         return self._start_real_node(ensure_binaries(NODE_COMPONENTS, kube=self.kube), images)
 
+    def add_registry(self) -> LocalRegistry:
+        """Start the distribution registry (built on first use) on a free loopback port,
+        serving TLS with a certificate of the cluster's CA; the real node, now or later,
+        trusts it (a ``hosts.toml``). It stops with the cluster; its blobs go with the state."""
+        if self.registry is not None:
+            return self.registry
+        ca = Ca(self.pki.ca_cert, self.pki.ca_key)
+        registry = LocalRegistry(self._state / "registry", ca=ca, port=free_port(),
+                                 log=self.logs / "registry.log")  # fmt: skip
+        self.components.append(registry.start(self.components))
+        self.registry = registry
+        if self.node is not None:
+            self.node.trust_registry(registry.host, ca.cert)
+        return registry
+
     def _start_real_node(self, binaries: dict[str, Path], images: tuple[Path, ...]) -> RealNode:
         from kube_nudge_dev.image import pause_image  # podman is needed only for a real node
 
@@ -266,6 +284,8 @@ class LocalCluster:
             free_port=free_port,
         )
         self.node.start(self.components)
+        if self.registry is not None:
+            self.node.trust_registry(self.registry.host, self.registry.ca.cert)
         self.node.wait_ready(self._real_node_ready, self.components)
         return self.node
 

@@ -567,3 +567,23 @@ def pause_image(*, progress: Progress | None = None) -> BuiltImage:
             _drop_other_tags(PAUSE_REPOSITORY, ref, log)
         _save(ref, archive, log)
         return BuiltImage(ref, archive)
+
+
+# --- pushing ------------------------------------------------------------------------------------
+
+
+def push_image(ref: str, target: str, *, cert_dir: Path | None = None) -> str:
+    """``podman push`` image ``ref`` of the store to ``target`` (``HOST/REPO:TAG``), verifying
+    the registry's TLS with the CAs in ``cert_dir`` (else the system's); the digest of the
+    manifest the registry now holds (podman's ``--digestfile``)."""
+    _preflight("podman")
+    log = images_dir() / "push.log"
+    with tempfile.TemporaryDirectory(prefix="kube-nudge-push-") as tmp:
+        digest_file = Path(tmp) / "digest"
+        tls = [f"--cert-dir={cert_dir}"] if cert_dir is not None else []
+        cmd = podman_argv("push", *tls, f"--digestfile={digest_file}", ref, f"docker://{target}")
+        _run(cmd, what=f"podman push {target}", timeout=_BUILD, log=log)
+        digest = digest_file.read_text().strip()
+    if not digest.startswith("sha256:"):
+        raise ImageError(f"podman push {target} recorded no digest; log: {log}")
+    return digest

@@ -32,6 +32,7 @@ def run_dev_cluster(
     *,
     nodes: int = 2,
     real_node: bool = False,
+    registry: bool = False,
     kube: KubeRelease | None = None,
 ) -> int:
     """Start the cluster, print one ready line, run until SIGINT/SIGTERM; return exit code."""
@@ -53,6 +54,13 @@ def run_dev_cluster(
             print(
                 f"real node {NODE_NAME} Ready with {image.ref} loaded (pods need "
                 f"nodeSelector {NODE_LABEL}=real and a toleration of {TAINT_KEY})",
+                flush=True,
+            )
+        if registry:
+            served = cluster.add_registry()
+            trusted = " (the real node trusts it)" if real_node else ""
+            print(
+                f"registry https://{served.host} serving, its CA {served.ca.cert}{trusted}",
                 flush=True,
             )
         print(

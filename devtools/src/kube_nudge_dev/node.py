@@ -152,6 +152,32 @@ class RealNode:
         ``plugins_registry/`` (where node plugins such as a CSI driver register)."""
         return self.directory / "kubelet"
 
+    @property
+    def certs_dir(self) -> Path:
+        """containerd's registry host configuration (``certs.d``: ``HOST/hosts.toml``)."""
+        return self.directory / "certs.d"
+
+    def trust_registry(self, host: str, ca: Path) -> Path:
+        """Let containerd pull from ``https://host`` verifying it with ``ca``: the
+        ``hosts.toml`` a cluster operator writes for a private registry (certs.d format), with
+        the CA beside it. Read at each pull, so this works on a running node; returns it."""
+        directory = self.certs_dir / host
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "ca.crt").write_bytes(ca.read_bytes())
+        hosts = directory / "hosts.toml"
+        hosts.write_text(
+            f"# {host}: the local registry, TLS with a certificate of the dev cluster's CA.\n"
+            f'server = "https://{host}"\n\n'
+            f'[host."https://{host}"]\n'
+            '  capabilities = ["pull", "resolve"]\n'
+            f'  ca = "{directory / "ca.crt"}"\n'
+        )
+        return hosts
+
+    def distrust_registry(self, host: str) -> None:
+        """Remove ``host``'s ``hosts.toml`` and CA (its pulls fail TLS verification again)."""
+        shutil.rmtree(self.certs_dir / host, ignore_errors=True)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self, cluster_components: list[Component]) -> None:
@@ -313,6 +339,7 @@ class RealNode:
 
     def _start_containerd(self, watched: list[Component]) -> None:
         root = self.directory / "containerd"
+        self.certs_dir.mkdir(parents=True, exist_ok=True)
         cni_bin = cni_bin_dir()
         config = f"""version = 2
 root = "{root / "root"}"
@@ -341,6 +368,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{cni_bin}"
     conf_dir = "{self.directory / "cni" / "net.d"}"
+  # Registries' hosts.toml, one directory per registry host (`trust_registry`), read at each
+  # pull: a registry can be trusted while the node runs.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{self.certs_dir}"
 """
         path = self.directory / "containerd.toml"
         path.write_text(config)
