@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller csi-driver registry manifests demo clean
+.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller csi-driver registry cosign syft release manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -14,6 +14,7 @@ help:
 	@echo "make test-sabotage - each fault row broken on purpose; rewrites its table in docs/reliability.md"
 	@echo "make test-matrix - the compatibility suite on every supported Kubernetes minor"
 	@echo "make image  - build the controller image with podman: localhost/kube-nudge:<version>, :dev"
+	@echo "make release - every release step against a registry: push, helm push, sign, SBOM, provenance"
 	@echo "make host-packages - apt-get install what images and a real node need (root; if missing)"
 
 # Two local distributions, both editable: the product (.) and its development tools
@@ -105,6 +106,22 @@ csi-driver: $(STAMP)
 registry: $(STAMP)
 	$(BIN)/kube-nudge-dev build registry
 
+# cosign and syft (their own cache directories), which `make release` signs the image and the
+# chart and describes the image with; minutes cold each.
+cosign: $(STAMP)
+	$(BIN)/kube-nudge-dev build cosign
+syft: $(STAMP)
+	$(BIN)/kube-nudge-dev build syft
+
+# Every step of a release (devtools/src/kube_nudge_dev/release.py; .github/workflows/release.yml
+# runs the same): one version everywhere, the image built and pushed, the chart packaged with
+# its digest and helm-pushed, both signed with cosign, a CycloneDX SBOM (syft) and a SLSA
+# provenance attached, all verified. No RELEASE_ARGS: a loopback registry of its own, a
+# throwaway key pair. Root (podman). `kube-nudge-dev release --help` has the flags.
+RELEASE_ARGS ?=
+release: helm registry cosign syft host-packages
+	$(BIN)/kube-nudge-dev release $(RELEASE_ARGS)
+
 # Rewrites deploy/manifests from the chart; tests/unit/test_chart.py fails when they differ.
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
@@ -137,12 +154,12 @@ test-unit: helm promtool
 
 # The real-node tests (-m real_node) also need the host packages; they build the image and
 # the pause image on first use (under a minute cold) and join the node to the session cluster.
-test-integration: control-plane helm prometheus rollouts-controller csi-driver registry \
-	host-packages
+test-integration: control-plane helm prometheus rollouts-controller csi-driver registry cosign \
+	syft host-packages
 	$(BIN)/pytest tests/integration
 
 test: lint docs control-plane helm promtool prometheus rollouts-controller csi-driver registry \
-	host-packages
+	cosign syft host-packages
 	$(BIN)/pytest
 
 # With the host packages (root) the demo's pods are real containers on the real node;

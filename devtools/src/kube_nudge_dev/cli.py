@@ -105,6 +105,61 @@ def _run_image(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_release(args: argparse.Namespace) -> int:
+    from kube_nudge_dev.build import BuildError
+    from kube_nudge_dev.image import ImageError
+    from kube_nudge_dev.processes import ClusterError
+    from kube_nudge_dev.release import ReleaseError, UsageError, parse_request, run
+
+    try:
+        request = parse_request(args)
+    except UsageError as exc:
+        print(f"kube-nudge-dev release: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run(request, lambda line: print(f"[release] {line}", flush=True))
+    except (ReleaseError, BuildError, ImageError, ClusterError) as exc:
+        print(f"kube-nudge-dev release: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_release(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    release = sub.add_parser(
+        "release",
+        help="every step of a release against a real registry: image, chart, signatures, SBOM",
+        description="Check that every place names one version, build the image and push it, "
+        "package the chart with that image's digest and helm push it, sign both with cosign, "
+        "attach a CycloneDX SBOM (syft) and a SLSA provenance naming the commit, verify all "
+        "of it (what `make release` and .github/workflows/release.yml run). Without "
+        "--registry: a registry of its own on loopback, with a throwaway CA and key pair.",
+    )
+    release.add_argument("--repo", default=".", help="the checkout (default: .)")
+    release.add_argument("--registry", metavar="HOST[:PORT][/PATH]",
+                         help="push to PREFIX/kube-nudge and oci://PREFIX/charts (logged in "
+                         "already); default: a loopback registry of its own")  # fmt: skip
+    release.add_argument("--ca", metavar="FILE", help="the CA the registry's TLS is verified by")
+    release.add_argument("--key", metavar="FILE",
+                         help="cosign private key (its .pub beside it; COSIGN_PASSWORD); "
+                         "default: a throwaway key pair in OUT/keys")  # fmt: skip
+    release.add_argument("--keyless", action="store_true",
+                         help="sign keyless (Sigstore's Fulcio and Rekor, the OIDC identity of "
+                         "the GitHub Actions run)")  # fmt: skip
+    release.add_argument("--identity", metavar="REGEX", default="",
+                         help="keyless: the certificate identity verification expects "
+                         "(default: this repository's release workflow at a v* tag)")  # fmt: skip
+    release.add_argument("--tag", metavar="vX.Y.Z",
+                         help="the git tag being published: it must name the version, the "
+                         "CHANGELOG entry must be dated and the tree clean")  # fmt: skip
+    release.add_argument("--base", default="dev",
+                         help="the Dockerfile's PYTHON_IMAGE: dev (the Debian base made here "
+                         "with mmdebstrap) or an image such as python:3.11-slim")  # fmt: skip
+    release.add_argument(
+        "--out", default="build/release", help="where its files go (default: build/release)"
+    )
+    release.set_defaults(handler=_run_release)
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from kube_nudge_dev.demo import main as demo
 
@@ -214,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("--repo", default=".", help="the checkout with the Dockerfile (default: .)")
     image.set_defaults(handler=_run_image)
 
+    _add_release(sub)
     demo = sub.add_parser(
         "demo",
         help="start a local cluster, roll a Deployment, print a summary, stop",

@@ -431,19 +431,23 @@ def _stage_context(repo: Path, into: Path) -> str:
     return _hash(*parts)
 
 
-def build_image(repo: Path = Path("."), *, progress: Progress | None = None) -> BuiltImage:
+def build_image(
+    repo: Path = Path("."), *, progress: Progress | None = None, python_image: str | None = None
+) -> BuiltImage:
     """``localhost/kube-nudge:<version>`` (also tagged ``:dev``) built from ``repo``'s
     Dockerfile on ``base_image()``; ``archive`` is its OCI archive.
 
     The key is a hash of the base and of every file the Dockerfile copies (the Dockerfile,
     ``requirements/image-*.lock``, ``pyproject.toml``, ``README.md``, ``src/``): a warm call
     with none of them changed takes seconds. Cold: a few minutes (pip downloads).
+    ``python_image`` (a release's ``python:3.11-slim``, pulled when missing) replaces the
+    Debian base made here.
     """
     _preflight("podman")
     say = _say(progress)
     version = _version(repo)
     with _locked():
-        base = _base_image(say)
+        base = BuiltImage(python_image, Path()) if python_image else _base_image(say)
         ref, dev = f"{CONTROLLER_REPOSITORY}:{version}", f"{CONTROLLER_REPOSITORY}:{DEV_TAG}"
         directory = images_dir() / "controller"
         log = images_dir() / "build.log"
@@ -463,7 +467,7 @@ def build_image(repo: Path = Path("."), *, progress: Progress | None = None) -> 
                 started = time.monotonic()
                 cmd = podman_argv(
                     "build",
-                    "--pull=never",
+                    "--pull=missing" if python_image else "--pull=never",
                     "--network=host",
                     *RUN_LIMITS,
                     f"--build-arg=PYTHON_IMAGE={base.ref}",
