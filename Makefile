@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller csi-driver registry cosign syft release manifests demo clean
+.PHONY: help install lint audit docs test test-unit test-integration control-plane helm promtool prometheus rollouts-controller csi-driver registry cosign syft actionlint release manifests demo clean
 
 help:
 	@echo "make demo   - start a local cluster, roll a Deployment, print a summary, stop"
@@ -50,12 +50,18 @@ $(DOCS_STAMP): requirements/docs.lock
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
-lint: $(STAMP) audit $(HADOLINT)
+lint: $(STAMP) audit $(HADOLINT) actionlint
 	$(BIN)/ruff check src devtools/src tests bench tools
 	$(BIN)/ruff format --check src devtools/src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(HADOLINT) Dockerfile
+	$$($(BIN)/kube-nudge-dev build actionlint | cut -f2) .github/workflows/*.yml
+
+# The GitHub Actions workflows' linter (.github/actionlint.yaml), pinned, built from the Go
+# module proxy into its own cache directory; about a minute cold.
+actionlint: $(STAMP)
+	$(BIN)/kube-nudge-dev build actionlint
 
 # Supply chain: bandit fails on any finding in src/, devtools/src/ and tools/ (accepted ones
 # carry `# nosec BXXX # reason`); tools/audit_deps.py runs pip-audit over every pin of the lock
