@@ -189,29 +189,32 @@ def agent_node(document: dict[str, Any]) -> str:
 
 
 def analysis(document: dict[str, Any]) -> str:
-    """The analysis gate at a fleet's size: its delay beyond the schedule, the queries it sent,
-    kube-nudge's CPU and memory meanwhile."""
+    """The analysis gate at a fleet's size: its delay beyond the schedule and its parts, the
+    queries it sent, kube-nudge's CPU and memory meanwhile."""
     get, ms = _getter(document, "analysis"), "ms"
     runs = targets.Figures(document["results"], document["tools"]).runs(KUBE_NUDGE, "analysis")
     if not runs:
         return "Not measured yet.\n"
     run = runs[0]
-    timing = (f"initialDelay {run['initial_delay_ms'] / 1000:g}s, interval "
-              f"{run['interval_ms'] / 1000:g}s, count {run['count']:g}")  # fmt: skip
+    timing = (f"`initialDelay: {run['initial_delay_ms'] / 1000:g}s`, `interval: "
+              f"{run['interval_ms'] / 1000:g}s`, `count: {run['count']:g}`")  # fmt: skip
     return (
         f"{get('workloads')} Deployments gated in one wave by one template ({timing}: "
         f"{fmt(run['nominal_ms'] / 1000, 's')} at least), after one ConfigMap change rolled "
         f"them all: the gate added p50 {get('delay_p50_ms', ms)}, p99 "
         f"{get('delay_p99_ms', ms)}, max {get('delay_max_ms', ms)} beyond that schedule (one "
-        f"interval: {fmt(run['interval_ms'], ms)}); {get('analyses_passed')} analyses "
-        f"passed. Prometheus answered {get('queries')} queries, {get('qps_mean')} a second "
-        f"on average during the analyses and {get('qps_peak')} at most over a second; "
+        f"interval: {fmt(run['interval_ms'], ms)}); of which the analysis's start after the "
+        f"rollout completed p50 {get('start_lag_p50_ms', ms)}, p99 {get('start_lag_p99_ms', ms)}"
+        f", and the last measurement's lateness against the schedule p50 "
+        f"{get('late_p50_ms', ms)}, p99 {get('late_p99_ms', ms)}. {get('analyses_passed')} "
+        f"analyses passed. Prometheus answered {get('queries')} queries, {get('qps_mean')} a "
+        f"second on average during the analyses and {get('qps_peak')} at most over a second; "
         f"kube-nudge used {get('cpu_pct')} % of a core on average meanwhile "
-        f"({get('cpu_peak_pct')} % at most over a second), its RSS "
-        f"{get('rss_before_mib', 'MiB')} before the change and at most "
-        f"{get('rss_peak_mib', 'MiB')} during the analyses. Medians of {len(runs)} runs, "
-        f"{document['machine']['nproc']} cores shared by the whole control plane "
-        f"({_run(document, 'analysis')}, commit {_commit(document)} on Kubernetes "
+        f"({get('cpu_peak_pct')} % at most over a second, the machine's CPUs "
+        f"{get('machine_busy_pct')} % busy), its RSS {get('rss_before_mib', 'MiB')} before the "
+        f"change and at most {get('rss_peak_mib', 'MiB')} during the analyses. Medians of "
+        f"{len(runs)} runs, {document['machine']['nproc']} cores shared by the whole control "
+        f"plane ({_run(document, 'analysis')}, commit {_commit(document)} on Kubernetes "
         f"{document['machine'].get('kubernetes')}, `{document['command']}`).\n"
     )
 

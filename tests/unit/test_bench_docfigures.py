@@ -27,7 +27,8 @@ def test_every_block_matches_its_results_file() -> None:
 
 def test_the_pages_quote_the_results_they_name() -> None:
     names = {m["name"] for path in docfigures.documents(REPO) for m in _blocks(path.read_text())}
-    assert {"latest-summary", "agent", "agent-node", "snapshot-cost", "http-cost"} <= names
+    assert {"latest-summary", "agent", "agent-node", "snapshot-cost", "http-cost",
+            "analysis"} <= names  # fmt: skip
 
 
 def test_every_block_names_a_committed_results_file() -> None:
@@ -55,7 +56,7 @@ def test_figures_from_unrecorded_runs_are_gone(lie: str) -> None:
         assert lie not in docfigures.BLOCK.sub("", path.read_text()), path.name
 
 
-@pytest.mark.parametrize("name", ["latest", "agent", "agent-node", "scale", "writers"])
+@pytest.mark.parametrize("name", ["latest", "agent", "agent-node", "scale", "writers", "analysis"])
 def test_each_committed_page_is_what_its_results_file_gives(name: str) -> None:
     out = outputs(name)
     assert out.page.read_text() == report.markdown(companions.load(out.data), out), (
