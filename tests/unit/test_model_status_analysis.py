@@ -41,7 +41,12 @@ def run(phase: AnalysisPhase | None, started: float | None = 1500.0) -> Analysis
     ("record", "released_at", "state", "says"),
     [
         (run(None, started=None), 0.0, "rolling", "its analysis starts once its rollout"),
-        (run(None), 0.0, "rolling", "its analysis is running"),
+        (
+            run(None),
+            0.0,
+            "rolling",
+            "its analysis is running: error-ratio last measured [0.5] (1 measured)",
+        ),
         (run(AnalysisPhase.SUCCESSFUL), 0.0, "current", "pods run the config"),
         (run(AnalysisPhase.FAILED), 0.0, "failed", "its analysis failed: metric error-ratio"),
         (run(AnalysisPhase.ERROR), 0.0, "held", "its analysis ended Error"),

@@ -79,3 +79,15 @@ def test_kube_nudge_release_lets_a_held_analysis_go_on_but_not_a_failed_one() ->
     assert track(before, NOW).phase is Phase.ROLLING
     failed = done(measured(AnalysisPhase.FAILED), released_at=1600.0)
     assert track(failed, NOW).phase is Phase.FAILED
+
+
+def test_a_record_write_that_moves_the_generation_keeps_the_analysis_running() -> None:
+    """Each measurement is written on the workload, which moves a Deployment's generation:
+    until its controller observes it, the status says nothing of the rollout, which did
+    complete, since its analysis started. With no phase remembered (a restart), too."""
+    unobserved = Progress(done=False, deadline_exceeded=False, detail="", observed=False)
+    running = dataclasses.replace(done(measured(None)), progress=unobserved)
+    tracking = track(running, NOW)
+    assert (tracking.phase, tracking.analysis) == (Phase.ROLLING, AnalysisPhase.RUNNING)
+    pending = dataclasses.replace(done(AnalysisRecord(HASH, None)), progress=unobserved)
+    assert track(pending, NOW).analysis is None  # not started: the rollout may be going on

@@ -94,7 +94,14 @@ def _analysis(view: WorkloadView) -> tuple[str, str] | None:
     if phase is None:
         if record.started is None:
             return "rolling", "its analysis starts once its rollout completes"
-        return "rolling", "its rollout completed; its analysis is running"
+        measured = "; ".join(
+            f"{name} last measured {state.last.value} ({state.taken} measured)"
+            for name, state in sorted(record.metrics.items())
+            if state.last is not None
+        )
+        return "rolling", "its rollout completed; its analysis is running" + (
+            f": {measured}" if measured else ""
+        )
     if phase is AnalysisPhase.FAILED:
         return "failed", f"its analysis failed: {record.verdict}"
     if phase is AnalysisPhase.SUCCESSFUL or view.released_at > record.last_at:

@@ -85,7 +85,9 @@ def track(view: WorkloadView, now: float, last: Phase | None = None) -> Tracking
     if progress.timed_by_controller and not view.settings.progress_deadline:
         deadline_at = None  # its controller's verdict (deadline_exceeded) is the deadline
     if not progress.observed:
-        if last is Phase.COMPLETE:
+        if last is Phase.COMPLETE or _analysis_begun(view, rolled_to):
+            # Its analysis started, so the rollout completed: the write of the analysis's
+            # record moved the generation, which says nothing about the rollout.
             return _judged(view, Tracking(Phase.COMPLETE, rolled_to, started))
         # Judged once observed (its controller catches up within moments).
         return Tracking(Phase.ROLLING, rolled_to, started, deadline_at, progress.detail)
@@ -123,3 +125,10 @@ def _judged(view: WorkloadView, complete: Tracking) -> Tracking:
         return replace(complete, phase=Phase.ROLLING, analysis=phase, detail=held)
     return replace(complete, phase=Phase.ROLLING, analysis=AnalysisPhase.RUNNING,
                    detail="analysing")  # fmt: skip
+
+
+def _analysis_begun(view: WorkloadView, rolled_to: str) -> bool:
+    """Whether the workload records an analysis of ``rolled_to`` that has started: begun
+    only once its rollout completed (a restarted controller has no ``last`` phase)."""
+    record = view.analysis_run
+    return record is not None and record.config_hash == rolled_to and record.started is not None
