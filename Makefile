@@ -122,7 +122,8 @@ syft: $(STAMP)
 # Every step of a release (devtools/src/kube_nudge_dev/release.py; .github/workflows/release.yml
 # runs the same): one version everywhere, the image built and pushed, the chart packaged with
 # its digest and helm-pushed, both signed with cosign, a CycloneDX SBOM (syft) and a SLSA
-# provenance attached, all verified. No RELEASE_ARGS: a loopback registry of its own, a
+# provenance attached, all verified; the image for linux/amd64 and linux/arm64 (built under
+# qemu-user-static) in one manifest list. No RELEASE_ARGS: a loopback registry of its own, a
 # throwaway key pair. Root (podman). `kube-nudge-dev release --help` has the flags.
 RELEASE_ARGS ?=
 release: helm registry cosign syft host-packages
@@ -132,11 +133,11 @@ release: helm registry cosign syft host-packages
 manifests: helm
 	$(BIN)/kube-nudge-dev manifests
 
-# The Debian packages `make image`, a real kubelet node and the zsh completion tests need, in
-# one list. Installs only the missing ones (apt-get, as root); with all present it does nothing
-# and needs no root.
+# The Debian packages `make image`, a real kubelet node, the zsh completion tests and `make
+# release`'s arm64 image (qemu-user-static) need, in one list. Installs only the missing ones
+# (apt-get, as root); with all present it does nothing and needs no root.
 HOST_PACKAGES := podman buildah mmdebstrap containerd runc containernetworking-plugins \
-	iptables conntrack iproute2 gcc libc6-dev zsh
+	iptables conntrack iproute2 gcc libc6-dev zsh qemu-user-static
 .PHONY: host-packages image
 host-packages:
 	@command -v dpkg-query >/dev/null || { echo "make host-packages: needs a Debian host" >&2; exit 1; }

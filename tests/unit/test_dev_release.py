@@ -132,6 +132,8 @@ def test_the_sboms_packages_are_counted_by_kind() -> None:
         (["--tag", "0.1.0"], "--tag '0.1.0': want vX.Y.Z"),
         (["--base", ""], "--base '': want dev or an image reference"),
         (["--repo", "/"], "--repo '/': not a kube-nudge checkout"),
+        (["--platforms", "linux/arm64,linux/arm64"], "--platforms 'linux/arm64,linux/arm64': want"),
+        (["--platforms", "linux/s390x"], "--platforms 'linux/s390x': want some of linux/amd64,"),
     ],
 )
 def test_every_flag_is_checked_in_one_line_with_exit_code_2(

@@ -108,6 +108,7 @@ def _run_image(args: argparse.Namespace) -> int:
 def _run_release(args: argparse.Namespace) -> int:
     from kube_nudge_dev.build import BuildError
     from kube_nudge_dev.image import ImageError
+    from kube_nudge_dev.multiarch import EmulationUnavailable
     from kube_nudge_dev.processes import ClusterError
     from kube_nudge_dev.release import ReleaseError, UsageError, parse_request, run
 
@@ -118,7 +119,7 @@ def _run_release(args: argparse.Namespace) -> int:
         return 2
     try:
         run(request, lambda line: print(f"[release] {line}", flush=True))
-    except (ReleaseError, BuildError, ImageError, ClusterError) as exc:
+    except (ReleaseError, BuildError, ImageError, ClusterError, EmulationUnavailable) as exc:
         print(f"kube-nudge-dev release: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
@@ -154,6 +155,10 @@ def _add_release(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     release.add_argument("--base", default="dev",
                          help="the Dockerfile's PYTHON_IMAGE: dev (the Debian base made here "
                          "with mmdebstrap) or an image such as python:3.11-slim")  # fmt: skip
+    release.add_argument("--platforms", default="linux/amd64,linux/arm64",
+                         metavar="linux/ARCH,...",
+                         help="the image's platforms, of linux/amd64 and linux/arm64 (both, the "
+                         "default: a manifest list; arm64 under qemu-user-static)")  # fmt: skip
     release.add_argument(
         "--out", default="build/release", help="where its files go (default: build/release)"
     )

@@ -26,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import platform
 import shutil
 import signal
 import subprocess  # nosec B404 # runs podman, mmdebstrap and gcc to build the dev images
@@ -310,73 +311,96 @@ def _hash(*parts: bytes) -> str:
 # --- the base ---------------------------------------------------------------------------------
 
 
-def _base_id() -> str:
-    """Changes whenever the base's recipe (or the host CA bundle it carries) changes."""
+def host_arch() -> str:
+    """This machine's architecture as OCI names it (``amd64``, ``arm64``)."""
+    machine = platform.machine()
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
+
+
+def _foreign(arch: str | None) -> str | None:
+    """``arch`` when it is not this machine's (built under emulation), else None."""
+    return arch if arch and arch != host_arch() else None
+
+
+def _base_id(arch: str | None = None) -> str:
+    """Changes whenever the base's recipe (or the host CA bundle it carries) changes; a
+    foreign architecture's base has its own."""
     ca = HOST_CA_BUNDLE.read_bytes() if HOST_CA_BUNDLE.is_file() else b""
     recipe = [_RECIPE, BASE_SUITE, *BASE_PACKAGES, *BASE_SOURCES, _BASE_HOOK_DIR,
               *_BASE_DPKG_OPTIONS, _BASE_CLEANUP, *_BASE_CONFIG, _BASE_PIP_CONF]  # fmt: skip
-    return _hash(*(item.encode() for item in recipe), ca)
+    foreign = _foreign(arch)
+    return _hash(*(item.encode() for item in recipe), ca, *([foreign.encode()] if foreign else []))
 
 
-def base_image(*, progress: Progress | None = None) -> BuiltImage:
+def base_image(*, progress: Progress | None = None, arch: str | None = None) -> BuiltImage:
     """``localhost/kube-nudge-base:<id>`` in podman's store; ``archive`` is its rootfs tar.
 
     Made once with mmdebstrap (a minute or two, from the Debian mirrors); the tar stays in the
-    cache, so a wiped store imports it again in seconds.
+    cache, so a wiped store imports it again in seconds. A foreign ``arch`` (``arm64`` here)
+    is ``localhost/kube-nudge-base-<arch>:<id>``, made under emulation (``multiarch.py``).
     """
     _preflight("podman")
     with _locked():
-        return _base_image(_say(progress))
+        return _base_image(_say(progress), arch)
 
 
-def _base_image(say: Progress) -> BuiltImage:
-    key = _base_id()
-    ref = f"{BASE_REPOSITORY}:{key}"
-    directory = images_dir() / "base"
+def _base_image(say: Progress, arch: str | None = None) -> BuiltImage:
+    foreign = _foreign(arch)
+    suffix = f"-{foreign}" if foreign else ""
+    key = _base_id(arch)
+    ref = f"{BASE_REPOSITORY}{suffix}:{key}"
+    directory = images_dir() / f"base{suffix}"
     archive = directory / f"kube-nudge-base-{BASE_SUITE}-{key}.rootfs.tar"
     log = images_dir() / "build.log"
     if _key_of(ref) == key and archive.is_file():
         return BuiltImage(ref, archive)
     if not archive.is_file():
-        _tool("mmdebstrap")
         say(f"making the base {ref} with mmdebstrap (Debian {BASE_SUITE}; log: {log})")
         started = time.monotonic()
         directory.mkdir(parents=True, exist_ok=True)
         partial = directory / f".{archive.name}.partial"
-        with tempfile.TemporaryDirectory(prefix="kube-nudge-base-") as tmp:
-            pip_conf = Path(tmp) / "pip.conf"
-            pip_conf.write_text(_BASE_PIP_CONF)
-            hooks = [_BASE_CLEANUP, f'mkdir -p "$1{Path(_BASE_CA_PATH).parent}"']
-            if HOST_CA_BUNDLE.is_file():
-                hooks += [
-                    f"upload {HOST_CA_BUNDLE} {_BASE_CA_PATH}",
-                    f"upload {pip_conf} /etc/pip.conf",
-                ]
-            cmd = [
-                _tool("mmdebstrap"),
-                "--variant=apt",
-                "--format=tar",
-                "--aptopt=APT::Install-Recommends false",
-                f"--include={','.join(BASE_PACKAGES)}",
-                f"--hook-dir={_BASE_HOOK_DIR}",
-                *(f"--dpkgopt={option}" for option in _BASE_DPKG_OPTIONS),
-                *(f"--customize-hook={hook}" for hook in hooks),
-                BASE_SUITE,
-                str(partial),
-                *BASE_SOURCES,
-            ]
-            _run(cmd, what="mmdebstrap", timeout=_BUILD, log=log)
+        _mmdebstrap(partial, foreign, log)
         _publish(partial, archive)
         say(f"base rootfs made in {time.monotonic() - started:.0f} s: {archive}")
     changes = [f"--change={line}" for line in (*_BASE_CONFIG, f"LABEL {KEY_LABEL}={key}")]
+    arch_flags = ["--arch", foreign] if foreign else []
     _run(
-        podman_argv("import", *changes, "--message", "kube-nudge dev base", str(archive), ref),
+        podman_argv("import", *arch_flags, *changes, "--message", "kube-nudge dev base",
+                    str(archive), ref),
         what=f"podman import {ref}",
         timeout=_QUICK,
         log=log,
-    )
-    _drop_other_tags(BASE_REPOSITORY, ref, log)
+    )  # fmt: skip
+    _drop_other_tags(f"{BASE_REPOSITORY}{suffix}", ref, log)
     return BuiltImage(ref, archive)
+
+
+def _mmdebstrap(partial: Path, foreign: str | None, log: Path) -> None:
+    """The base's rootfs tar into ``partial`` (for ``foreign``, under qemu-user-static)."""
+    with tempfile.TemporaryDirectory(prefix="kube-nudge-base-") as tmp:
+        pip_conf = Path(tmp) / "pip.conf"
+        pip_conf.write_text(_BASE_PIP_CONF)
+        hooks = [_BASE_CLEANUP, f'mkdir -p "$1{Path(_BASE_CA_PATH).parent}"']
+        if HOST_CA_BUNDLE.is_file():
+            hooks += [
+                f"upload {HOST_CA_BUNDLE} {_BASE_CA_PATH}",
+                f"upload {pip_conf} /etc/pip.conf",
+            ]
+        cmd = [
+            _tool("mmdebstrap"),
+            "--variant=apt",
+            "--format=tar",
+            *([f"--architectures={foreign}"] if foreign else []),
+            "--aptopt=APT::Install-Recommends false",
+            f"--include={','.join(BASE_PACKAGES)}",
+            f"--hook-dir={_BASE_HOOK_DIR}",
+            *(f"--dpkgopt={option}" for option in _BASE_DPKG_OPTIONS),
+            *(f"--customize-hook={hook}" for hook in hooks),
+            BASE_SUITE,
+            str(partial),
+            *BASE_SOURCES,
+        ]
+        _run(cmd, what="mmdebstrap", timeout=_BUILD, log=log)
 
 
 # --- the controller -----------------------------------------------------------------------------
@@ -432,7 +456,11 @@ def _stage_context(repo: Path, into: Path) -> str:
 
 
 def build_image(
-    repo: Path = Path("."), *, progress: Progress | None = None, python_image: str | None = None
+    repo: Path = Path("."),
+    *,
+    progress: Progress | None = None,
+    python_image: str | None = None,
+    arch: str | None = None,
 ) -> BuiltImage:
     """``localhost/kube-nudge:<version>`` (also tagged ``:dev``) built from ``repo``'s
     Dockerfile on ``base_image()``; ``archive`` is its OCI archive.
@@ -441,15 +469,18 @@ def build_image(
     ``requirements/image-*.lock``, ``pyproject.toml``, ``README.md``, ``src/``): a warm call
     with none of them changed takes seconds. Cold: a few minutes (pip downloads).
     ``python_image`` (a release's ``python:3.11-slim``, pulled when missing) replaces the
-    Debian base made here.
+    Debian base made here. A foreign ``arch`` (``arm64``) is built under emulation, on that
+    architecture's base, as ``localhost/kube-nudge:<version>-<arch>`` (no ``:dev``).
     """
     _preflight("podman")
     say = _say(progress)
-    version = _version(repo)
+    version, foreign = _version(repo), _foreign(arch)
+    suffix = f"-{foreign}" if foreign else ""
     with _locked():
-        base = BuiltImage(python_image, Path()) if python_image else _base_image(say)
-        ref, dev = f"{CONTROLLER_REPOSITORY}:{version}", f"{CONTROLLER_REPOSITORY}:{DEV_TAG}"
-        directory = images_dir() / "controller"
+        base = BuiltImage(python_image, Path()) if python_image else _base_image(say, arch)
+        ref = f"{CONTROLLER_REPOSITORY}:{version}{suffix}"
+        dev = f"{CONTROLLER_REPOSITORY}:{DEV_TAG}" if not foreign else ref
+        directory = images_dir() / f"controller{suffix}"
         log = images_dir() / "build.log"
         with tempfile.TemporaryDirectory(prefix="kube-nudge-context-") as tmp:
             context = Path(tmp)
@@ -462,30 +493,40 @@ def build_image(
             if not present and archive.is_file():
                 _load(archive, ref, key, log)
             elif not present:
-                previous = _image_id(ref)
-                say(f"building {ref} on {base.ref} (log: {log}; a few minutes cold)")
-                started = time.monotonic()
-                cmd = podman_argv(
-                    "build",
-                    "--pull=missing" if python_image else "--pull=never",
-                    "--network=host",
-                    *RUN_LIMITS,
-                    f"--build-arg=PYTHON_IMAGE={base.ref}",
-                    f"--label={KEY_LABEL}={key}",
-                    "--tag", ref,
-                    "--file", str(context / "Dockerfile"),
-                    str(context),
-                )  # fmt: skip
-                _run(cmd, what=f"podman build {ref}", timeout=_BUILD, log=log)
-                say(f"{ref} built in {time.monotonic() - started:.0f} s")
+                flags = ["--pull=missing" if python_image else "--pull=never"]
+                flags += [f"--platform=linux/{foreign}"] if foreign else []
+                _build(ref, key, base.ref, context, flags, say, log)
                 _tag(ref, dev, log)
-                if previous is not None and previous != _image_id(ref):
-                    # the build it replaces, now untagged (kept if a container still uses it)
-                    _call(podman_argv("rmi", previous), what="podman rmi", timeout=_QUICK, log=log)
         _tag(ref, dev, log)
         if not archive.is_file():
             _save(ref, archive, log)
         return BuiltImage(ref, archive)
+
+
+def _build(
+    ref: str, key: str, base: str, context: Path, flags: list[str], say: Progress, log: Path
+) -> None:
+    """``podman build`` of the staged ``context`` on ``base`` as ``ref`` (labelled ``key``);
+    the build it replaces is removed."""
+    previous = _image_id(ref)
+    say(f"building {ref} on {base} (log: {log}; a few minutes cold)")
+    started = time.monotonic()
+    cmd = podman_argv(
+        "build",
+        *flags,
+        "--network=host",
+        *RUN_LIMITS,
+        f"--build-arg=PYTHON_IMAGE={base}",
+        f"--label={KEY_LABEL}={key}",
+        "--tag", ref,
+        "--file", str(context / "Dockerfile"),
+        str(context),
+    )  # fmt: skip
+    _run(cmd, what=f"podman build {ref}", timeout=_BUILD, log=log)
+    say(f"{ref} built in {time.monotonic() - started:.0f} s")
+    if previous is not None and previous != _image_id(ref):
+        # the build it replaces, now untagged (kept if a container still uses it)
+        _call(podman_argv("rmi", previous), what="podman rmi", timeout=_QUICK, log=log)
 
 
 def _image_id(ref: str) -> str | None:
@@ -590,4 +631,33 @@ def push_image(ref: str, target: str, *, cert_dir: Path | None = None) -> str:
         digest = digest_file.read_text().strip()
     if not digest.startswith("sha256:"):
         raise ImageError(f"podman push {target} recorded no digest; log: {log}")
+    return digest
+
+
+def push_index(images: list[str], target: str, *, cert_dir: Path | None = None) -> str:
+    """A manifest list of ``images`` (``REPO@sha256:...``, already pushed to the same
+    registry) pushed as ``target`` (``HOST/REPO:TAG``); its digest."""
+    _preflight("podman")
+    log = images_dir() / "push.log"
+    tls = [f"--cert-dir={cert_dir}"] if cert_dir is not None else []
+    name = f"localhost/kube-nudge-index:{_hash(target.encode(), *(i.encode() for i in images))}"
+    _call(podman_argv("manifest", "rm", name), what="podman manifest rm", timeout=_QUICK, log=log)
+    _run(podman_argv("manifest", "create", name), what="podman manifest create", timeout=_QUICK,
+         log=log)  # fmt: skip
+    try:
+        for image in images:
+            _run(podman_argv("manifest", "add", *tls, name, f"docker://{image}"),
+                 what=f"podman manifest add {image}", timeout=_BUILD, log=log)  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="kube-nudge-push-") as tmp:
+            digest_file = Path(tmp) / "digest"
+            record = f"--digestfile={digest_file}"
+            cmd = podman_argv("manifest", "push", "--all=false", *tls, record, name,
+                              f"docker://{target}")  # fmt: skip
+            _run(cmd, what=f"podman manifest push {target}", timeout=_BUILD, log=log)
+            digest = digest_file.read_text().strip()
+    finally:
+        _call(podman_argv("manifest", "rm", name), what="podman manifest rm", timeout=_QUICK,
+              log=log)  # fmt: skip
+    if not digest.startswith("sha256:"):
+        raise ImageError(f"podman manifest push {target} recorded no digest; log: {log}")
     return digest

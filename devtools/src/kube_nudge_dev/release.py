@@ -7,7 +7,9 @@ both run this, so the steps the tests run are the steps that publish.
    given) must say the same, and so must ``kube-nudge --version`` run in the built image. A
    mismatch is one line (:class:`ReleaseError`).
 2. **The image**, built from the Dockerfile (``image.build_image``), pushed as
-   ``REGISTRY/kube-nudge:V``; the digest the registry holds is recorded.
+   ``REGISTRY/kube-nudge:V``; the digest the registry holds is recorded. For two platforms
+   (``--platforms``, by default linux/amd64 and linux/arm64, the latter under qemu-user-static:
+   ``multiarch.py``) each is pushed as ``V-ARCH`` and ``V`` is their manifest list.
 3. **The chart**, packaged with ``image.repository`` and ``image.digest`` set to what was
    pushed (so ``helm install`` with no image values runs exactly that image) and pushed with
    ``helm push`` as ``oci://REGISTRY/charts/kube-nudge:V``.
@@ -15,8 +17,10 @@ both run this, so the steps the tests run are the steps that publish.
    (``--key``) or keyless (``--keyless``: Sigstore's public Fulcio and Rekor, with the
    workflow's OIDC identity).
 5. **SBOM**: syft reads the pushed image (the Python distributions' metadata and dpkg's
-   status: both kinds of packages) into CycloneDX JSON, attached as a signed attestation.
-6. **Provenance**: a SLSA v1 provenance predicate naming the commit, attached the same way.
+   status: both kinds of packages) into CycloneDX JSON, attached as a signed attestation (to
+   each platform's image).
+6. **Provenance**: a SLSA v1 provenance predicate naming the commit, attached the same way (to
+   the image, or the manifest list).
 7. **Verified** as a user would: ``cosign verify`` of both, ``verify-attestation`` of both
    attestations.
 
@@ -36,7 +40,7 @@ import socket
 import subprocess  # nosec B404 # runs the pinned helm, cosign, syft, git and podman
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
@@ -110,6 +114,9 @@ class Released:
     chart_digest: str
     sbom: str
     provenance: str
+    platforms: dict[str, str] = field(default_factory=dict)
+    """Each architecture's image manifest digest (one, the image's own, unless a manifest
+    list was pushed)."""
 
     @property
     def image_ref(self) -> str:
@@ -324,10 +331,11 @@ def _cosign_env() -> dict[str, str]:
     return {"COSIGN_PASSWORD": os.environ.get("COSIGN_PASSWORD", "")}
 
 
-def sign(ref: str, signing: Signing, target: Target, log: Path) -> None:
-    """``cosign sign`` ``ref`` (by digest)."""
+def sign(ref: str, signing: Signing, target: Target, log: Path, *, recursive: bool = False) -> None:
+    """``cosign sign`` ``ref`` (by digest); ``recursive``: a manifest list and each image in it."""
     cosign = str(go_tool_binary(COSIGN))
-    argv = [cosign, "sign", *cosign_signing_flags(signing, target), ref]
+    argv = [cosign, "sign", *cosign_signing_flags(signing, target),
+            *(["--recursive"] if recursive else []), ref]  # fmt: skip
     run_tool(argv, what=f"cosign sign {ref}", env=_cosign_env(), log=log)
 
 
@@ -342,11 +350,10 @@ def attest(
     run_tool(argv, what=f"cosign attest --type {kind}", env=_cosign_env(), log=log)
 
 
-def sbom(ref: str, target: Target, into: Path, log: Path) -> Path:
-    """The CycloneDX SBOM syft makes of pushed image ``ref``, checked to list both Python and
-    Debian packages."""
+def sbom(ref: str, target: Target, path: Path, log: Path) -> Path:
+    """The CycloneDX SBOM syft makes of pushed image ``ref`` into ``path``, checked to list
+    both Python and Debian packages."""
     syft = str(go_tool_binary(SYFT))
-    path = into / "sbom.cdx.json"
     env = {"SYFT_CHECK_FOR_APP_UPDATE": "false"}
     if target.ca:
         env["SYFT_REGISTRY_CA_CERT"] = str(target.ca)
@@ -410,9 +417,12 @@ def verify(released: Released, signing: Signing, target: Target, log: Path) -> N
     flags = cosign_verify_flags(signing, target)
     for ref in (released.image_ref, released.chart_ref):
         run_tool([cosign, "verify", *flags, ref], what=f"cosign verify {ref}", log=log)
-    for kind in ("cyclonedx", "slsaprovenance1"):
-        run_tool([cosign, "verify-attestation", *flags, f"--type={kind}", released.image_ref],
-                 what=f"cosign verify-attestation --type {kind}", log=log)  # fmt: skip
+    platforms = [f"{released.image}@{digest}" for digest in released.platforms.values()]
+    checks = [("slsaprovenance1", released.image_ref)]
+    checks += [("cyclonedx", ref) for ref in platforms or [released.image_ref]]
+    for kind, ref in checks:
+        run_tool([cosign, "verify-attestation", *flags, f"--type={kind}", ref],
+                 what=f"cosign verify-attestation --type {kind} {ref}", log=log)  # fmt: skip
 
 
 # --- the whole release --------------------------------------------------------------------------
@@ -430,42 +440,85 @@ class Request:
     out: Path
     tag: str | None = None
     base: str = "dev"
+    archs: tuple[str, ...] = ("amd64",)
+    """The image's architectures: more than one pushes a manifest list (foreign ones are built
+    under emulation: ``multiarch.py``)."""
 
 
 def release(request: Request, say: Callable[[str], None]) -> Released:
     """Every step, in order; what was published (also written to ``OUT/release.json``)."""
-    from kube_nudge_dev.image import build_image, push_image
-
     repo, target, out, log = request.repo, request.target, request.out, request.out / "release.log"
     started = _now()
     version = check_versions(repo, request.tag)
     commit, clean = git_commit(repo)
     if request.tag is not None and not clean:
         raise ReleaseError(f"the tree has uncommitted changes: tag {request.tag} names {commit}")
-    say(f"release {version} of {commit[:12]} to {target.prefix}")
-    built = build_image(repo, python_image=None if request.base == "dev" else request.base)
-    check_image_version(version, image_version(built.ref, log))
-    cert_dir = _cert_dir(target, out)
-    digest = push_image(built.ref, f"{target.image}:{version}", cert_dir=cert_dir)
-    say(f"pushed {target.image}:{version} as {digest}")
+    say(f"release {version} of {commit[:12]} to {target.prefix} ({', '.join(request.archs)})")
+    digest, platforms = publish_image(request, version, log, say)
     staged = stage_chart(repo, out / "chart", version, target.image, digest)
     chart, chart_digest = helm_push_chart(staged, out, target, log)
     say(f"pushed {target.charts}/{CHART_NAME}:{version} as {chart_digest}")
+    sbom_path = _sbom_path(out, next(iter(platforms)), len(platforms) > 1)
     released = Released(version, commit, target.image, digest, chart, chart_digest,
-                        str(out / "sbom.cdx.json"), str(out / "provenance.json"))  # fmt: skip
-    for ref in (released.image_ref, released.chart_ref):
-        sign(ref, request.signing, target, log)
-    sbom(released.image_ref, target, out, log)
-    attest(released.image_ref, "cyclonedx", Path(released.sbom), request.signing, target, log)
-    predicate = provenance(repo, version, target, request.base, started)
-    Path(released.provenance).write_text(json.dumps(predicate, indent=2) + "\n")
-    attest(released.image_ref, "slsaprovenance1", Path(released.provenance), request.signing,
-           target, log)  # fmt: skip
+                        str(sbom_path), str(out / "provenance.json"), platforms)  # fmt: skip
+    sign(released.image_ref, request.signing, target, log, recursive=len(platforms) > 1)
+    sign(released.chart_ref, request.signing, target, log)
+    describe(request, released, started, log)
     say("signed the image and the chart; attached the SBOM and the provenance")
     verify(released, request.signing, target, log)
     (out / "release.json").write_text(json.dumps(asdict(released), indent=2) + "\n")
     say(f"verified: cosign verify {released.image_ref} and {released.chart_ref}")
     return released
+
+
+def publish_image(
+    request: Request, version: str, log: Path, say: Callable[[str], None]
+) -> tuple[str, dict[str, str]]:
+    """Build the image for each architecture, check its ``kube-nudge --version`` and push it:
+    as ``IMAGE:VERSION`` alone, or as ``IMAGE:VERSION-ARCH`` each under a manifest list
+    ``IMAGE:VERSION``. The digest of ``IMAGE:VERSION`` and each architecture's."""
+    from kube_nudge_dev.image import build_image, host_arch, push_image, push_index
+    from kube_nudge_dev.multiarch import enable
+
+    for arch in request.archs:
+        if arch != host_arch():
+            for step in enable(arch):
+                say(step)
+    target, cert_dir = request.target, _cert_dir(request.target, request.out)
+    python_image = None if request.base == "dev" else request.base
+    single = len(request.archs) == 1
+    platforms: dict[str, str] = {}
+    for arch in request.archs:
+        built = build_image(request.repo, python_image=python_image, arch=arch)
+        check_image_version(version, image_version(built.ref, log))
+        tag = f"{target.image}:{version}" if single else f"{target.image}:{version}-{arch}"
+        platforms[arch] = push_image(built.ref, tag, cert_dir=cert_dir)
+        say(f"pushed {tag} as {platforms[arch]}")
+    if single:
+        return platforms[request.archs[0]], platforms
+    refs = [f"{target.image}@{digest}" for digest in platforms.values()]
+    index = push_index(refs, f"{target.image}:{version}", cert_dir=cert_dir)
+    say(f"pushed the manifest list {target.image}:{version} as {index}")
+    return index, platforms
+
+
+def describe(request: Request, released: Released, started: str, log: Path) -> None:
+    """Attach the SBOM of each architecture's image to it, and the provenance to the image
+    (the manifest list, when there is one)."""
+    target, signing = request.target, request.signing
+    multi = len(released.platforms) > 1
+    for arch, digest in released.platforms.items():
+        ref = f"{released.image}@{digest}"
+        path = _sbom_path(request.out, arch, multi)
+        sbom(ref, target, path, log)
+        attest(ref, "cyclonedx", path, signing, target, log)
+    predicate = provenance(request.repo, released.version, target, request.base, started)
+    Path(released.provenance).write_text(json.dumps(predicate, indent=2) + "\n")
+    attest(released.image_ref, "slsaprovenance1", Path(released.provenance), signing, target, log)
+
+
+def _sbom_path(out: Path, arch: str, multi: bool) -> Path:
+    return out / (f"sbom-{arch}.cdx.json" if multi else "sbom.cdx.json")
 
 
 def image_version(ref: str, log: Path) -> str:
@@ -474,7 +527,10 @@ def image_version(ref: str, log: Path) -> str:
 
     argv = podman_argv("run", "--rm", "--network=none", "--read-only", *RUN_LIMITS, ref,
                        "--version")  # fmt: skip
-    return run_tool(argv, what="kube-nudge --version in the image", log=log)
+    out = run_tool(argv, what="kube-nudge --version in the image", log=log)
+    # podman's own warnings (a foreign platform's image) come first, on stderr
+    printed = [line for line in out.splitlines() if not line.startswith("WARNING")]
+    return "\n".join(printed)
 
 
 def _cert_dir(target: Target, out: Path) -> Path | None:
@@ -501,6 +557,7 @@ def make_key_pair(directory: Path, log: Path) -> Signing:
 
 # --- the command line ---------------------------------------------------------------------------
 
+_PLATFORMS = {"linux/amd64": "amd64", "linux/arm64": "arm64"}
 _PREFIX = re.compile(r"^[a-z0-9.-]+(:\d{1,5})?(/[a-z0-9._-]+)*$")
 _TAG = re.compile(r"^v\d+\.\d+\.\d+$")
 
@@ -539,13 +596,17 @@ def parse_request(args: argparse.Namespace) -> Request:
         raise UsageError(f"--tag {args.tag!r}: want vX.Y.Z")
     if not args.base or any(c.isspace() for c in args.base):
         raise UsageError(f"--base {args.base!r}: want dev or an image reference")
+    platforms = args.platforms.split(",")
+    if not set(platforms) <= set(_PLATFORMS) or len(set(platforms)) != len(platforms):
+        raise UsageError(f"--platforms {args.platforms!r}: want some of {','.join(_PLATFORMS)}")
     repo = Path(args.repo)
     if not (repo / "pyproject.toml").is_file() or not (repo / CHART_DIR).is_dir():
         raise UsageError(f"--repo {args.repo!r}: not a kube-nudge checkout")
     key = Path(args.key) if args.key else None
     signing = Signing(key=key, identity=identity) if (key or args.keyless) else Signing()
     target = Target(args.registry or "", Path(args.ca) if args.ca else None)
-    return Request(repo, target, signing, Path(args.out), args.tag, args.base)
+    archs = tuple(_PLATFORMS[platform] for platform in platforms)
+    return Request(repo, target, signing, Path(args.out), args.tag, args.base, archs)
 
 
 def run(request: Request, say: Callable[[str], None]) -> Released:
