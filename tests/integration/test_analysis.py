@@ -339,3 +339,27 @@ async def test_an_argo_analysis_template_is_read_as_it_is(
                 objs["web-1"], AnalysisPhase.SUCCESSFUL))  # fmt: skip
             [passed] = await posted(kube, namespace, "AnalysisSuccessful")
             assert passed["message"].startswith("AnalysisTemplate ")
+
+
+async def test_a_query_with_no_data_follows_the_templates_rules(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """The app exports nothing yet: an empty vector. A condition that allows it passes; one
+    that indexes it is an Error each time, and past consecutiveErrorLimit the line holds."""
+    async with monitored(namespace, tmp_path) as (exporter, prometheus):
+        template = example_template(prometheus.url)
+        lenient, strict = template["spec"]["metrics"]
+        lenient["successCondition"] = "size(result) == 0 || result[0] < 0.05"
+        strict.update({"consecutiveErrorLimit": 1, "count": 5})
+        await fleet(kube, namespace, template, {"web-1": 1})
+        async with controlled(cluster, namespace, exporter, prometheus.url):
+            await change(kube, namespace, "v2")
+            found = await deployments(kube, namespace, lambda objs: analysed(
+                objs["web-1"], AnalysisPhase.ERROR))  # fmt: skip
+            record = analysis_run(found["web-1"])
+            assert record is not None
+            assert record.state("error-ratio").failed == 0  # the empty vector passed it
+            assert record.state("error-ratio").count == record.state("error-ratio").taken
+            assert record.state("p99-latency").errors == 2  # past the limit of 1 in a row
+            [error] = await posted(kube, namespace, "AnalysisError")
+            assert "metric p99-latency" in error["message"]
