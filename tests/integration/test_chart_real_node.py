@@ -104,9 +104,13 @@ async def release(
     try:
         yield rel
     finally:
-        await _keep_replica_logs(kube, cluster, rel, tmp_path)
-        await asyncio.to_thread(_helm, cluster, "uninstall", rel.name, f"--namespace={state}",
-                                "--wait", "--timeout=120s")  # fmt: skip
+        # Uninstalled whatever the logs do: replicas left running would act on later tests'
+        # objects (pod-selector sources are not scoped by the workload selector).
+        try:
+            await _keep_replica_logs(kube, cluster, rel, tmp_path)
+        finally:
+            await asyncio.to_thread(_helm, cluster, "uninstall", rel.name,
+                                    f"--namespace={state}", "--wait", "--timeout=120s")  # fmt: skip
     # Nothing cluster-scoped is left. In its namespace, only what the controller made at run
     # time (docs/install.md, Uninstall): its Lease, and its key Secret, kept on purpose so that a
     # reinstall keeps the hashes on every workload and restarts nothing.
@@ -133,7 +137,12 @@ async def _keep_replica_logs(
     """The replicas' logs, for the session's check that no Secret value leaked into one."""
     for pod in (await kube.get(PODS.path(rel.namespace)))["items"]:
         name = pod["metadata"]["name"]
-        text = await asyncio.to_thread(kubectl, cluster, "logs", "-n", rel.namespace, name)
+        try:
+            text = await asyncio.to_thread(kubectl, cluster, "logs", "-n", rel.namespace, name)
+        except RuntimeError as exc:
+            if "NotFound" not in str(exc):
+                raise
+            continue  # replaced since the list: its logs went with it
         log = directory / f"{name}.log"
         log.write_text(text)
         REPLICA_LOGS.append(log)
