@@ -28,10 +28,10 @@ from kube_nudge_dev.build import secrets_store_csi_manifests
 from kube_nudge_dev.chartapply import apply_crd
 from kube_nudge_dev.waiting import until
 
-DRIVER = "secrets-store-csi-driver"
-"""The field manager of the acted-out writes: the one ``model/pacing.py`` gives the driver's
-quiet window. Not the real driver's: v1.6.0 writes as ``csi-secrets-store``, its user agent
-(test_csi_driver_real_node.py checks it; docs/csi-secrets.md says what that leaves open)."""
+DRIVER = "csi-secrets-store"
+"""The field manager of the acted-out writes: the real driver's (v1.6.0 writes as
+``csi-secrets-store``, its user agent's first part; test_csi_driver_real_node.py checks
+it), the one ``model/pacing.py`` gives the driver's quiet window."""
 NODE_LABEL = "internal.secrets-store.csi.k8s.io/node-name"
 GROUP = "secrets-store.csi.x-k8s.io"
 SECRETPROVIDERCLASSES = Resource(GROUP, "v1", "secretproviderclasses", "SecretProviderClass")

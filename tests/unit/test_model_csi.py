@@ -67,7 +67,7 @@ def status(
 ) -> dict[str, Any]:
     """A SecretProviderClassPodStatus as the driver writes it (``written``: the time of its
     status write on 2026-11-27)."""
-    managed = {"manager": "secrets-store-csi-driver", "operation": "Update",
+    managed = {"manager": "csi-secrets-store", "operation": "Update",
                "time": f"2026-11-27T{written}Z", "fieldsV1": {"f:status": {}}}  # fmt: skip
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
