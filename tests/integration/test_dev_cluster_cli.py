@@ -83,7 +83,10 @@ async def test_dead_apiserver_is_reported_and_nothing_is_left(
 ) -> None:
     proc, directory = dev_cluster
     assert proc.stdout is not None and proc.stderr is not None
-    await asyncio.wait_for(proc.stdout.readline(), 120)
+    line = (await asyncio.wait_for(proc.stdout.readline(), 120)).decode()
+    if not line.startswith("dev-cluster ready in "):
+        await asyncio.wait_for(proc.wait(), 60)
+        pytest.fail(f"no ready line: {line!r}; stderr: {(await proc.stderr.read()).decode()}")
     apiserver = [
         pid for pid in _processes_under(directory)
         if b"kube-apiserver" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
