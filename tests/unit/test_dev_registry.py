@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kube_nudge_dev import build
 from kube_nudge_dev.certs import issue_serving_cert, write_ca
-from kube_nudge_dev.node import NodeBinaries, RealNode
+from kube_nudge_dev.node import NodeBinaries, RealNode, preloaded_images_policy
 
 
 def test_each_release_tool_is_pinned_into_a_cache_directory_of_its_own() -> None:
@@ -57,7 +57,7 @@ def test_the_node_trusts_a_registry_by_a_hosts_toml_with_its_ca(tmp_path: Path) 
     node = RealNode(
         tmp_path, kubeconfig=tmp_path / "kubeconfig", api_port=1,
         binaries=NodeBinaries(tmp_path / "kubelet", tmp_path / "kube-proxy"), images=(),
-        pause_image="pause", free_port=lambda: 1,
+        pause_image="pause", free_port=lambda: 1, kube_minor=37,
     )  # fmt: skip
     ca = tmp_path / "ca.crt"
     ca.write_text("a CA\n")
@@ -70,3 +70,17 @@ def test_the_node_trusts_a_registry_by_a_hosts_toml_with_its_ca(tmp_path: Path) 
     assert Path(host["ca"]).read_text() == "a CA\n"
     node.distrust_registry("127.0.0.1:5443")
     assert not hosts.parent.exists()
+
+
+def test_the_node_allows_its_loaded_images_without_a_pull_where_the_kubelet_checks() -> None:
+    """From 1.35 the kubelet checks credentials of images it pulled; before, it refuses the
+    settings (the feature gate is off)."""
+    assert preloaded_images_policy(34) == {}
+    assert (
+        preloaded_images_policy(35)
+        == preloaded_images_policy(37)
+        == {
+            "imagePullCredentialsVerificationPolicy": "NeverVerifyAllowlistedImages",
+            "preloadedImagesVerificationAllowlist": ["localhost/*"],
+        }
+    )

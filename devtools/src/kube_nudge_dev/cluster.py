@@ -282,6 +282,7 @@ class LocalCluster:
             images=(pause.archive, *images),
             pause_image=pause.ref,
             free_port=free_port,
+            kube_minor=self.kube.minor,
         )
         self.node.start(self.components)
         if self.registry is not None:

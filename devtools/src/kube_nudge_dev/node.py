@@ -110,6 +110,23 @@ def _run(argv: list[str], *, timeout: float = 60) -> str:
     return result.stdout
 
 
+def preloaded_images_policy(kube_minor: int) -> dict[str, Any]:
+    """The kubelet settings that keep the images this node loads (``localhost/...``) usable
+    by pods that never pull them. From 1.35 the kubelet checks a pod's right to an image it
+    pulled (KubeletEnsureSecretPulledImages, on by default): once it pulled an image from a
+    registry, a loaded image of the same ID under another name no longer counts as
+    preloaded, and a pod with ``imagePullPolicy: Never`` gets ErrImageNeverPull (met after
+    the release test installed the chart from the registry). Allow-listing the loaded names
+    is what a node operator does for preloaded images; before 1.35 the kubelet refuses the
+    settings (its gate is off)."""
+    if kube_minor < 35:
+        return {}
+    return {
+        "imagePullCredentialsVerificationPolicy": "NeverVerifyAllowlistedImages",
+        "preloadedImagesVerificationAllowlist": ["localhost/*"],
+    }
+
+
 @dataclass(frozen=True)
 class NodeBinaries:
     """The node's own binaries (built from the pinned Kubernetes source)."""
@@ -131,8 +148,10 @@ class RealNode:
         images: tuple[Path, ...],
         pause_image: str,
         free_port: Callable[[], int],
+        kube_minor: int,
     ) -> None:
         self.directory = directory
+        self.kube_minor = kube_minor
         self.kubeconfig = kubeconfig
         self.api_port = api_port
         self.binaries = binaries
@@ -429,6 +448,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "volumePluginDir": str(self.directory / "volume-plugins"),
             "registerWithTaints": [{"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}],
             "serializeImagePulls": False,
+            **preloaded_images_policy(self.kube_minor),
         }  # fmt: skip
         path = self.directory / "kubelet.json"
         path.write_text(json.dumps(config, indent=2))
