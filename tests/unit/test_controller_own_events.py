@@ -18,6 +18,7 @@ from kube_nudge.kube.events import EventRecorder
 from kube_nudge.kube.resources import CONFIGMAPS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceView, WorkloadView
+from kube_nudge.model.analysis import KUBE_NUDGE_TEMPLATE, AnalysisRef
 from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import product_defaults
@@ -121,6 +122,42 @@ async def test_a_workload_that_records_no_hash_anymore_is_looked_at_at_once(
     seen(ctl, dropped)
     workload_event(ctl, rolled, dropped)
     assert ctl.queue.ready_at(WEB) == clock.monotonic()
+
+
+async def test_a_completed_rollout_whose_analysis_starts_is_looked_at_at_once(
+    controller: tuple[Controller, FakeClock],
+) -> None:
+    """The gate's schedule runs from the analysis's start: the status that completes a gated
+    rollout is looked at now, not a debounce later; an ungated one still waits; and a config
+    change's open window is not shortened by it."""
+    ctl, clock = controller
+    gate = AnalysisRef(KUBE_NUDGE_TEMPLATE, "error-rate")
+    for analysis, due in ((gate, 0.0), (None, DEBOUNCE)):
+        settings = dataclasses.replace(workload().settings, analysis=analysis)
+        rolling = debounced(dataclasses.replace(workload(template_hash="h1"), settings=settings))
+        rolling = dataclasses.replace(rolling, progress=Progress(False, False, "0 of 1 updated"))
+        seen(ctl, rolling)
+        workload_event(ctl, None, rolling)
+        await ctl.queue.get()
+        ctl.queue.done(WEB)
+        clock.advance(10.0)
+        done = debounced(rolling)
+        seen(ctl, done)
+        workload_event(ctl, rolling, done)
+        assert ctl.queue.ready_at(WEB) == clock.monotonic() + due, analysis
+        clock.advance(due)
+        await ctl.queue.get()
+        ctl.queue.done(WEB)
+    clock.advance(10.0)
+    change_config(ctl, "info", "debug")  # a window opens for the gated workload
+    window_end = ctl.queue.ready_at(WEB)
+    assert window_end == pytest.approx(clock.monotonic() + DEBOUNCE)
+    again = dataclasses.replace(done, progress=Progress(False, False, "0 of 1 updated"))
+    seen(ctl, again)
+    workload_event(ctl, done, again)
+    seen(ctl, done)
+    workload_event(ctl, again, done)
+    assert ctl.queue.ready_at(WEB) == window_end
 
 
 def source_seen(controller: Controller, view: SourceView) -> None:

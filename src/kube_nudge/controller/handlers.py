@@ -77,15 +77,16 @@ class Enqueue:
             hold = hold_for_change(view.settings.debounce, tuple(writers), self._quiet_window)
             self._queue.add(key, hold)
 
-    def own(self, key: WorkloadKey) -> None:
+    def own(self, key: WorkloadKey, *, promptly: bool = False) -> None:
         """An event of ``key``'s own (its status, an edit, another's rollout it waits for):
-        looked at a moment later, but it opens no window a change could ride in, and never
-        extends, shortens or restarts one."""
+        looked at a moment later (``promptly``: now), but it opens no window a change could
+        ride in, and never extends, shortens or restarts one."""
         view = self._reader.workload(key)
         if view is not None:
             debounce = view.settings.debounce
             hold = hold_for_change(debounce, (), self._quiet_window)
-            self._queue.add_own(key, hold_for_own_event(debounce), hold)
+            delay = 0.0 if promptly else hold_for_own_event(debounce)
+            self._queue.add_own(key, delay, hold)
 
     def forget(self, key: WorkloadKey) -> None:
         """``key`` is gone: nothing to look at."""
@@ -166,8 +167,10 @@ class WorkloadEvents:
             else:
                 # The workload's own event (its status, an edit of its spec or annotations)
                 # is looked at a debounce later, but opens no window: a config change
-                # arriving meanwhile still waits its whole window, from its own time.
-                self._enqueue.own(key)
+                # arriving meanwhile still waits its whole window, from its own time. A
+                # completed rollout whose analysis starts now is looked at now: the gate's
+                # schedule runs from its start, and every moment before it is delay added.
+                self._enqueue.own(key, promptly=_analysis_starts(old, new))
         elif woken and synced:
             # The echo of our own write, which a pass read too early was held back for.
             self._enqueue.own(key)
@@ -188,6 +191,17 @@ class WorkloadEvents:
             and new.has_template
             and (memory is None or memory.applied is None)
         )
+
+
+def _analysis_starts(old: WorkloadView | None, new: WorkloadView) -> bool:
+    """Whether ``new`` is a workload gated by an analysis whose rollout just completed
+    (observed and done), so that its analysis can start."""
+
+    def completed(view: WorkloadView | None) -> bool:
+        progress = view.progress if view is not None else None
+        return progress is not None and progress.done and progress.observed
+
+    return new.settings.analysis is not None and completed(new) and not completed(old)
 
 
 def _rollout_moved(old: WorkloadView, new: WorkloadView) -> bool:
