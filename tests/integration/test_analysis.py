@@ -51,6 +51,7 @@ from tests.integration.argo_support import install_argo_rollouts_crds
 from tests.integration.controller_support import (
     Running,
     events,
+    eventually,
     posted,
     running_controller,
     template_hash,
@@ -198,7 +199,10 @@ async def test_a_good_change_passes_every_wave_and_a_bad_one_stops_at_the_first(
                 before_it, after_it = analysis_run(found[lower]), analysis_run(found[higher])
                 assert before_it is not None and after_it is not None
                 assert (after_it.started or 0) > before_it.last_at
-            assert finished.labels(phase="Successful")._value.get() == 3
+            # Counted after the verdict's write returns, which the watch may show first.
+            successful = finished.labels(phase="Successful")
+            await eventually(lambda: successful._value.get() >= 3, timeout=10)
+            assert successful._value.get() == 3
             complete = await until_posted(kube, namespace, "RolloutComplete", 3)
             assert all("analysis successful" in e["message"] for e in complete)
 
