@@ -201,15 +201,15 @@ async def test_a_rotation_of_a_class_synced_to_a_secret_the_pods_read_rolls_once
         await synced(kube, namespace, "db-synced", "pw-8")
         secret = await kube.get(SECRETS.path(namespace, "db-synced"))
         assert secret["data"]["password"]  # written
-        final = None
-
-        async def at_final() -> bool:
-            nonlocal final
-            obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-            final = await expected_hash(kube, DEPLOYMENT, obj, running.hmac_key, csi_secrets=True)
-            return template_hash(obj, DEPLOYMENT) == final
-
-        await until(at_final, timeout=30)
+        # The hash of what the controller reads when the driver's quiet window closes, taken
+        # now: once the rollout replaces the pods, the garbage collector may delete the old
+        # pods' statuses (it does once it has discovered the CRD), and a hash recomputed
+        # then would no longer be the one rolled to.
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        final = await expected_hash(kube, DEPLOYMENT, web, running.hmac_key, csi_secrets=True)
+        await wait_for_object(kube, DEPLOYMENTS.path(namespace), "web",
+                              lambda o: template_hash(o, DEPLOYMENT) == final,
+                              timeout=30)  # fmt: skip
         for pod in await new_pods(kube, namespace, pods):
             status = await mounted(kube, pod, "db", V2)
         await seen(running, namespace, status)
