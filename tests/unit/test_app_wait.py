@@ -11,6 +11,7 @@ import pytest
 
 from kube_nudge.app import wait_command
 from kube_nudge.app.cli import main
+from kube_nudge.app.errors import CommandError
 from kube_nudge.app.wait_command import WAIT, NamedObject, parse_target
 from kube_nudge.reporting.status import WorkloadStatus
 from tests.unit.fakes import FakeApi
@@ -22,6 +23,7 @@ from tests.unit.fakes import FakeApi
         ("configmap/app", NamedObject("configmap", "app")),
         ("cm/app", NamedObject("configmap", "app")),
         ("secrets/db", NamedObject("secret", "db")),
+        ("secretproviderclass/vault", NamedObject("secretproviderclass", "vault")),
         ("deployment/web", NamedObject("Deployment", "web")),
         ("statefulsets/db-0", NamedObject("StatefulSet", "db-0")),
         ("CronJob/nightly", NamedObject("CronJob", "nightly")),
@@ -107,3 +109,22 @@ def test_what_no_wait_can_verify_exits_6_at_once(
     assert run_wait(monkeypatch, [[web("unverified", waiting_helps=False)]]) == (6, 1)
     err = capsys.readouterr().err
     assert "unverified: shop/Deployment/web: UNVERIFIED (unverified: …)" in err
+
+
+def test_a_source_named_to_wait_for_is_looked_up_as_its_kind(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each kind is read where its row says (a CSI class was once looked up as a Secret, and
+    counted as a workload kind)."""
+    api = FakeApi(namespace="shop")
+    targets = [parse_target(t) for t in ("secretproviderclass/vault", "cm/app", "secret/db")]
+    assert all(t.is_source for t in targets)
+    args = argparse.Namespace(compat=False)
+    with pytest.raises(CommandError, match="nothing to wait for") as raised:
+        asyncio.run(WAIT._something_to_wait_for(api.as_client(), "shop", targets, [], args))
+    assert raised.value.code == 4
+    assert [path for _, path, _ in api.requests] == [
+        "/apis/secrets-store.csi.x-k8s.io/v1/namespaces/shop/secretproviderclasses/vault",
+        "/api/v1/namespaces/shop/configmaps/app",
+        "/api/v1/namespaces/shop/secrets/db",
+    ]

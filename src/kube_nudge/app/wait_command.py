@@ -50,17 +50,25 @@ from kube_nudge.app.flags import (
 )
 from kube_nudge.app.status_command import say_unlisted
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, SECRETS
+from kube_nudge.kube.resources import source_resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS, readable_kinds
 from kube_nudge.model import SourceKind
 from kube_nudge.model.annotations import is_dns_subdomain
+from kube_nudge.model.source_kinds import is_source_kind, source_kind_rows
 from kube_nudge.reporting.status import WorkloadStatus, collect
 
 __all__ = ["WAIT", "NamedObject", "WaitCommand", "parse_target"]
 
-_SOURCE_KINDS = {
-    alias: kind.value for kind in SourceKind for alias in (kind.value, f"{kind.value}s")
-} | {"cm": SourceKind.CONFIGMAP.value}
+
+def _source_kinds() -> dict[str, str]:
+    """Every name a user may type for a source kind (``source_kinds``), to the kind's."""
+    return {
+        alias: row.kind.value
+        for row in source_kind_rows()
+        for alias in (row.kind.value, f"{row.kind.value}s", *row.aliases)
+    }
+
+
 _WORKLOAD_KINDS = {
     alias: kind.resource.kind
     for kind in (*BUILTIN_KINDS, *DISCOVERED_KINDS)
@@ -82,8 +90,8 @@ class NamedObject:
 
     @property
     def is_source(self) -> bool:
-        """True for a ConfigMap or Secret."""
-        return self.kind in ("configmap", "secret")
+        """True for a source of any kind (``source_kinds``)."""
+        return is_source_kind(self.kind)
 
 
 def parse_target(text: str) -> NamedObject:
@@ -94,12 +102,12 @@ def parse_target(text: str) -> NamedObject:
         raise ValueError(
             f"{quoted(text)}: want KIND/NAME such as configmap/app, secret/db or deployment/web"
         )
-    if kind in _SOURCE_KINDS:
-        return NamedObject(_SOURCE_KINDS[kind], name)
+    if kind in (sources := _source_kinds()):
+        return NamedObject(sources[kind], name)
     if kind in _WORKLOAD_KINDS:
         return NamedObject(_WORKLOAD_KINDS[kind], name)
     kinds = ", ".join(
-        sorted({*_SOURCE_KINDS.values(), *(k.lower() for k in _WORKLOAD_KINDS.values())})
+        sorted({*_source_kinds().values(), *(k.lower() for k in _WORKLOAD_KINDS.values())})
     )
     raise ValueError(f"{quoted(text)}: unknown kind {quoted(kind)}; one of {kinds}")
 
@@ -267,7 +275,7 @@ class WaitCommand:
                 prefix = f"{target.kind}/{target.name} "
                 if any(source.startswith(prefix) for row in chosen for source in row.sources):
                     continue
-                resource = CONFIGMAPS if target.kind == "configmap" else SECRETS
+                resource = source_resource(SourceKind(target.kind))
             else:
                 if any((r.kind, r.name) == (target.kind, target.name) for r in chosen):
                     continue

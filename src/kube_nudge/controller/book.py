@@ -107,7 +107,7 @@ class RolloutBook:
 
     def progress_moved(self, key: WorkloadKey) -> None:
         """``key``'s rollout progress moved with no change of its own view (the workload
-        running its template changed: ``runners.py``)."""
+        running its template changed: ``runner_cache.py``)."""
         view = self._workload(key)
         if view is not None:
             self._count_if_rolling(key, view)

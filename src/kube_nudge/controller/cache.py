@@ -15,14 +15,13 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from kube_nudge.controller.csi import CsiClasses
+from kube_nudge.controller.csi_cache import CsiClasses
 from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.controller.reader import WorkloadKey
-from kube_nudge.controller.runners import Runners
-from kube_nudge.kube import resources
+from kube_nudge.controller.runner_cache import Runners
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
-from kube_nudge.kube.resources import Resource
+from kube_nudge.kube.resources import Resource, source_resource
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
     SourceKind,
@@ -33,21 +32,14 @@ from kube_nudge.model import (
     project_workload,
 )
 from kube_nudge.model.runners import run_by, runs_elsewhere
+from kube_nudge.model.source_kinds import SourceKindRow, source_kind_rows
 from kube_nudge.runtime.index import ReverseIndex
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import owned_source_labels
 
-__all__ = ["SECRET_FIELD_SELECTOR", "Cache", "Handlers"]
+__all__ = ["Cache", "Handlers"]
 
 log = logging.getLogger(__name__)
-
-#: Secrets no pod template can consume as config: skipped server-side, never listed.
-SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
-_SOURCE_RESOURCES = {
-    SourceKind.CONFIGMAP: resources.CONFIGMAPS,
-    SourceKind.SECRET: resources.SECRETS,
-}
-_SOURCE_FIELDS = {SourceKind.CONFIGMAP: None, SourceKind.SECRET: SECRET_FIELD_SELECTOR}
 
 
 class Handlers(Protocol):
@@ -70,7 +62,7 @@ class Handlers(Protocol):
         ...
 
     def runner_changed(self, key: WorkloadKey) -> None:
-        """The workload running ``key``'s template (``runners.py``) changed."""
+        """The workload running ``key``'s template (``runner_cache.py``) changed."""
         ...
 
 
@@ -91,8 +83,12 @@ class Cache:
         self.synced = asyncio.Event()
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._scopes = scopes
+        # One informer per kind of object (ConfigMap, Secret); a kind known only from its
+        # mounts' statuses (a CSI class) is read from those (``CsiClasses``).
         self._sources = {
-            kind: [self._source_informer(kind, ns) for ns in scopes] for kind in _SOURCE_RESOURCES
+            row.kind: [self._source_informer(row, ns) for ns in scopes]
+            for row in source_kind_rows()
+            if not row.known_once_mounted
         }
         self._csi = self._csi_classes() if options.defaults.csi_secrets else None
         self._workloads = {
@@ -113,7 +109,7 @@ class Cache:
     def source(self, ref: SourceRef) -> SourceView | None:
         """The cached view of a ConfigMap/Secret (a CSI class: once mounted), if it exists
         (and is in scope)."""
-        if ref.kind is SourceKind.CSI:
+        if ref.kind not in self._sources:
             return self._csi.view(ref) if self._csi is not None else None
         for informer in self._sources[ref.kind]:
             if informer.config.namespace in (None, ref.namespace):
@@ -122,7 +118,7 @@ class Cache:
 
     def workload(self, key: WorkloadKey) -> WorkloadView | None:
         """The cached view of an opted-in workload; if another workload runs its template
-        (``runners.py``), with that one's progress."""
+        (``runner_cache.py``), with that one's progress."""
         kind, namespace, name = key
         for informer in self._workloads.get(kind, ()):
             if informer.config.namespace in (None, namespace):
@@ -148,13 +144,14 @@ class Cache:
 
     def source_keys(self, kind: SourceKind) -> list[Key]:
         """(namespace, name) of every cached ConfigMap or Secret (or known CSI class)."""
-        if kind is SourceKind.CSI:
+        if kind not in self._sources:
             return self._csi.keys() if self._csi is not None else []
         return [key for informer in self._sources[kind] for key in informer.store]
 
     def source_refs(self) -> list[SourceRef]:
-        """Every cached ConfigMap and Secret."""
-        return [SourceRef(kind, *key) for kind in SourceKind for key in self.source_keys(kind)]
+        """Every cached source, of every kind."""
+        kinds = [row.kind for row in source_kind_rows()]
+        return [SourceRef(kind, *key) for kind in kinds for key in self.source_keys(kind)]
 
     def workload_keys(self) -> list[WorkloadKey]:
         """Every opted-in workload currently cached."""
@@ -174,12 +171,12 @@ class Cache:
 
     # -- the informers ---------------------------------------------------------------------
 
-    def _source_informer(self, kind: SourceKind, namespace: str | None) -> Informer[SourceView]:
-        resource = _SOURCE_RESOURCES[kind]
+    def _source_informer(self, row: SourceKindRow, namespace: str | None) -> Informer[SourceView]:
+        kind, resource = row.kind, source_resource(row.kind)
         config = InformerConfig(
             namespace=namespace,
             label_selector=self._options.source_selector,
-            field_selector=_SOURCE_FIELDS[kind],
+            field_selector=row.field_selector,
             page_size=self._options.page_size,
             inactivity_timeout=self._options.watch_inactivity,
         )
@@ -299,7 +296,7 @@ class Cache:
         metrics.seed_holds(r for model in self._options.defaults.extensions
                            for r in model.hold_reasons)  # fmt: skip
         for source_kind, informers in self._sources.items():
-            self._gauge_tracked(_SOURCE_RESOURCES[source_kind], informers)
+            self._gauge_tracked(source_resource(source_kind), informers)
         if self._csi is not None:
             self._gauge_tracked(self._csi.resource, self._csi.informers)
         for workload_kind, group in self._workloads.items():

@@ -21,8 +21,8 @@ from typing import Literal
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import NORMAL, WARNING, ObjectRef
 from kube_nudge.kube.pods import matching_pods, pod_record
-from kube_nudge.kube.resources import CONFIGMAPS, PODDISRUPTIONBUDGETS, PODS, SECRETS
-from kube_nudge.model import SourceKind, SourceRef, SourceView
+from kube_nudge.kube.resources import PODDISRUPTIONBUDGETS, PODS, source_resource
+from kube_nudge.model import SourceRef, SourceView
 from kube_nudge.model.annotations import POD_SELECTOR
 from kube_nudge.model.replacement import STALL_AFTER, Floor, PodRecord, plan_replacement, stale
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
@@ -256,7 +256,7 @@ class PodReplacer:
         await self._post(ref, NORMAL, "PodsReplaced", message)
 
     async def _post(self, ref: SourceRef, event_type: str, reason: str, message: str) -> None:
-        resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
+        resource = source_resource(ref.kind)
         try:
             meta = await self._client.request(
                 "GET", resource.path(ref.namespace, ref.name), accept=_METADATA

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from kube_nudge.model.source_kinds import SourceKind, source_row
+
 
 @dataclass(frozen=True, slots=True)
 class Resource:
@@ -81,3 +83,9 @@ SECRETPROVIDERCLASSPODSTATUSES = Resource(
     "SecretProviderClassPodStatus",
 )  # fmt: skip
 """The Secrets Store CSI driver's record of what it mounted for one pod (docs/csi-secrets.md)."""
+
+
+def source_resource(kind: SourceKind) -> Resource:
+    """The API resource a source of ``kind`` is (its row in ``model/source_kinds.py``)."""
+    row = source_row(kind)
+    return Resource(row.group, row.version, row.plural, row.api_kind)

@@ -61,6 +61,7 @@ from kube_nudge.model.shapes import (
     WorkloadSettings,
 )
 from kube_nudge.model.sharing import shared
+from kube_nudge.model.source_kinds import is_source_kind
 from kube_nudge.model.windows import parse_window
 
 # The annotation and label names (ENABLED, DEBOUNCE, ...) are module constants too, made by
@@ -122,7 +123,6 @@ SHARE_ALL: Final = "*"
 COMPAT_WAVE: Final = compat.WAVE_ON  # opt-ins honoured with --compat (see model/compat.py)
 COMPAT_RELOADER: Final = compat.AUTO
 
-_KINDS: Final = frozenset(kind.value for kind in SourceKind)
 _NO_REFS: frozenset[SourceRef] = frozenset()
 _NO_NAMESPACES: frozenset[str] = frozenset()
 
@@ -157,7 +157,7 @@ def _parse_exclude(context: ParseContext) -> Parser:
         for item in split_items(name, value):
             kind_text, _, rest = item.partition("/")
             ref = None
-            if kind_text in _KINDS:
+            if is_source_kind(kind_text):
                 ref = source_ref(SourceKind(kind_text), rest, context.namespace)
             if ref is None:
                 raise ValueError(

@@ -93,7 +93,9 @@ def translate_workload(
     search = switches.get(SEARCH, False)
     kinds: set[SourceKind] | None = None
     if (cm_auto or secret_auto) and not auto:
-        kinds = {SourceKind.CONFIGMAP} if cm_auto else set()
+        kinds = set()
+        if cm_auto:
+            kinds.add(SourceKind.CONFIGMAP)
         if secret_auto:
             kinds.add(SourceKind.SECRET)
     named = bool(cm_named or secret_named)

@@ -22,7 +22,8 @@ from kube_nudge.model.hashing import (
 )
 from kube_nudge.model.memory import WorkloadMemory, recent_rollouts
 from kube_nudge.model.projection import SourceView, WorkloadView
-from kube_nudge.model.references import Consumption, SourceKind, SourceRef
+from kube_nudge.model.references import Consumption, SourceRef
+from kube_nudge.model.source_kinds import source_row
 from kube_nudge.model.visibility import visible_sources
 
 __all__ = [
@@ -90,9 +91,11 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
     hashed = {
         ref: use
         for ref, use in visibility.visible.items()
-        if ref.kind is not SourceKind.CSI or states[ref].present
+        if not source_row(ref.kind).known_once_mounted or states[ref].present
     }
-    without_csi = {ref: use for ref, use in hashed.items() if ref.kind is not SourceKind.CSI}
+    without_csi = {
+        ref: use for ref, use in hashed.items() if not source_row(ref.kind).known_once_mounted
+    }
     missing = missing_requirements(visibility.visible, states, namespace=view.namespace)
     changes = [
         source.data_changed_at

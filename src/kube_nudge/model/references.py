@@ -27,8 +27,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from kube_nudge.model.source_kinds import CSI_DRIVER, SourceKind, source_kind_rows
 
 __all__ = [
     "CSI_DRIVER",
@@ -42,21 +43,9 @@ __all__ = [
 ]
 
 _UNNAMED = "<unnamed>"
-CSI_DRIVER = "secrets-store.csi.k8s.io"
-"""The Secrets Store CSI driver's name in a pod's ``csi`` volume."""
 _CONTAINER_FIELDS = ("containers", "initContainers", "ephemeralContainers")
 SUBPATH_SUFFIX = " (subPath)"
 INIT_SUFFIX = " (init container)"
-
-
-class SourceKind(StrEnum):
-    """Kind of a configuration source."""
-
-    CONFIGMAP = "configmap"
-    SECRET = "secret"  # noqa: S105  # nosec B105 # a kind, not a password
-    CSI = "secretproviderclass"
-    """A SecretProviderClass mounted by the Secrets Store CSI driver (docs/csi-secrets.md):
-    its "keys" are the ids of the objects the driver fetched, their data the versions."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -185,18 +174,18 @@ class _Slot:
 
 
 def _slots(spec: Mapping[str, Any]) -> Iterator[_Slot]:
-    """Every reference form, in one traversal shared by discovery and renaming."""
+    """Every reference form of every kind (``source_kinds``), in one traversal shared by
+    discovery and renaming."""
+    rows = tuple(source_kind_rows())
     for volume in _dicts(spec.get("volumes")):
         label = _label(volume.get("name"))
-        candidates: list[tuple[SourceKind, object, str]] = [
-            (SourceKind.CONFIGMAP, volume.get("configMap"), "name"),
-            (SourceKind.SECRET, volume.get("secret"), "secretName"),
-        ]
+        candidates = [(row.kind, volume.get(at.field), at.name)
+                      for row in rows if (at := row.volume) is not None]  # fmt: skip
         projected = _dict(volume.get("projected"))
         if projected is not None:
             for source in _dicts(projected.get("sources")):
-                candidates.append((SourceKind.CONFIGMAP, source.get("configMap"), "name"))
-                candidates.append((SourceKind.SECRET, source.get("secret"), "name"))
+                candidates += [(row.kind, source.get(at.field), at.name)
+                               for row in rows if (at := row.projected) is not None]  # fmt: skip
         for kind, raw, name_field in candidates:
             if (holder := _dict(raw)) is not None:
                 yield _Slot(kind, holder, name_field, "volume", label)
@@ -207,17 +196,13 @@ def _slots(spec: Mapping[str, Any]) -> Iterator[_Slot]:
                 value_from = _dict(env.get("valueFrom"))
                 if value_from is None:
                     continue
-                for kind, ref_field in _KEY_REFS:
-                    if (holder := _dict(value_from.get(ref_field))) is not None:
-                        yield _Slot(kind, holder, "name", "env", label)
+                for row in rows:
+                    if row.env_key and (holder := _dict(value_from.get(row.env_key))) is not None:
+                        yield _Slot(row.kind, holder, "name", "env", label)
             for env_from in _dicts(container.get("envFrom")):
-                for kind, ref_field in _WHOLE_REFS:
-                    if (holder := _dict(env_from.get(ref_field))) is not None:
-                        yield _Slot(kind, holder, "name", "envFrom", label)
-
-
-_KEY_REFS = ((SourceKind.CONFIGMAP, "configMapKeyRef"), (SourceKind.SECRET, "secretKeyRef"))
-_WHOLE_REFS = ((SourceKind.CONFIGMAP, "configMapRef"), (SourceKind.SECRET, "secretRef"))
+                for row in rows:
+                    if row.env_from and (holder := _dict(env_from.get(row.env_from))) is not None:
+                        yield _Slot(row.kind, holder, "name", "envFrom", label)
 
 
 def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
@@ -238,7 +223,7 @@ def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
                 )
         else:
             yield slot.kind, name, _use(None, optional, f"envFrom {slot.label}", frozen=True)
-    yield from _csi_classes(spec, mounts)
+    yield from _csi_mounted(spec, mounts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,28 +331,32 @@ def _visible(files: tuple[tuple[str, str | None], ...] | None, path: str) -> fro
     )
 
 
-def _csi_classes(
+def _csi_mounted(
     spec: Mapping[str, Any], mounts: Mapping[str, tuple[_Mount, ...]]
 ) -> Iterator[_Found]:
-    """The SecretProviderClass of every Secrets Store CSI volume. Every object it fetches
-    counts (None: all keys), and it is optional: until a pod mounted it, its versions are
-    unknown, which is not missing config (model/csi.py). A subPath doesn't narrow it: the
-    driver names files by object alias, which the class, not the pod spec, says."""
+    """The source every ``csi`` volume names (the Secrets Store CSI driver's: a
+    SecretProviderClass). Every object it fetches counts (None: all keys), and it is
+    optional: until a pod mounted it, its versions are unknown, which is not missing config
+    (model/csi.py). A subPath doesn't narrow it: the driver names files by object alias,
+    which the class, not the pod spec, says."""
+    rows = [(row.kind, at) for row in source_kind_rows() if (at := row.csi) is not None]
     for volume in _dicts(spec.get("volumes")):
         csi = _dict(volume.get("csi"))
-        if csi is None or csi.get("driver") != CSI_DRIVER:
+        if csi is None:
             continue
         attributes = _dict(csi.get("volumeAttributes")) or {}
-        name = _name(attributes.get("secretProviderClass"))
-        if name is None:
-            continue
-        label = _label(volume.get("name"))
-        shown = mounts.get(label, ()) if label != _UNNAMED else ()
-        via = f"volume {label}"
-        via += SUBPATH_SUFFIX if any(m.by_subpath for m in shown) else ""
-        via += INIT_SUFFIX if any(m.init for m in shown) else ""
-        frozen = any(m.frozen for m in shown)
-        yield SourceKind.CSI, name, _use(None, True, via, frozen=frozen)
+        for kind, mount in rows:
+            if csi.get("driver") != mount.driver:
+                continue
+            if (name := _name(attributes.get(mount.attribute))) is None:
+                continue
+            label = _label(volume.get("name"))
+            shown = mounts.get(label, ()) if label != _UNNAMED else ()
+            via = f"volume {label}"
+            via += SUBPATH_SUFFIX if any(m.by_subpath for m in shown) else ""
+            via += INIT_SUFFIX if any(m.init for m in shown) else ""
+            frozen = any(m.frozen for m in shown)
+            yield kind, name, _use(None, True, via, frozen=frozen)
 
 
 def rename_references(

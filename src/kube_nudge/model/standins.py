@@ -13,6 +13,7 @@ from typing import Any
 
 from kube_nudge.model.podtemplate import TemplatePath
 from kube_nudge.model.references import Consumption, SourceKind, SourceRef, discover, merge
+from kube_nudge.model.source_kinds import is_source_kind
 
 __all__ = [
     "StandInMap",
@@ -41,7 +42,7 @@ def parse_stand_ins(text: object) -> dict[tuple[SourceKind, str], str]:
     if isinstance(raw, dict):
         for stand_in, source in raw.items():
             kind_text, _, name = str(stand_in).partition("/")
-            if kind_text in SourceKind.__members__.values() and name and isinstance(source, str):
+            if is_source_kind(kind_text) and name and isinstance(source, str):
                 found[(SourceKind(kind_text), name)] = source
     return found
 

@@ -13,15 +13,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.resources import CONFIGMAPS, SECRETPROVIDERCLASSPODSTATUSES, SECRETS
+from kube_nudge.kube.resources import SECRETPROVIDERCLASSPODSTATUSES, source_resource
 from kube_nudge.model import (
-    SourceKind,
     SourceRef,
     SourceView,
     WorkloadView,
     project_source,
 )
 from kube_nudge.model.csi import advance, project_pod_status
+from kube_nudge.model.source_kinds import source_row
 
 JSON = dict[str, Any]
 
@@ -29,11 +29,10 @@ JSON = dict[str, Any]
 async def read_source(client: KubeClient, ref: SourceRef) -> JSON | None:
     """The ConfigMap or Secret ``ref``, or None if it doesn't exist; for a Secrets Store CSI
     class, the list of its namespace's SecretProviderClassPodStatuses (None: not served)."""
-    if ref.kind is SourceKind.CSI:
+    if source_row(ref.kind).known_once_mounted:
         path = SECRETPROVIDERCLASSPODSTATUSES.path(ref.namespace)
     else:
-        resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
-        path = resource.path(ref.namespace, ref.name)
+        path = source_resource(ref.kind).path(ref.namespace, ref.name)
     try:
         return await client.get(path)
     except ApiError as exc:
@@ -65,7 +64,7 @@ def project_read(ref: SourceRef, obj: JSON, *, compat: bool = True) -> SourceVie
     newest mounted status's versions (None: none mounted), as ``model/csi.py`` folds them;
     unlike the caches, which keep a class's versions once a status went away, this sees
     only the statuses there are now."""
-    if ref.kind is not SourceKind.CSI:
+    if not source_row(ref.kind).known_once_mounted:
         return project_source(obj, compat=compat)
     view = None
     for item in obj.get("items") or ():

@@ -19,7 +19,6 @@ from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.pods import matching_pods
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import (
-    SourceKind,
     SourceRef,
     SourceView,
     WorkloadDefaults,
@@ -29,6 +28,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import SHARE_ALL
 from kube_nudge.model.podtemplate import get_template
+from kube_nudge.model.source_kinds import source_kind_rows
 from kube_nudge.reporting.desired import project_read, read_allowed
 from kube_nudge.reporting.planning import Candidate, Eviction, Inputs
 
@@ -37,7 +37,6 @@ __all__ = ["Objects", "api_object", "live_inputs", "offline_inputs", "sort_objec
 JSON = dict[str, Any]
 #: What ``kubectl apply`` (client-side) records of what it applied last.
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-_SOURCE_KINDS = {("v1", "ConfigMap"): SourceKind.CONFIGMAP, ("v1", "Secret"): SourceKind.SECRET}
 
 
 @dataclass
@@ -68,12 +67,14 @@ def sort_objects(
     """The ConfigMaps, Secrets and workloads of ``objects`` (anything else is not config)."""
     found = Objects()
     by_kind = {(k.resource.api_version, k.resource.kind): k for k in kinds}
+    sources = {(row.api_version, row.api_kind): row.kind
+               for row in source_kind_rows() if row.holds_data}  # fmt: skip
     for obj in objects:
         stored = api_object(obj, namespace)
         key = (str(stored.get("apiVersion")), str(stored.get("kind")))
         name, ns = stored["metadata"]["name"], stored["metadata"]["namespace"]
-        if key in _SOURCE_KINDS:
-            found.sources[SourceRef(_SOURCE_KINDS[key], ns, name)] = stored
+        if key in sources:
+            found.sources[SourceRef(sources[key], ns, name)] = stored
         elif key in by_kind:
             found.workloads[(by_kind[key], ns, name)] = stored
     return found

@@ -56,6 +56,7 @@ from kube_nudge.model.references import (
     SourceKind,
     SourceRef,
 )
+from kube_nudge.model.source_kinds import source_kind_rows, source_row
 
 __all__ = [
     "AGENT_COMMAND",
@@ -387,17 +388,17 @@ def _source_files(
 
 
 def _values(kind: SourceKind, obj: Mapping[str, Any], label: str) -> dict[str, bytes]:
-    """Each key's bytes as the kubelet writes them (configMap: data, then binaryData)."""
-    fields = ("data", "binaryData") if kind is SourceKind.CONFIGMAP else ("data",)
+    """Each key's bytes as the kubelet writes them: the kind's data fields in order
+    (a ConfigMap's data, then binaryData), text as UTF-8 and base64 decoded."""
     values: dict[str, bytes] = {}
-    for name in fields:
-        entries = obj.get(name) or {}
+    for data_field in source_row(kind).data:
+        entries = obj.get(data_field.name) or {}
         if not isinstance(entries, Mapping):
-            raise NotReproducible(f"{label} has a malformed {name}")
+            raise NotReproducible(f"{label} has a malformed {data_field.name}")
         for key, value in entries.items():
             if not isinstance(key, str) or not isinstance(value, str):
-                raise NotReproducible(f"{label} has a malformed {name}")
-            if kind is SourceKind.CONFIGMAP and name == "data":
+                raise NotReproducible(f"{label} has a malformed {data_field.name}")
+            if not data_field.base64:
                 values[key] = value.encode("utf-8", "surrogatepass")
                 continue
             try:
@@ -411,24 +412,28 @@ def _volume_sources(
     volume: Mapping[str, Any],
 ) -> list[tuple[SourceKind, Mapping[str, Any], str]]:
     """(kind, source, its name field) for each source the volume projects, in order;
-    NotReproducible for a volume that isn't made of ConfigMaps and Secrets only."""
+    NotReproducible for a volume that isn't made of the sources' volumes only."""
     label = f"volume {volume.get('name')}"
-    if isinstance(source := volume.get("configMap"), Mapping):
-        return [(SourceKind.CONFIGMAP, source, "name")]
-    if isinstance(source := volume.get("secret"), Mapping):
-        return [(SourceKind.SECRET, source, "secretName")]
+    rows = tuple(source_kind_rows())
+    for row in rows:
+        if (at := row.volume) is not None and isinstance(source := volume.get(at.field), Mapping):
+            return [(row.kind, source, at.name)]
     projected = volume.get("projected")
     if not isinstance(projected, Mapping):
         raise NotReproducible(f"{label} is not a ConfigMap, Secret or projected volume")
     found: list[tuple[SourceKind, Mapping[str, Any], str]] = []
     for entry in projected.get("sources") or []:
-        if isinstance(entry, Mapping) and isinstance(source := entry.get("configMap"), Mapping):
-            found.append((SourceKind.CONFIGMAP, source, "name"))
-        elif isinstance(entry, Mapping) and isinstance(source := entry.get("secret"), Mapping):
-            found.append((SourceKind.SECRET, source, "name"))
-        else:
+        named = [
+            (row.kind, source, at.name)
+            for row in rows
+            if (at := row.projected) is not None
+            and isinstance(entry, Mapping)
+            and isinstance(source := entry.get(at.field), Mapping)
+        ]
+        if not named:
             other = ", ".join(sorted(entry)) if isinstance(entry, Mapping) else "?"
             raise NotReproducible(f"{label} also projects {other}, which only the kubelet knows")
+        found.append(named[0])
     return found
 
 

@@ -39,11 +39,11 @@ from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.patches import Patch, send
 from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.resources import (
-    CONFIGMAPS,
     PODS,
     SECRETPROVIDERCLASSPODSTATUSES,
     SECRETS,
     Resource,
+    source_resource,
 )
 from kube_nudge.model import (
     BASELINE_HASH,
@@ -58,7 +58,8 @@ from kube_nudge.model.csi import class_view, project_pod_status
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
-from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.references import SourceRef
+from kube_nudge.model.source_kinds import source_row
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.hot.rules import (
     NO_AGENT,
@@ -340,14 +341,14 @@ class HotStrategy(AdoptsBaseline):
         sources: dict[SourceRef, JSON | None] = {}
         try:
             for ref in sorted(refs):
-                resource = CONFIGMAPS if ref.kind is SourceKind.CONFIGMAP else SECRETS
+                resource = source_resource(ref.kind)
                 sources[ref] = obj = await self._read(resource, namespace, ref.name)
                 if ref in assessment.visible and source_state(obj) != assessment.states.get(
                     ref, ABSENT
                 ):
                     why = f"{ref.display(namespace)} changed since this delivery"
                     return dict.fromkeys(claimed, why)
-            csi = [ref for ref in assessment.visible if ref.kind is SourceKind.CSI]
+            csi = [ref for ref in assessment.visible if source_row(ref.kind).known_once_mounted]
             written = await self._csi_writes(namespace, csi, assessment) if csi else {}
         except NotReproducible as exc:
             return dict.fromkeys(claimed, str(exc))

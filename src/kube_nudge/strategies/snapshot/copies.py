@@ -23,8 +23,9 @@ from typing import Any, Final
 from kube_nudge.model.annotations import PREFIX
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.hashing import SourceState
-from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.references import SourceRef
 from kube_nudge.model.shapes import Annotation, By, On
+from kube_nudge.model.source_kinds import source_row
 
 __all__ = [
     "COPY_ANNOTATIONS",
@@ -88,9 +89,10 @@ def copy_manifest(
 ) -> dict[str, Any]:
     """The immutable copy of `source` (a full ConfigMap/Secret) named `name`, made for and
     owned by the workload `owner` (an ownerReference) until revisions take it over."""
+    row = source_row(ref.kind)
     copy: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap" if ref.kind is SourceKind.CONFIGMAP else "Secret",
+        "apiVersion": row.api_version,
+        "kind": row.api_kind,
         "metadata": {
             "name": name,
             "namespace": ref.namespace,
@@ -104,7 +106,7 @@ def copy_manifest(
         },
         "immutable": True,
     }
-    for field in ("type", "data", "binaryData"):
+    for field in ("type", *(data.name for data in row.data)):
         if field in source:
             copy[field] = source[field]
     return copy

@@ -24,7 +24,7 @@ from typing import Any
 from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.patches import Patch, PatchType, send
-from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
+from kube_nudge.kube.resources import Resource, source_resource
 from kube_nudge.kube.workloads import Revisions
 from kube_nudge.model import (
     CONFIG_HASH,
@@ -39,6 +39,7 @@ from kube_nudge.model import (
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.podtemplate import get_pod_spec, get_template, template_annotation
 from kube_nudge.model.references import rename_references
+from kube_nudge.model.source_kinds import source_kind_rows, source_row
 from kube_nudge.model.standins import (
     format_stand_ins,
     parse_stand_ins,
@@ -83,7 +84,13 @@ COPY_RETRY = 60.0
 #: Answers to creating a copy that are not worth a quick retry: forbidden (quota, policy),
 #: too large, invalid.
 _COPY_REFUSALS = frozenset({403, 413, 422})
-_SOURCE_RESOURCES = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
+
+
+def _copyable() -> dict[SourceKind, Resource]:
+    """The resource of each kind whose sources it copies (``SourceKindRow.holds_data``)."""
+    return {row.kind: source_resource(row.kind) for row in source_kind_rows() if row.holds_data}
+
+
 #: The Deployment controller's revision number on each ReplicaSet.
 REVISION = "deployment.kubernetes.io/revision"
 
@@ -108,7 +115,7 @@ class SnapshotStrategy(AdoptsBaseline):
         metrics = context.metrics
         for result in REVIEW_RESULTS:
             metrics.admission.labels(result=result)
-        for resource in _SOURCE_RESOURCES.values():
+        for resource in _copyable().values():
             metrics.writes.labels(kind=resource.kind)
 
     @staticmethod
@@ -187,6 +194,8 @@ class SnapshotStrategy(AdoptsBaseline):
             state = assessment.states.get(ref)
             if state is None or not state.present:
                 continue  # an optional source that doesn't exist: nothing to copy
+            if not source_row(ref.kind).holds_data:
+                continue  # a CSI class: no object holds its data, each pod fetches it
             copy = copy_name(self._context.hmac_key, ref, state, target.view.uid)
             await self._ensure_copy(target, ref, copy, state.digests, owner)
             renames[(ref.kind, ref.name)] = copy
@@ -227,7 +236,7 @@ class SnapshotStrategy(AdoptsBaseline):
         """Create the copy `name` of `ref`, or check that the object already there is
         kube-nudge's copy of exactly this data (else: Refused, nothing rolls)."""
         client = self._context.client
-        resource = _SOURCE_RESOURCES[ref.kind]
+        resource = source_resource(ref.kind)
         source = await client.get(resource.path(ref.namespace, ref.name))
         if key_digests(source) != dict(digests):
             raise NotYet(f"{ref} changed since it was cached")
@@ -474,7 +483,7 @@ class SnapshotStrategy(AdoptsBaseline):
     ) -> dict[tuple[SourceKind, str], dict[str, Any]]:
         """Metadata of the workload's snapshot copies (never a Secret's data)."""
         found = {}
-        for kind, resource in _SOURCE_RESOURCES.items():
+        for kind, resource in _copyable().items():
             pages = self._context.client.list_pages(
                 resource.path(namespace),
                 {"labelSelector": f"{SNAPSHOT_FOR}={workload_uid}"},
@@ -499,7 +508,7 @@ class SnapshotStrategy(AdoptsBaseline):
         owner left, nothing can need it: delete it. False when the copy changed since it
         was listed (e.g. the garbage collector dropped a pruned owner): look again."""
         kind, name = copy
-        resource = _SOURCE_RESOURCES[kind]
+        resource = source_resource(kind)
         current = list(metadata.get("ownerReferences") or ())
         owners = [o for o in current if o.get("uid") not in mine] + wanted
         if {o.get("uid") for o in current} == {o.get("uid") for o in owners}:

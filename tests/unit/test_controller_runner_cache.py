@@ -1,11 +1,11 @@
-"""The caches' runners (``controller/runners.py``): which Rollout runs which Deployment's
+"""The caches' runners (``controller/runner_cache.py``): which Rollout runs which Deployment's
 template, kept through every change an informer hands on (added, re-pointed, deleted)."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
-from kube_nudge.controller.runners import Runners
+from kube_nudge.controller.runner_cache import Runners
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Informer, InformerConfig
 from kube_nudge.kube.workloads import ARGO_ROLLOUTS

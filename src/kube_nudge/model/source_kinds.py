@@ -1,0 +1,204 @@
+"""Source kinds as data: one row per kind of configuration source.
+
+A row says everything the rest of kube-nudge asks of a kind: the API type it is read
+from (and, for a kind only its mounts know, the per-pod status written for it), which
+fields hold its data and how they are encoded, the field selector its watch uses, and
+every place a pod spec names one (a volume, a projected volume's source, an env var's
+``valueFrom``, ``envFrom``, a CSI volume's attribute). Discovery, the caches, the readers
+of the read-only commands, strategy hot's reproduction of a volume and snapshot's copies
+all read the row; none of them asks which kind it is.
+
+Adding a kind is one row here (or ``register`` for one that lives elsewhere, such as a
+test's: tests/unit/toy_source_kind) plus its tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "BUILTIN_SOURCE_KINDS",
+    "CSI_DRIVER",
+    "CsiMount",
+    "DataField",
+    "NameAt",
+    "SourceKind",
+    "SourceKindRow",
+    "is_source_kind",
+    "register_source_kind",
+    "source_kind_rows",
+    "source_row",
+    "unregister_source_kind",
+]
+
+
+class SourceKind(str):
+    """The kind of a configuration source, by its lower-case name (``configmap``...).
+
+    An open set, unlike an enum: each is a row of the table below. ``SourceKind(text)``
+    returns the registered kind of that name (the same object, so ``is`` compares) and
+    raises ValueError for any other text.
+    """
+
+    __slots__ = ()
+    _known: ClassVar[dict[str, SourceKind]] = {}
+    CONFIGMAP: ClassVar[SourceKind]
+    SECRET: ClassVar[SourceKind]
+    CSI: ClassVar[SourceKind]
+    """A SecretProviderClass mounted by the Secrets Store CSI driver (docs/csi-secrets.md):
+    its "keys" are the ids of the objects the driver fetched, their data the versions."""
+
+    def __new__(cls, value: str) -> SourceKind:
+        known = cls._known.get(value)
+        if known is None:
+            raise ValueError(f"{value!r} is not a source kind")
+        return known
+
+    @classmethod
+    def define(cls, value: str) -> SourceKind:
+        """The kind named ``value``, made once (``register_source_kind`` makes it known)."""
+        return cls._known.get(value) or str.__new__(cls, value)
+
+    @property
+    def value(self) -> str:
+        """The kind's name, as annotations and ``str(ref)`` spell it."""
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"SourceKind({str(self)!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class NameAt:
+    """A place in a pod spec that names a source: the object in ``field`` (a volume's, a
+    projected source's) whose ``name`` field holds the source's name."""
+
+    field: str
+    name: str = "name"
+
+
+@dataclass(frozen=True, slots=True)
+class DataField:
+    """A top-level field of a source's object holding key-value data."""
+
+    name: str
+    base64: bool
+    """Whether its values are base64 (a Secret's ``data``, a ConfigMap's ``binaryData``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CsiMount:
+    """A ``csi`` volume of ``driver`` names a source in its ``volumeAttributes``."""
+
+    driver: str
+    attribute: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceKindRow:
+    """Everything kube-nudge asks of one source kind."""
+
+    kind: SourceKind
+    group: str
+    version: str
+    plural: str
+    api_kind: str
+    """The API type a pod names: ``ConfigMap``, ``Secret``, ``SecretProviderClass``."""
+    aliases: tuple[str, ...] = ()
+    """Other names a user may type for it (``kube-nudge wait cm/NAME``)."""
+    data: tuple[DataField, ...] = ()
+    """The fields holding its data, in the order the kubelet projects them."""
+    field_selector: str | None = None
+    """What its watch leaves out server-side (Secrets no pod can consume as config)."""
+    volume: NameAt | None = None
+    projected: NameAt | None = None
+    env_key: str | None = None
+    """The ``valueFrom`` field naming one of its keys (``configMapKeyRef``)."""
+    env_from: str | None = None
+    """The ``envFrom`` field naming all of its keys (``configMapRef``)."""
+    csi: CsiMount | None = None
+    known_once_mounted: bool = False
+    """Its versions are known only from the statuses a CSI driver writes per pod that
+    mounted it (model/csi.py): unknown, not absent, until one did; not an object to read,
+    copy or post Events on; consumed only with ``--csi-secrets``."""
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` for the core group, else ``group/version``."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def holds_data(self) -> bool:
+        """Whether its object holds its data: a manifest shows it (plan), a copy keeps it
+        (strategy snapshot). Not a CSI class: each pod fetches that from the provider."""
+        return not self.known_once_mounted and bool(self.data)
+
+
+CSI_DRIVER = "secrets-store.csi.k8s.io"
+"""The Secrets Store CSI driver's name in a pod's ``csi`` volume."""
+
+SourceKind.CONFIGMAP = SourceKind.define("configmap")
+SourceKind.SECRET = SourceKind.define("secret")
+SourceKind.CSI = SourceKind.define("secretproviderclass")
+
+#: Secrets no pod template can consume as config: skipped server-side, never listed.
+SECRET_FIELD_SELECTOR = "type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token"  # noqa: S105  # nosec B105 # a field selector, not a password
+
+BUILTIN_SOURCE_KINDS = (
+    SourceKindRow(
+        SourceKind.CONFIGMAP, "", "v1", "configmaps", "ConfigMap", aliases=("cm",),
+        data=(DataField("data", base64=False), DataField("binaryData", base64=True)),
+        volume=NameAt("configMap"), projected=NameAt("configMap"),
+        env_key="configMapKeyRef", env_from="configMapRef",
+    ),
+    SourceKindRow(
+        SourceKind.SECRET, "", "v1", "secrets", "Secret",
+        data=(DataField("data", base64=True),), field_selector=SECRET_FIELD_SELECTOR,
+        volume=NameAt("secret", "secretName"), projected=NameAt("secret"),
+        env_key="secretKeyRef", env_from="secretRef",
+    ),
+    SourceKindRow(
+        SourceKind.CSI, "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasses",
+        "SecretProviderClass", csi=CsiMount(CSI_DRIVER, "secretProviderClass"),
+        known_once_mounted=True,
+    ),
+)  # fmt: skip
+
+_ROWS: dict[SourceKind, SourceKindRow] = {}
+
+
+def register_source_kind(row: SourceKindRow) -> None:
+    """Make ``row`` a source kind (a test's, say); ValueError if its name is taken."""
+    if row.kind in _ROWS:
+        raise ValueError(f"source kind {row.kind} is already registered")
+    _ROWS[row.kind] = row
+    SourceKind._known[str(row.kind)] = row.kind
+
+
+def unregister_source_kind(kind: SourceKind) -> None:
+    """Forget a kind ``register_source_kind`` added (never a built-in one)."""
+    if any(row.kind is kind for row in BUILTIN_SOURCE_KINDS):
+        raise ValueError(f"source kind {kind} is built in")
+    _ROWS.pop(kind, None)
+    SourceKind._known.pop(str(kind), None)
+
+
+def source_row(kind: SourceKind) -> SourceKindRow:
+    """The row of ``kind``."""
+    return _ROWS[kind]
+
+
+def source_kind_rows() -> Iterator[SourceKindRow]:
+    """Every registered kind's row, the built-in ones first."""
+    return iter(tuple(_ROWS.values()))
+
+
+def is_source_kind(text: str) -> bool:
+    """Whether ``text`` names a registered source kind."""
+    return text in SourceKind._known
+
+
+for _row in BUILTIN_SOURCE_KINDS:
+    register_source_kind(_row)
