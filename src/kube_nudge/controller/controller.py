@@ -5,7 +5,7 @@
     workers.py    the queue → reconciler.py → NextLooks (the next look)   leader only
     reconciler.py read → decide → act (a strategy) → remember, with the rollout book
                   (book.py), following (following.py), the sibling gates (siblings.py)
-                  and the reporter (reporter.py)
+                  and the announcer (announcer.py)
 
 Runnables: ``cache`` (every replica, so a standby's caches are warm when it takes over),
 ``workers`` and ``replacer`` (the leader), ``pending_kinds`` when some ``--workload`` isn't
@@ -103,7 +103,8 @@ class Controller:
             sources=self.cache.source_refs, synced=self.synced, clock=clock,
         )  # fmt: skip
         self.cache.add_handlers(EventHandlers(
-            sources=SourceEvents(self.cache, enqueue, self.replacer, self.events, self.synced),
+            sources=SourceEvents(self.cache, enqueue, self.events, self.synced),
+            source_pods=self.replacer.source_changed,
             workloads=WorkloadEvents(self.book, enqueue, self.looks, self.synced),
             opt_in_errors=OptInErrors(self.events, options.defaults),
             runners=RunnerEvents(self.cache, self.book, enqueue, self.looks, self.synced),

@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from kube_nudge.controller.announcer import Announcer, display
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reader import WorkloadKey
-from kube_nudge.controller.reporter import Reporter, display
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.model.annotations import FAILED
@@ -32,12 +32,12 @@ class RolloutFollower:
         self,
         book: RolloutBook,
         strategies: Mapping[str, Strategy],
-        reporter: Reporter,
+        announcer: Announcer,
         context: StrategyContext,
     ) -> None:
         self._book = book
         self._strategies = strategies
-        self._reporter = reporter
+        self._announcer = announcer
         self._context = context
         """For the one write of its own: the failure record."""
 
@@ -68,14 +68,14 @@ class RolloutFollower:
 
     def _completed(self, target: Target, tracking: Tracking) -> None:
         kind = target.kind.resource.kind
-        self._reporter.metrics.rollouts_finished.labels(kind=kind, outcome="complete").inc()
+        self._announcer.metrics.rollouts_finished.labels(kind=kind, outcome="complete").inc()
         log.info(
             "%s: rollout to %s complete (%s)", target, tracking.config_hash,
             tracking.detail, extra=target.log_fields("complete"),
         )  # fmt: skip
         message = f"rollout complete: {tracking.detail}" if tracking.detail else "rollout complete"
-        self._reporter.post(target, NORMAL, "RolloutComplete", message)
-        self._reporter.announce(target, NotificationKind.COMPLETE, "RolloutComplete", message,
+        self._announcer.post(target, NORMAL, "RolloutComplete", message)
+        self._announcer.announce(target, NotificationKind.COMPLETE, "RolloutComplete", message,
                                 tracking.config_hash)  # fmt: skip
 
     async def _record_failure(self, target: Target, tracking: Tracking, strategy: Strategy) -> None:
@@ -88,17 +88,17 @@ class RolloutFollower:
             self._context, target, {FAILED: format_failed(tracking.config_hash, now)}
         )
         kind = target.kind.resource.kind
-        self._reporter.metrics.rollouts_finished.labels(kind=kind, outcome="failed").inc()
+        self._announcer.metrics.rollouts_finished.labels(kind=kind, outcome="failed").inc()
         message = (
             f"rollout to config {tracking.config_hash} failed: {tracking.detail or 'no progress'}"
             f"; workloads rolling the same change are held (kube-nudge release "
             f"{display(target)} restarts the line)"
         ) + self._after_failure(target, strategy)
         log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
-        self._reporter.post(target, WARNING, "RolloutFailed", message)
+        self._announcer.post(target, WARNING, "RolloutFailed", message)
         # After the record: a replica that dies in between loses this one announcement
         # rather than a new leader sending it twice (receivers can also drop repeats by id).
-        self._reporter.announce(target, NotificationKind.FAILED, "RolloutFailed", message,
+        self._announcer.announce(target, NotificationKind.FAILED, "RolloutFailed", message,
                                 tracking.config_hash)  # fmt: skip
 
     def _after_failure(self, target: Target, strategy: Strategy) -> str:
@@ -130,17 +130,17 @@ class RolloutFollower:
             if exc.not_found:
                 return
             log.warning("%s: rollback failed: %s", target, exc)
-            self._reporter.post(
+            self._announcer.post(
                 target, WARNING, "RollbackFailed",
                 f"could not roll back (tried again at the next look): {exc}",
             )  # fmt: skip
             raise
         if done is None:
             message = "no earlier revision to roll back to: held on the failed config"
-            self._reporter.post(target, WARNING, "RollbackImpossible", message)
+            self._announcer.post(target, WARNING, "RollbackImpossible", message)
             return
         log.warning("%s: %s", target, done, extra=target.log_fields("rolled-back"))
         message = f"{done}, after a failed rollout"
-        self._reporter.post(target, WARNING, "RolledBack", message)
-        self._reporter.announce(target, NotificationKind.ROLLED_BACK, "RolledBack", message,
+        self._announcer.post(target, WARNING, "RolledBack", message)
+        self._announcer.announce(target, NotificationKind.ROLLED_BACK, "RolledBack", message,
                                 failed_hash)  # fmt: skip

@@ -5,7 +5,8 @@ One table, ``EventHandlers``, names a handler per kind of event:
 
 - ``sources`` (``SourceEvents``): a ConfigMap's or Secret's change → every workload
   consuming it (the cache's index), each in a debounce window the change opens or joins;
-  and its ``pod-selector`` pods (the ``PodReplacer``);
+- ``source_pods``: the same change → the source itself, on the queue of the runnable that
+  replaces its ``pod-selector`` pods (``PodReplacer.source_changed``);
 - ``workloads`` (``WorkloadEvents``): a workload's own change → itself (first sight and a
   dropped hash at once, anything else a moment later but opening no window: its own events
   never shorten a change's window), and, when its rollout moved on, the workloads waiting
@@ -14,28 +15,33 @@ One table, ``EventHandlers``, names a handler per kind of event:
   boolean → a Warning Event, once per message;
 - ``runners`` (``RunnerEvents``): the workload running another's template changed (an Argo
   Rollout with ``workloadRef``) → that template's owner, as an event of its own: its
-  rollout is the runner's (``runners.py``).
+  rollout is the runner's (``runner_cache.py``).
 
 Every key goes onto the queue through ``Enqueue``, with its pacing (``model/pacing.py``); the
 next looks (``workers.py``) use it too. Nothing here reconciles: the workers drain the queue.
+A handler knows what it asks of the rest only by the protocols below (``OwnWrites``,
+``Waiters``), never the rollout book, the workers or the reconciler themselves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reader import Reader, WorkloadKey
-from kube_nudge.controller.replacer import PodReplacer
-from kube_nudge.controller.workers import NextLooks
 from kube_nudge.kube.events import WARNING, ObjectRef
 from kube_nudge.kube.resources import Resource
 from kube_nudge.kube.workloads import WorkloadKind
-from kube_nudge.model import SourceRef, SourceView, WorkloadDefaults, WorkloadView
+from kube_nudge.model import (
+    SourceRef,
+    SourceView,
+    WorkloadDefaults,
+    WorkloadMemory,
+    WorkloadView,
+)
 from kube_nudge.model.annotations import mistyped_opt_in
 from kube_nudge.model.pacing import hold_for_change, hold_for_own_event
 from kube_nudge.runtime.events import BackgroundEvents
@@ -45,14 +51,48 @@ __all__ = [
     "Enqueue",
     "EventHandlers",
     "OptInErrors",
+    "OwnWrites",
     "RunnerEvents",
     "SourceEvents",
+    "Waiters",
     "WorkloadEvents",
 ]
 
 log = logging.getLogger(__name__)
 
 _MAX_MISTYPED = 10_000
+
+SourceChanged = Callable[[SourceRef, SourceView | None, SourceView | None], None]
+"""A source's change as a runnable of its own queues it (``PodReplacer.source_changed``)."""
+
+
+class OwnWrites(Protocol):
+    """What the controller keeps of its own writes, as the workload watch must see it
+    (``RolloutBook``): each view goes there first, and tells whether it is an echo."""
+
+    def observed(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
+        """Keep ``view``; True when it is the echo of our own last write."""
+        ...
+
+    def caught_up(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
+        """True when ``view`` is the echo a pass read too early was held back for."""
+        ...
+
+    def memory(self, key: WorkloadKey) -> WorkloadMemory | None:
+        """What is remembered of ``key``'s config, if anything."""
+        ...
+
+    def progress_moved(self, key: WorkloadKey) -> None:
+        """``key``'s rollout progress moved with no change of its own view."""
+        ...
+
+
+class Waiters(Protocol):
+    """The workloads held for another's rollout (``NextLooks``)."""
+
+    def rollout_moved(self, key: WorkloadKey) -> None:
+        """``key``'s rollout moved on: those waiting look again."""
+        ...
 
 
 class Enqueue:
@@ -94,19 +134,17 @@ class Enqueue:
 
 
 class SourceEvents:
-    """A ConfigMap's or Secret's change → the workloads consuming it, and its pods."""
+    """A ConfigMap's or Secret's change → the workloads consuming it."""
 
     def __init__(
         self,
         reader: Reader,
         enqueue: Enqueue,
-        replacer: PodReplacer,
         events: BackgroundEvents,
         synced: asyncio.Event,
     ) -> None:
         self._reader = reader
         self._enqueue = enqueue
-        self._replacer = replacer
         self._events = events
         self._synced = synced
 
@@ -115,7 +153,6 @@ class SourceEvents:
     ) -> None:
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             self._report_errors(resource, ref, new)
-        self._replacer.source_changed(ref, old, new)
         if old is not None and new is not None:
             if old.settings.ignore and new.settings.ignore:
                 return  # changes to an ignored source never trigger anything
@@ -139,7 +176,7 @@ class WorkloadEvents:
     """A workload's own change → itself; its rollout moving on → those waiting for one."""
 
     def __init__(
-        self, book: RolloutBook, enqueue: Enqueue, looks: NextLooks, synced: asyncio.Event
+        self, book: OwnWrites, enqueue: Enqueue, looks: Waiters, synced: asyncio.Event
     ) -> None:
         self._book = book
         self._enqueue = enqueue
@@ -252,9 +289,9 @@ class RunnerEvents:
     def __init__(
         self,
         reader: Reader,
-        book: RolloutBook,
+        book: OwnWrites,
         enqueue: Enqueue,
-        looks: NextLooks,
+        looks: Waiters,
         synced: asyncio.Event,
     ) -> None:
         self._reader = reader
@@ -275,6 +312,7 @@ class EventHandlers:
     """The table: one named handler per kind of event the cache reports."""
 
     sources: SourceEvents
+    source_pods: SourceChanged
     workloads: WorkloadEvents
     opt_in_errors: OptInErrors
     runners: RunnerEvents
@@ -283,6 +321,7 @@ class EventHandlers:
         self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
     ) -> None:
         """A ConfigMap or Secret changed."""
+        self.source_pods(ref, old, new)
         self.sources(resource, ref, old, new)
 
     def workload_changed(

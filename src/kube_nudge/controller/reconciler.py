@@ -10,7 +10,7 @@
 - **act**: the workload's strategy adopts or rolls; what it is about to write is in the
   book first (its echo can come before its response) and out again if the write fails;
 - **remember**: the memory record and the book, the Events and notifications of a hold
-  (``reporter.py``), and the ``Outcome``: the one way a pass asks to be looked at again
+  (``announcer.py``), and the ``Outcome``: the one way a pass asks to be looked at again
   (``requeue_after``, ``follow_up``; carried out by ``NextLooks`` in ``workers.py``).
 
 Strategies post their own Events for what they write.
@@ -26,10 +26,10 @@ from enum import StrEnum
 from typing import Protocol
 
 from kube_nudge.controller.analysis import Analyser
+from kube_nudge.controller.announcer import Announcer
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.following import RolloutFollower
 from kube_nudge.controller.reader import Reader, WorkloadKey
-from kube_nudge.controller.reporter import Reporter
 from kube_nudge.controller.siblings import SiblingGates
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.pods import oldest_container_start
@@ -139,7 +139,7 @@ class Reconciler:
     Its collaborators: the caches (``reader``), the strategies by name, the rollout book
     (``book``), and the context every strategy shares (the API client, Events, metrics,
     notifier, clock and installation key). It follows rollouts with a ``RolloutFollower``,
-    gates them with ``SiblingGates`` and reports through a ``Reporter``, all built on
+    gates them with ``SiblingGates`` and reports through an ``Announcer``, all built on
     those. ``windows`` is the work queue (a change's debounce window); ``max_concurrent``
     is ``--max-concurrent-rollouts``."""
 
@@ -160,8 +160,8 @@ class Reconciler:
         """The rollouts followed (the controller's, which its watch handler keeps)."""
         self.context = context
         self.windows = windows
-        self.reporter = Reporter(context)
-        self.follower = RolloutFollower(book, strategies, self.reporter, context)
+        self.announcer = Announcer(context)
+        self.follower = RolloutFollower(book, strategies, self.announcer, context)
         self.analyser = analyser or Analyser(context, None, context.metrics)
         self.gates = SiblingGates(reader, book, hmac_key=context.hmac_key, clock=context.clock,
                                   max_concurrent=max_concurrent)  # fmt: skip
@@ -209,7 +209,7 @@ class Reconciler:
             return Outcome(Action.LAGGING, follow_up=lagging)
         target = Target(*key, view)
         assessment = assess(view, self.reader.source, self.context.hmac_key)
-        self.reporter.input(target, assessment)
+        self.announcer.input(target, assessment)
         strategy = self.strategies[view.settings.strategy]
         memory = self.book.remember(key)
         tracking = self.book.tracking(key, view)
@@ -310,7 +310,7 @@ class Reconciler:
             action = Action.ROLLED
             if strategy.capped:
                 what = describe_apply(decision, assessment.states, target.namespace)
-                self.reporter.announce(target, NotificationKind.ROLLING, "Rolling",
+                self.announcer.announce(target, NotificationKind.ROLLING, "Rolling",
                                        f"rolling: {what}", decision.config_hash)  # fmt: skip
         return Acted(action, decision, view)
 
@@ -322,7 +322,7 @@ class Reconciler:
         started is looked at again at its deadline."""
         decision, follow_up = acted.decision, reading.follow_up
         if isinstance(decision, Hold):
-            self.reporter.held(reading.target, decision, reading.assessment.desired)
+            self.announcer.held(reading.target, decision, reading.assessment.desired)
             return Outcome(Action.HELD, decision.retry_after, f"held-{decision.reason}", follow_up)
         reading.memory.rolled_with = reading.assessment.states
         rolled = acted.action is Action.ROLLED and reading.strategy.capped
@@ -369,5 +369,5 @@ class Reconciler:
         """A write the API refused: retried with backoff (gone: nothing to do)."""
         if exc.not_found:
             return Outcome(Action.GONE)
-        self.reporter.write_failed(target, exc)
+        self.announcer.write_failed(target, exc)
         return Outcome(Action.FAILED)

@@ -12,7 +12,7 @@ from kube_nudge.model import Assessment, Hold
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import StrategyContext, Target, notification
 
-__all__ = ["ROUTINE_HOLDS", "Reporter", "display"]
+__all__ = ["ROUTINE_HOLDS", "Announcer", "display"]
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def display(target: Target) -> str:
     return f"-n {target.namespace} {target.kind.resource.kind.lower()}/{target.name}"
 
 
-class Reporter:
+class Announcer:
     """Events, logs, metrics and notifications of the reconciler, from the context every
     strategy shares (its Events, metrics, notifier and clock)."""
 
