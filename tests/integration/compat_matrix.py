@@ -28,7 +28,7 @@ from bench.gitstate import tree_state
 
 from kube_nudge_dev.build import COMPONENTS, HELM_VERSION, NODE_COMPONENTS, ensure_binaries
 from kube_nudge_dev.releases import ENV, KubeRelease, UnknownRelease, every, parse_release
-from tests.integration.compat_report import check_outcome, render
+from tests.integration.compat_report import check_outcome, render, src_changes_since
 from tests.integration.compat_suite import CHECKS, node_ids
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
     target = RESULTS if complete else REPO / "build" / "compatibility.json"
     target.write_text(json.dumps(results, indent=1) + "\n")
     if complete:
-        PAGE.write_text(render(results))
+        PAGE.write_text(render(results, src_changes_since(str(results["commit"]))))
     print(f"[matrix] wrote {target}{' and ' + str(PAGE) if complete else ''}", flush=True)
     failed = [
         f"{run['version']}: {name}"

@@ -9,6 +9,7 @@ is not what this renders.
 from __future__ import annotations
 
 import json
+import subprocess  # nosec B404 # git, to count what changed since the run
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,19 @@ from typing import Any
 from kube_nudge.model.kubeversion import SUPPORTED_MINORS, support_window
 from kube_nudge_dev.releases import DEFAULT_MINOR, PINNED, release
 from tests.integration.compat_suite import CHECKS, DIFFERENCES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def src_changes_since(commit: str) -> int:
+    """How many commits since ``commit`` changed src/ (the product the matrix proved):
+    ``git rev-list --count COMMIT..HEAD -- src/``."""
+    out = subprocess.run(  # nosec B603 # fixed git arguments
+        ["git", "rev-list", "--count", f"{commit}..HEAD", "--", "src/"],
+        cwd=REPO, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return int(out.strip())
+
 
 __all__ = ["check_outcome", "render"]
 
@@ -39,7 +53,7 @@ def _minor_of(run: dict[str, Any]) -> int:
     return int(str(run["version"]).split(".")[1])
 
 
-def _header(results: dict[str, Any] | None) -> list[str]:
+def _header(results: dict[str, Any] | None, behind: int | None = None) -> list[str]:
     default = release(DEFAULT_MINOR)
     lines = [
         "# Supported Kubernetes versions",
@@ -73,6 +87,8 @@ def _header(results: dict[str, Any] | None) -> list[str]:
         "",
         f"Commit {results['commit']} (clean tree), {results['started']}, on "
         f"{results['machine']}; `make test-matrix` took {results['seconds'] / 60:.0f} min.",
+        "",
+        _lag(results["commit"], behind),
         "",
         "| Minor | Control plane build s | Suite s |",
         "|---|---:|---:|",
@@ -119,19 +135,34 @@ def _differences() -> list[str]:
     return [*lines, ""]
 
 
-def render(results: dict[str, Any] | None) -> str:
-    """The whole page for ``results`` (None: no run committed yet); ValueError for results
-    of a tree that was not a commit (their figures would measure code no commit holds)."""
+def _lag(commit: str, behind: int | None) -> str:
+    """What the proof is behind: the commits since it that changed the product."""
+    if not behind:
+        return f"No commit since {commit} changed src/: the run proves the product as it is."
+    commits = "commit" if behind == 1 else "commits"
+    return (
+        f"Since {commit}, {behind} {commits} changed src/ (`git rev-list --count "
+        f"{commit}..HEAD -- src/`, counted when this page was generated): the proof is that "
+        "far behind the product; `make test-matrix` brings it to HEAD."
+    )
+
+
+def render(results: dict[str, Any] | None, behind: int | None = None) -> str:
+    """The whole page for ``results`` (None: no run committed yet), ``behind`` commits
+    changing src/ since its commit (``src_changes_since``); ValueError for results of a tree
+    that was not a commit (their figures would measure code no commit holds)."""
     if results is not None and not results.get("clean"):
         raise ValueError(f"{results.get('commit')}: measured on a dirty tree; run it again")
-    return "\n".join([*_header(results), *_checks(results), *_differences()]).rstrip() + "\n"
+    header = _header(results, behind)
+    return "\n".join([*header, *_checks(results), *_differences()]).rstrip() + "\n"
 
 
 def main(argv: list[str]) -> int:
     """``RESULTS.json PAGE.md``: rewrite PAGE from RESULTS (absent: no run yet)."""
     results_path, page = Path(argv[0]), Path(argv[1])
     results = json.loads(results_path.read_text()) if results_path.exists() else None
-    page.write_text(render(results))
+    behind = src_changes_since(results["commit"]) if results is not None else None
+    page.write_text(render(results, behind))
     print(f"wrote {page}")
     return 0
 

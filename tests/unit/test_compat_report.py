@@ -13,7 +13,7 @@ import pytest
 from kube_nudge.model.kubeversion import SUPPORTED_MINORS
 from kube_nudge_dev.releases import PINNED
 from tests.integration.compat_matrix import OUTPUTS, by_check, junit_tests, selects
-from tests.integration.compat_report import check_outcome, render
+from tests.integration.compat_report import check_outcome, render, src_changes_since
 from tests.integration.compat_suite import CHECKS, DIFFERENCES, node_ids
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,8 +29,20 @@ def committed_results() -> dict[str, object] | None:
 
 
 def test_the_page_is_generated_from_the_committed_results() -> None:
-    assert PAGE.read_text() == render(committed_results()), f"regenerate it: {REGENERATE}"
+    """Including how many commits since the proof changed src/: a product change makes the
+    page say so (regenerated), or the matrix runs again."""
+    results = committed_results()
+    behind = src_changes_since(str(results["commit"])) if results is not None else None
+    assert PAGE.read_text() == render(results, behind), f"regenerate it: {REGENERATE}"
     assert (str(RESULTS.relative_to(REPO)), str(PAGE.relative_to(REPO))) == OUTPUTS
+
+
+def test_the_readme_names_the_commit_the_matrix_proved() -> None:
+    results = committed_results()
+    if results is None:
+        pytest.skip("no matrix run committed yet")
+    readme = (REPO / "README.md").read_text()
+    assert f"`make test-matrix` proves\neach minor, last at commit {results['commit']} " in readme
 
 
 def test_committed_results_name_a_clean_commit_and_every_pinned_release() -> None:
