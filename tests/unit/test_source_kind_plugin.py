@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kube_nudge.app.wait_command import parse_target
@@ -40,11 +40,14 @@ from kube_nudge.model.source_kinds import (
 from kube_nudge.strategies.hot.rules import volume_files
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge.strategies.snapshot.copies import copy_manifest
-from tests.unit.test_confighash_oracle import KEY, NS, PROPS, Ref, refs_st, render
+from tests.unit.podspecs import Ref, refs_st, render
 from tests.unit.toy_source_kind import TOY, TOY_ROW, as_toy, registered
 
 DEPLOYMENT = BUILTIN_KINDS[0]
 CM = SourceKind.CONFIGMAP
+NS = "team"
+KEY = b"\x07" * 32
+PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.fixture(autouse=True)
