@@ -18,6 +18,7 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.projection import resource_version
 from kube_nudge.strategies.hot.settings import HOT_RELOAD, hot_reload
+from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
@@ -64,6 +65,36 @@ async def caught_up(running: Running, namespace: str, version: int) -> None:
     await running.controller.settled(timeout=30)
 
 
+async def create_web(kube: KubeClient, namespace: str, annotations: dict[str, str]) -> None:
+    """ConfigMap ``app`` and Deployment ``web`` reading all of it by ``envFrom``."""
+    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
+    spec = manifests.pod_spec(containers=[{
+        "name": "app", "image": "registry.invalid/app:1",
+        "envFrom": [{"configMapRef": {"name": "app"}}],
+    }])  # fmt: skip
+    deployment = manifests.deployment("web", spec=spec, annotations=annotations)
+    await kube.create(DEPLOYMENTS.path(namespace), deployment)
+
+
+async def roll_behind_a_poke(
+    kube: KubeClient, running: Running, namespace: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Poke ``web``, then change ``app``: the poke reaches the lagging cache after the
+    rollout is written, before its echo. The rolled workload, and the latest once the
+    cache shows it and the controller settled."""
+    poked = await poke(kube, namespace, "before-the-rollout")
+    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "x"}})
+    rolled = await wait_for_object(
+        kube, DEPLOYMENTS.path(namespace), "web",
+        lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+    )  # fmt: skip
+    assert resource_version(rolled["metadata"]) > poked
+    await caught_up(running, namespace, resource_version(rolled["metadata"]))
+    latest = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+    await caught_up(running, namespace, resource_version(latest["metadata"]))
+    return rolled, latest
+
+
 async def test_a_hot_reload_is_confirmed_once_while_the_cache_lags(
     kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
@@ -98,33 +129,44 @@ async def test_a_hot_reload_is_confirmed_once_while_the_cache_lags(
 async def test_a_rollout_is_written_once_while_the_cache_lags(
     kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
-    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", DATA))
-    spec = manifests.pod_spec(containers=[{
-        "name": "app", "image": "registry.invalid/app:1",
-        "envFrom": [{"configMapRef": {"name": "app"}}],
-    }])  # fmt: skip
-    deployment = manifests.deployment("web", spec=spec, annotations=ENABLED)
-    await kube.create(DEPLOYMENTS.path(namespace), deployment)
+    await create_web(kube, namespace, ENABLED)
     async with proxy_for(cluster) as proxy:
         proxy.delay_watches("deployments", LAG)
         kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
         async with running_controller(cluster, namespace, kubeconfig=kubeconfig) as running:
             nudges = running.metrics.nudges.labels(kind="Deployment")
-            # The poke reaches the cache after the rollout is written, before its echo.
-            poked = await poke(kube, namespace, "before-the-rollout")
-            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "x"}})
-            rolled = await wait_for_object(
-                kube, DEPLOYMENTS.path(namespace), "web",
-                lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
-            )  # fmt: skip
-            assert resource_version(rolled["metadata"]) > poked
-            await caught_up(running, namespace, resource_version(rolled["metadata"]))
-            latest = await kube.get(DEPLOYMENTS.path(namespace, "web"))
-            await caught_up(running, namespace, resource_version(latest["metadata"]))
+            rolled, latest = await roll_behind_a_poke(kube, running, namespace)
             assert nudges._value.get() == 1
             assert template_hash(latest, DEPLOYMENT) == template_hash(rolled, DEPLOYMENT)
             assert [e.get("count", 1) for e in await events(kube, namespace, "Rolling")] == [1]
             await until(lambda: _two_replicasets(kube, namespace), timeout=30)
+
+
+async def test_a_snapshot_rollout_copies_and_writes_once_while_the_cache_lags(
+    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Strategy snapshot: its copy of the changed ConfigMap is made once, and the template
+    is pointed at it once, though a pass reads the workload before its write is seen."""
+    await create_web(kube, namespace, {**ENABLED, "kube-nudge.io/strategy": "snapshot"})
+    async with proxy_for(cluster) as proxy:
+        proxy.delay_watches("deployments", LAG)
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
+        async with running_controller(cluster, namespace, kubeconfig=kubeconfig) as running:
+            nudges = running.metrics.nudges.labels(kind="Deployment")
+            await eventually(lambda: cached(running, namespace) is not None, timeout=30)
+            await running.controller.settled(timeout=30)
+            before = await snapshot_copies(kube, namespace)
+            rolled, latest = await roll_behind_a_poke(kube, running, namespace)
+            assert nudges._value.get() == 1
+            assert len(await snapshot_copies(kube, namespace) - before) == 1
+            assert template_hash(latest, DEPLOYMENT) == template_hash(rolled, DEPLOYMENT)
+            assert [e.get("count", 1) for e in await events(kube, namespace, "Rolling")] == [1]
+
+
+async def snapshot_copies(kube: KubeClient, namespace: str) -> set[str]:
+    """The names of the snapshot copies of ConfigMaps in ``namespace``."""
+    listed = await kube.get(CONFIGMAPS.path(namespace), labelSelector=SNAPSHOT_LABEL)
+    return {item["metadata"]["name"] for item in listed["items"]}
 
 
 async def _two_replicasets(kube: KubeClient, namespace: str) -> bool:
