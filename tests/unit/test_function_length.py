@@ -17,7 +17,6 @@ DECLARATION_FILES = frozenset({"model/annotations.py"})
 #: Functions that only declare, one item after another; each still over the limit (a stale
 #: entry fails, so the list only shrinks).
 DECLARATIONS = {
-    "runtime/metrics.py:Metrics.__init__": "every metric: name, help text, labels",
     "app/run_command.py:RunCommand.configure": "every flag of `kube-nudge run`, with its help",
 }
 #: Over the limit, in a file another branch is rewriting at the time of writing (the HTTP

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.runtime.metrics import INSTRUMENTS, Metrics
 
 NAMES = {
     "kube_nudge_nudges",
@@ -72,3 +72,16 @@ def test_standard_process_metrics_are_exported() -> None:
     names = {name for name, _ in _samples(Metrics())}
     assert {"process_resident_memory_bytes", "process_cpu_seconds_total",
             "process_start_time_seconds", "process_open_fds"} <= names  # fmt: skip
+
+
+def test_each_attribute_is_one_declared_instrument_of_its_type() -> None:
+    """``Metrics`` is its table: every annotated attribute is declared once, with the type
+    it is annotated with, and nothing is declared that no attribute holds."""
+    annotated = Metrics.__annotations__
+    declared = {d.attribute: d for d in INSTRUMENTS}
+    assert len(declared) == len(INSTRUMENTS)
+    assert set(declared) == set(annotated)
+    metrics = Metrics()
+    for name, instrument in declared.items():
+        assert annotated[name] == instrument.make.__name__
+        assert isinstance(getattr(metrics, name), instrument.make)

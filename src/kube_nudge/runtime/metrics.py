@@ -6,7 +6,8 @@ values, so the series count stays bounded and nothing sensitive is exported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from prometheus_client import (
     CONTENT_TYPE_PLAIN_0_0_4,
@@ -33,159 +34,275 @@ RECONCILE_BUCKETS = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class Instrument:
+    """One metric, declared: the ``Metrics`` attribute that holds it, its type, name, help
+    and labels, and the values of its one label known before any event (``seed``)."""
+
+    attribute: str
+    make: type[Counter] | type[Gauge] | type[Histogram]
+    name: str
+    documentation: str
+    labels: Sequence[str] = ()
+    buckets: Sequence[float] | None = None
+    seed: Sequence[str] = ()
+    """Started at 0 at once (a counter born at its first event is born at 1, and
+    increase()/rate() would never see that first one)."""
+
+    def register(self, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+        """The instrument, in ``registry``, with its seeded label values at 0."""
+        if self.make is Histogram:
+            buckets = self.buckets or Histogram.DEFAULT_BUCKETS
+            made: Counter | Gauge | Histogram = Histogram(
+                self.name, self.documentation, self.labels, registry=registry, buckets=buckets
+            )
+        else:
+            made = self.make(self.name, self.documentation, self.labels, registry=registry)
+        for value in self.seed:
+            made.labels(value)
+        return made
+
+
+#: Every metric of the controller, in the order /metrics shows them.
+INSTRUMENTS: tuple[Instrument, ...] = (
+    Instrument(
+        "nudges",
+        Counter,
+        "kube_nudge_nudges",
+        "Rollouts started, by workload kind.",
+        ["kind"],
+    ),
+    Instrument(
+        "holds",
+        Counter,
+        "kube_nudge_holds",
+        "Rollouts held back, by reason.",
+        ["reason"],
+    ),
+    Instrument(
+        "notifications",
+        Counter,
+        "kube_nudge_notifications",
+        "Config changes announced without touching the workload (strategy notify), by kind.",
+        ["kind"],
+    ),
+    Instrument(
+        "rollouts_finished",
+        Counter,
+        "kube_nudge_rollouts_finished",
+        "Rollouts started by kube-nudge that completed or failed (its progress deadline, "
+        "or the workload's), by kind and outcome.",
+        ["kind", "outcome"],
+    ),
+    Instrument(
+        "hot_reloads",
+        Counter,
+        "kube_nudge_hot_reloads",
+        "Changes strategy hot delivered without a rollout, by outcome: reloaded (every "
+        "pod's agent confirmed), failed or timed-out (then the fallback), rolled (a "
+        "changed key reaches the pods only at a restart: env, subPath, init container; or "
+        "no reload agent in the pod template), or unconfirmed (no reload agent, with "
+        "hot-fallback warn: delivered in place, warned at once).",
+        ["outcome"],
+    ),
+    Instrument(
+        "notifications_sent",
+        Counter,
+        "kube_nudge_notifications_sent",
+        "Notifications delivered to a chat/webhook receiver, by receiver label and kind.",
+        ["receiver", "kind"],
+    ),
+    Instrument(
+        "notifications_failed",
+        Counter,
+        "kube_nudge_notifications_failed",
+        "Notifications given up on, by receiver label and reason of the last attempt: "
+        "timeout, network, rate-limited, server-error, rejected (3xx/4xx, not retried), "
+        "error.",
+        ["receiver", "reason"],
+    ),
+    Instrument(
+        "notifications_dropped",
+        Counter,
+        "kube_nudge_notifications_dropped",
+        "Notifications dropped unsent, by receiver label and reason: queue-full (the "
+        "oldest made room), shutdown (still queued when the drain timed out).",
+        ["receiver", "reason"],
+    ),
+    Instrument(
+        "pod_evictions",
+        Counter,
+        "kube_nudge_pod_evictions",
+        "Evictions of pods matching a ConfigMap's or Secret's kube-nudge.io/pod-selector "
+        "that started before its data changed, by outcome: evicted, blocked (refused with "
+        "429, a PodDisruptionBudget allowing no more now; tried again later).",
+        ["outcome"],
+        seed=EVICTION_OUTCOMES,
+    ),
+    Instrument(
+        "pods_not_replaced",
+        Counter,
+        "kube_nudge_pods_not_replaced",
+        "Stale pods matching a kube-nudge.io/pod-selector left alone because no controller "
+        "would replace them (counted once per change of the source, with a Warning Event).",
+    ),
+    Instrument(
+        "errors",
+        Counter,
+        "kube_nudge_errors",
+        "Errors, by stage.",
+        ["stage"],
+        seed=ERROR_STAGES,
+    ),
+    Instrument(
+        "writes",
+        Counter,
+        "kube_nudge_writes",
+        "API writes to workloads, by kind.",
+        ["kind"],
+    ),
+    Instrument(
+        "reconcile_seconds",
+        Histogram,
+        "kube_nudge_reconcile_duration_seconds",
+        "Time to reconcile one workload.",
+        buckets=RECONCILE_BUCKETS,
+    ),
+    Instrument(
+        "watch_restarts",
+        Counter,
+        "kube_nudge_watch_restarts",
+        "Watch streams restarted, by resource and reason.",
+        ["resource", "reason"],
+    ),
+    Instrument(
+        "queue_depth",
+        Gauge,
+        "kube_nudge_queue_depth",
+        "Work queue length.",
+    ),
+    Instrument(
+        "objects_tracked",
+        Gauge,
+        "kube_nudge_objects_tracked",
+        "Objects in the caches, by resource.",
+        ["resource"],
+    ),
+    Instrument(
+        "workloads",
+        Gauge,
+        "kube_nudge_workloads",
+        "Opted-in workloads by the outcome of their last reconcile on this replica.",
+        ["state"],
+        seed=WORKLOAD_STATES,
+    ),
+    Instrument(
+        "kind_available",
+        Gauge,
+        "kube_nudge_workload_kind_available",
+        "1 while a workload kind is watched, 0 while the API server does not serve it "
+        "(a --workload whose CRD is not installed yet; retried).",
+        ["resource"],
+    ),
+    Instrument(
+        "admission",
+        Counter,
+        "kube_nudge_admission_reviews",
+        "Snapshot webhook reviews, by result: restored (a re-applied manifest kept its "
+        "copies), unchanged, not-ready (caches not filled yet), error (allowed as is).",
+        ["result"],
+    ),
+    Instrument(
+        "audit_workloads",
+        Gauge,
+        "kube_nudge_audit_workloads",
+        "Workloads by state at the last drift audit (--audit-interval), opted in or not "
+        "(not opted in: only those with stale pods are counted, as state stale).",
+        ["state", "opted_in"],
+    ),
+    Instrument(
+        "audit_stale_pods",
+        Gauge,
+        "kube_nudge_audit_stale_pods",
+        "Pods that started before the config they consume last changed, at the last drift audit.",
+    ),
+    Instrument(
+        "audit_timestamp",
+        Gauge,
+        "kube_nudge_audit_last_run_timestamp_seconds",
+        "When the last drift audit finished (Unix seconds; 0: none yet).",
+    ),
+    Instrument(
+        "is_leader",
+        Gauge,
+        "kube_nudge_leader",
+        "1 while this replica leads.",
+    ),
+    Instrument(
+        "analysis_measurements",
+        Counter,
+        "kube_nudge_analysis_measurements",
+        "Measurements of the metrics of analyses (kube-nudge.io/analysis), by phase: "
+        "Successful, Failed, Inconclusive, or Error (the query or the condition failed).",
+        ["phase"],
+        seed=ANALYSIS_PHASES,
+    ),
+    Instrument(
+        "analyses_finished",
+        Counter,
+        "kube_nudge_analyses_finished",
+        "Analyses of completed rollouts that ended, by phase: Successful (the rollout "
+        "counts as complete), Failed (a failed rollout), Error or Inconclusive (held for a "
+        "person).",
+        ["phase"],
+        seed=ANALYSIS_PHASES,
+    ),
+    Instrument(
+        "analysis_query_seconds",
+        Histogram,
+        "kube_nudge_analysis_query_duration_seconds",
+        "Time to query Prometheus for one measurement of an analysis metric.",
+        buckets=RECONCILE_BUCKETS,
+    ),
+)
+
+
 class Metrics:
-    """All kube-nudge metrics, registered in ``registry`` (a fresh one by default)."""
+    """All kube-nudge metrics, registered in ``registry`` (a fresh one by default): one
+    attribute per entry of ``INSTRUMENTS``."""
+
+    nudges: Counter
+    holds: Counter
+    notifications: Counter
+    rollouts_finished: Counter
+    hot_reloads: Counter
+    notifications_sent: Counter
+    notifications_failed: Counter
+    notifications_dropped: Counter
+    pod_evictions: Counter
+    pods_not_replaced: Counter
+    errors: Counter
+    writes: Counter
+    reconcile_seconds: Histogram
+    watch_restarts: Counter
+    queue_depth: Gauge
+    objects_tracked: Gauge
+    workloads: Gauge
+    kind_available: Gauge
+    admission: Counter
+    audit_workloads: Gauge
+    audit_stale_pods: Gauge
+    audit_timestamp: Gauge
+    is_leader: Gauge
+    analysis_measurements: Counter
+    analyses_finished: Counter
+    analysis_query_seconds: Histogram
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.nudges = Counter(
-            "kube_nudge_nudges", "Rollouts started, by workload kind.", ["kind"], registry=r
-        )
-        self.holds = Counter(
-            "kube_nudge_holds", "Rollouts held back, by reason.", ["reason"], registry=r
-        )
-        self.notifications = Counter(
-            "kube_nudge_notifications",
-            "Config changes announced without touching the workload (strategy notify), by kind.",
-            ["kind"],
-            registry=r,
-        )
-        self.rollouts_finished = Counter(
-            "kube_nudge_rollouts_finished",
-            "Rollouts started by kube-nudge that completed or failed (its progress deadline, "
-            "or the workload's), by kind and outcome.",
-            ["kind", "outcome"],
-            registry=r,
-        )
-        self.hot_reloads = Counter(
-            "kube_nudge_hot_reloads",
-            "Changes strategy hot delivered without a rollout, by outcome: reloaded (every "
-            "pod's agent confirmed), failed or timed-out (then the fallback), rolled (a "
-            "changed key reaches the pods only at a restart: env, subPath, init container; or "
-            "no reload agent in the pod template), or unconfirmed (no reload agent, with "
-            "hot-fallback warn: delivered in place, warned at once).",
-            ["outcome"],
-            registry=r,
-        )
-        self.notifications_sent = Counter(
-            "kube_nudge_notifications_sent",
-            "Notifications delivered to a chat/webhook receiver, by receiver label and kind.",
-            ["receiver", "kind"],
-            registry=r,
-        )
-        self.notifications_failed = Counter(
-            "kube_nudge_notifications_failed",
-            "Notifications given up on, by receiver label and reason of the last attempt: "
-            "timeout, network, rate-limited, server-error, rejected (3xx/4xx, not retried), "
-            "error.",
-            ["receiver", "reason"],
-            registry=r,
-        )
-        self.notifications_dropped = Counter(
-            "kube_nudge_notifications_dropped",
-            "Notifications dropped unsent, by receiver label and reason: queue-full (the "
-            "oldest made room), shutdown (still queued when the drain timed out).",
-            ["receiver", "reason"],
-            registry=r,
-        )
-        self.pod_evictions = Counter(
-            "kube_nudge_pod_evictions",
-            "Evictions of pods matching a ConfigMap's or Secret's kube-nudge.io/pod-selector "
-            "that started before its data changed, by outcome: evicted, blocked (refused with "
-            "429, a PodDisruptionBudget allowing no more now; tried again later).",
-            ["outcome"],
-            registry=r,
-        )
-        self.pods_not_replaced = Counter(
-            "kube_nudge_pods_not_replaced",
-            "Stale pods matching a kube-nudge.io/pod-selector left alone because no controller "
-            "would replace them (counted once per change of the source, with a Warning Event).",
-            registry=r,
-        )
-        self.errors = Counter("kube_nudge_errors", "Errors, by stage.", ["stage"], registry=r)
-        self.writes = Counter(
-            "kube_nudge_writes", "API writes to workloads, by kind.", ["kind"], registry=r
-        )
-        self.reconcile_seconds = Histogram(
-            "kube_nudge_reconcile_duration_seconds",
-            "Time to reconcile one workload.",
-            buckets=RECONCILE_BUCKETS,
-            registry=r,
-        )
-        self.watch_restarts = Counter(
-            "kube_nudge_watch_restarts",
-            "Watch streams restarted, by resource and reason.",
-            ["resource", "reason"],
-            registry=r,
-        )
-        self.queue_depth = Gauge("kube_nudge_queue_depth", "Work queue length.", registry=r)
-        self.objects_tracked = Gauge(
-            "kube_nudge_objects_tracked",
-            "Objects in the caches, by resource.",
-            ["resource"],
-            registry=r,
-        )
-        self.workloads = Gauge(
-            "kube_nudge_workloads",
-            "Opted-in workloads by the outcome of their last reconcile on this replica.",
-            ["state"],
-            registry=r,
-        )
-        self.kind_available = Gauge(
-            "kube_nudge_workload_kind_available",
-            "1 while a workload kind is watched, 0 while the API server does not serve it "
-            "(a --workload whose CRD is not installed yet; retried).",
-            ["resource"],
-            registry=r,
-        )
-        self.admission = Counter(
-            "kube_nudge_admission_reviews",
-            "Snapshot webhook reviews, by result: restored (a re-applied manifest kept its "
-            "copies), unchanged, not-ready (caches not filled yet), error (allowed as is).",
-            ["result"],
-            registry=r,
-        )
-        self.audit_workloads = Gauge(
-            "kube_nudge_audit_workloads",
-            "Workloads by state at the last drift audit (--audit-interval), opted in or not "
-            "(not opted in: only those with stale pods are counted, as state stale).",
-            ["state", "opted_in"],
-            registry=r,
-        )
-        self.audit_stale_pods = Gauge(
-            "kube_nudge_audit_stale_pods",
-            "Pods that started before the config they consume last changed, at the last "
-            "drift audit.",
-            registry=r,
-        )
-        self.audit_timestamp = Gauge(
-            "kube_nudge_audit_last_run_timestamp_seconds",
-            "When the last drift audit finished (Unix seconds; 0: none yet).",
-            registry=r,
-        )
-        self.is_leader = Gauge("kube_nudge_leader", "1 while this replica leads.", registry=r)
-        self.analysis_measurements = Counter(
-            "kube_nudge_analysis_measurements",
-            "Measurements of the metrics of analyses (kube-nudge.io/analysis), by phase: "
-            "Successful, Failed, Inconclusive, or Error (the query or the condition failed).",
-            ["phase"],
-            registry=r,
-        )
-        self.analyses_finished = Counter(
-            "kube_nudge_analyses_finished",
-            "Analyses of completed rollouts that ended, by phase: Successful (the rollout "
-            "counts as complete), Failed (a failed rollout), Error or Inconclusive (held for a "
-            "person).",
-            ["phase"],
-            registry=r,
-        )
-        self.analysis_query_seconds = Histogram(
-            "kube_nudge_analysis_query_duration_seconds",
-            "Time to query Prometheus for one measurement of an analysis metric.",
-            buckets=RECONCILE_BUCKETS,
-            registry=r,
-        )
+        for declared in INSTRUMENTS:
+            setattr(self, declared.attribute, declared.register(r))
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds, start time:
         # what dashboards and the kubelet-independent memory alerts expect of any exporter.
         ProcessCollector(registry=r)
@@ -194,15 +311,6 @@ class Metrics:
         # rollout after a start would never alert). The rest are known only once configured:
         # kinds and watched resources (seed_* below, by the controller), the receivers
         # (NotifierHooks.from_counters) and strategies' own labels (their constructors).
-        for stage in ERROR_STAGES:
-            self.errors.labels(stage=stage)
-        for state in WORKLOAD_STATES:
-            self.workloads.labels(state=state)
-        for outcome in EVICTION_OUTCOMES:
-            self.pod_evictions.labels(outcome=outcome)
-        for phase in ANALYSIS_PHASES:
-            self.analysis_measurements.labels(phase=phase)
-            self.analyses_finished.labels(phase=phase)
         self.seed_holds(HOLD_REASONS)
 
     def seed_holds(self, reasons: Iterable[str]) -> None:
