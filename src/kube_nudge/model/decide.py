@@ -23,7 +23,7 @@ from kube_nudge.model.hashing import (
 from kube_nudge.model.memory import WorkloadMemory, recent_rollouts
 from kube_nudge.model.projection import SourceView, WorkloadView
 from kube_nudge.model.references import Consumption, SourceRef
-from kube_nudge.model.source_kinds import source_row
+from kube_nudge.model.source_kinds import known_once_mounted
 from kube_nudge.model.visibility import visible_sources
 
 __all__ = [
@@ -91,11 +91,9 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
     hashed = {
         ref: use
         for ref, use in visibility.visible.items()
-        if not source_row(ref.kind).known_once_mounted or states[ref].present
+        if not known_once_mounted(ref.kind) or states[ref].present
     }
-    without_csi = {
-        ref: use for ref, use in hashed.items() if not source_row(ref.kind).known_once_mounted
-    }
+    without_csi = {ref: use for ref, use in hashed.items() if not known_once_mounted(ref.kind)}
     missing = missing_requirements(visibility.visible, states, namespace=view.namespace)
     changes = [
         source.data_changed_at

@@ -49,7 +49,7 @@ from kube_nudge.model.shapes import (
     WorkloadSettings,
 )
 from kube_nudge.model.sharing import shared
-from kube_nudge.model.source_kinds import source_row
+from kube_nudge.model.source_kinds import known_once_mounted
 from kube_nudge.model.standins import parse_stand_ins, restore_sources
 from kube_nudge.model.visibility import counted
 
@@ -254,7 +254,7 @@ def project_workload(
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
     if not defaults.csi_secrets:
-        consumed = {r: u for r, u in consumed.items() if not source_row(r.kind).known_once_mounted}
+        consumed = {r: u for r, u in consumed.items() if not known_once_mounted(r.kind)}
     # A template may name stand-ins: what it consumes are the sources they stand for.
     stand_ins = _stand_ins(obj, template_path, defaults)
     direct: frozenset[SourceRef] = _NONE

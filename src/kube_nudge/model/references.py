@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kube_nudge.model.source_kinds import CSI_DRIVER, SourceKind, source_kind_rows
+from kube_nudge.model.source_kinds import CSI_DRIVER, SourceKind, pod_spec_names
 
 __all__ = [
     "CSI_DRIVER",
@@ -176,16 +176,14 @@ class _Slot:
 def _slots(spec: Mapping[str, Any]) -> Iterator[_Slot]:
     """Every reference form of every kind (``source_kinds``), in one traversal shared by
     discovery and renaming."""
-    rows = tuple(source_kind_rows())
+    names = pod_spec_names()
     for volume in _dicts(spec.get("volumes")):
         label = _label(volume.get("name"))
-        candidates = [(row.kind, volume.get(at.field), at.name)
-                      for row in rows if (at := row.volume) is not None]  # fmt: skip
+        candidates = [(kind, volume.get(field), name) for kind, field, name in names.volume]
         projected = _dict(volume.get("projected"))
         if projected is not None:
             for source in _dicts(projected.get("sources")):
-                candidates += [(row.kind, source.get(at.field), at.name)
-                               for row in rows if (at := row.projected) is not None]  # fmt: skip
+                candidates += [(k, source.get(f), n) for k, f, n in names.projected]
         for kind, raw, name_field in candidates:
             if (holder := _dict(raw)) is not None:
                 yield _Slot(kind, holder, name_field, "volume", label)
@@ -196,13 +194,13 @@ def _slots(spec: Mapping[str, Any]) -> Iterator[_Slot]:
                 value_from = _dict(env.get("valueFrom"))
                 if value_from is None:
                     continue
-                for row in rows:
-                    if row.env_key and (holder := _dict(value_from.get(row.env_key))) is not None:
-                        yield _Slot(row.kind, holder, "name", "env", label)
+                for kind, ref_field in names.env_key:
+                    if (holder := _dict(value_from.get(ref_field))) is not None:
+                        yield _Slot(kind, holder, "name", "env", label)
             for env_from in _dicts(container.get("envFrom")):
-                for row in rows:
-                    if row.env_from and (holder := _dict(env_from.get(row.env_from))) is not None:
-                        yield _Slot(row.kind, holder, "name", "envFrom", label)
+                for kind, ref_field in names.env_from:
+                    if (holder := _dict(env_from.get(ref_field))) is not None:
+                        yield _Slot(kind, holder, "name", "envFrom", label)
 
 
 def _references(spec: Mapping[str, Any]) -> Iterator[_Found]:
@@ -339,7 +337,7 @@ def _csi_mounted(
     optional: until a pod mounted it, its versions are unknown, which is not missing config
     (model/csi.py). A subPath doesn't narrow it: the driver names files by object alias,
     which the class, not the pod spec, says."""
-    rows = [(row.kind, at) for row in source_kind_rows() if (at := row.csi) is not None]
+    rows = pod_spec_names().csi
     for volume in _dicts(spec.get("volumes")):
         csi = _dict(volume.get("csi"))
         if csi is None:

@@ -14,7 +14,6 @@ test's: tests/unit/toy_source_kind) plus its tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -24,9 +23,12 @@ __all__ = [
     "CsiMount",
     "DataField",
     "NameAt",
+    "PodSpecNames",
     "SourceKind",
     "SourceKindRow",
     "is_source_kind",
+    "known_once_mounted",
+    "pod_spec_names",
     "register_source_kind",
     "source_kind_rows",
     "source_row",
@@ -166,7 +168,46 @@ BUILTIN_SOURCE_KINDS = (
     ),
 )  # fmt: skip
 
+
+@dataclass(frozen=True, slots=True)
+class PodSpecNames:
+    """Where a pod spec names a source, every kind's places side by side: what discovery
+    walks for each pod spec, derived from the rows once (``pod_spec_names``)."""
+
+    volume: tuple[tuple[SourceKind, str, str], ...]
+    """(kind, volume field, name field)."""
+    projected: tuple[tuple[SourceKind, str, str], ...]
+    env_key: tuple[tuple[SourceKind, str], ...]
+    """(kind, ``valueFrom`` field)."""
+    env_from: tuple[tuple[SourceKind, str], ...]
+    csi: tuple[tuple[SourceKind, CsiMount], ...]
+    known_once_mounted: frozenset[SourceKind]
+
+    @classmethod
+    def of(cls, rows: tuple[SourceKindRow, ...]) -> PodSpecNames:
+        """The places ``rows`` name sources in."""
+        return cls(
+            volume=tuple((r.kind, r.volume.field, r.volume.name) for r in rows if r.volume),
+            projected=tuple(
+                (r.kind, r.projected.field, r.projected.name) for r in rows if r.projected
+            ),
+            env_key=tuple((r.kind, r.env_key) for r in rows if r.env_key),
+            env_from=tuple((r.kind, r.env_from) for r in rows if r.env_from),
+            csi=tuple((r.kind, r.csi) for r in rows if r.csi),
+            known_once_mounted=frozenset(r.kind for r in rows if r.known_once_mounted),
+        )
+
+
 _ROWS: dict[SourceKind, SourceKindRow] = {}
+# Derived from ``_ROWS`` on each change (discovery and assessment ask per pod spec and per
+# source: a walk of the rows each time cost them about 3%).
+_ORDERED: list[tuple[SourceKindRow, ...]] = [()]
+_NAMES: list[PodSpecNames] = [PodSpecNames.of(())]
+
+
+def _derive() -> None:
+    _ORDERED[0] = tuple(_ROWS.values())
+    _NAMES[0] = PodSpecNames.of(_ORDERED[0])
 
 
 def register_source_kind(row: SourceKindRow) -> None:
@@ -174,6 +215,7 @@ def register_source_kind(row: SourceKindRow) -> None:
     if row.kind in _ROWS:
         raise ValueError(f"source kind {row.kind} is already registered")
     _ROWS[row.kind] = row
+    _derive()
     SourceKind._known[str(row.kind)] = row.kind
 
 
@@ -182,6 +224,7 @@ def unregister_source_kind(kind: SourceKind) -> None:
     if any(row.kind is kind for row in BUILTIN_SOURCE_KINDS):
         raise ValueError(f"source kind {kind} is built in")
     _ROWS.pop(kind, None)
+    _derive()
     SourceKind._known.pop(str(kind), None)
 
 
@@ -190,9 +233,19 @@ def source_row(kind: SourceKind) -> SourceKindRow:
     return _ROWS[kind]
 
 
-def source_kind_rows() -> Iterator[SourceKindRow]:
+def source_kind_rows() -> tuple[SourceKindRow, ...]:
     """Every registered kind's row, the built-in ones first."""
-    return iter(tuple(_ROWS.values()))
+    return _ORDERED[0]
+
+
+def pod_spec_names() -> PodSpecNames:
+    """Every place a pod spec names a source of a registered kind."""
+    return _NAMES[0]
+
+
+def known_once_mounted(kind: SourceKind) -> bool:
+    """Whether only its mounts' statuses know ``kind``'s versions (``SourceKindRow``)."""
+    return kind in _NAMES[0].known_once_mounted
 
 
 def is_source_kind(text: str) -> bool:

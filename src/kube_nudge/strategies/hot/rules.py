@@ -414,7 +414,7 @@ def _volume_sources(
     """(kind, source, its name field) for each source the volume projects, in order;
     NotReproducible for a volume that isn't made of the sources' volumes only."""
     label = f"volume {volume.get('name')}"
-    rows = tuple(source_kind_rows())
+    rows = source_kind_rows()
     for row in rows:
         if (at := row.volume) is not None and isinstance(source := volume.get(at.field), Mapping):
             return [(row.kind, source, at.name)]
