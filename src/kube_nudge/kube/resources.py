@@ -49,8 +49,14 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
-SECRETS = Resource("", "v1", "secrets", "Secret")
+def source_resource(kind: SourceKind) -> Resource:
+    """The API resource a source of ``kind`` is (its row in ``model/source_kinds.py``)."""
+    row = source_row(kind)
+    return Resource(row.group, row.version, row.plural, row.api_kind)
+
+
+CONFIGMAPS = source_resource(SourceKind.CONFIGMAP)
+SECRETS = source_resource(SourceKind.SECRET)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod")
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
@@ -83,9 +89,3 @@ SECRETPROVIDERCLASSPODSTATUSES = Resource(
     "SecretProviderClassPodStatus",
 )  # fmt: skip
 """The Secrets Store CSI driver's record of what it mounted for one pod (docs/csi-secrets.md)."""
-
-
-def source_resource(kind: SourceKind) -> Resource:
-    """The API resource a source of ``kind`` is (its row in ``model/source_kinds.py``)."""
-    row = source_row(kind)
-    return Resource(row.group, row.version, row.plural, row.api_kind)

@@ -306,9 +306,7 @@ def _volume_use(
         keys = None if keys is None or seen is None else keys | seen
         if mount.frozen:
             restart = None if restart is None or seen is None else restart | seen
-    via = f"volume {label}"
-    via += SUBPATH_SUFFIX if any(m.by_subpath for m in shown) else ""
-    via += INIT_SUFFIX if any(m.init for m in shown) else ""
+    via = _via(label, shown)
     return Consumption(
         keys=keys,
         optional=optional,
@@ -343,18 +341,22 @@ def _csi_mounted(
         if csi is None:
             continue
         attributes = _dict(csi.get("volumeAttributes")) or {}
+        label = _label(volume.get("name"))
+        shown = mounts.get(label, ()) if label != _UNNAMED else ()
         for kind, mount in rows:
             if csi.get("driver") != mount.driver:
                 continue
-            if (name := _name(attributes.get(mount.attribute))) is None:
-                continue
-            label = _label(volume.get("name"))
-            shown = mounts.get(label, ()) if label != _UNNAMED else ()
-            via = f"volume {label}"
-            via += SUBPATH_SUFFIX if any(m.by_subpath for m in shown) else ""
-            via += INIT_SUFFIX if any(m.init for m in shown) else ""
-            frozen = any(m.frozen for m in shown)
-            yield kind, name, _use(None, True, via, frozen=frozen)
+            if (name := _name(attributes.get(mount.attribute))) is not None:
+                frozen = any(m.frozen for m in shown)
+                yield kind, name, _use(None, True, _via(label, shown), frozen=frozen)
+
+
+def _via(label: str, shown: tuple[_Mount, ...]) -> str:
+    """How a volume is named in a consumption's ``via``: marked when a mount of it is by
+    subPath or in an init container."""
+    via = f"volume {label}"
+    via += SUBPATH_SUFFIX if any(m.by_subpath for m in shown) else ""
+    return via + (INIT_SUFFIX if any(m.init for m in shown) else "")
 
 
 def rename_references(

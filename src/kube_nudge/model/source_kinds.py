@@ -45,7 +45,6 @@ class SourceKind(str):
     """
 
     __slots__ = ()
-    _known: ClassVar[dict[str, SourceKind]] = {}
     CONFIGMAP: ClassVar[SourceKind]
     SECRET: ClassVar[SourceKind]
     CSI: ClassVar[SourceKind]
@@ -53,15 +52,16 @@ class SourceKind(str):
     its "keys" are the ids of the objects the driver fetched, their data the versions."""
 
     def __new__(cls, value: str) -> SourceKind:
-        known = cls._known.get(value)
-        if known is None:
+        row = _ROWS.get(value)
+        if row is None:
             raise ValueError(f"{value!r} is not a source kind")
-        return known
+        return row.kind
 
     @classmethod
     def define(cls, value: str) -> SourceKind:
         """The kind named ``value``, made once (``register_source_kind`` makes it known)."""
-        return cls._known.get(value) or str.__new__(cls, value)
+        row = _ROWS.get(value)
+        return row.kind if row is not None else str.__new__(cls, value)
 
     @property
     def value(self) -> str:
@@ -127,16 +127,14 @@ class SourceKindRow:
     copy or post Events on; consumed only with ``--csi-secrets``."""
 
     @property
-    def api_version(self) -> str:
-        """``v1`` for the core group, else ``group/version``."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
     def holds_data(self) -> bool:
         """Whether its object holds its data: a manifest shows it (plan), a copy keeps it
         (strategy snapshot). Not a CSI class: each pod fetches that from the provider."""
         return not self.known_once_mounted and bool(self.data)
 
+
+_ROWS: dict[str, SourceKindRow] = {}
+"""Every registered kind's row, by its name (a ``SourceKind`` is the str it names)."""
 
 CSI_DRIVER = "secrets-store.csi.k8s.io"
 """The Secrets Store CSI driver's name in a pod's ``csi`` volume."""
@@ -198,16 +196,16 @@ class PodSpecNames:
         )
 
 
-_ROWS: dict[SourceKind, SourceKindRow] = {}
 # Derived from ``_ROWS`` on each change (discovery and assessment ask per pod spec and per
 # source: a walk of the rows each time cost them about 3%).
-_ORDERED: list[tuple[SourceKindRow, ...]] = [()]
-_NAMES: list[PodSpecNames] = [PodSpecNames.of(())]
+_ordered: tuple[SourceKindRow, ...] = ()
+_names = PodSpecNames.of(())
 
 
 def _derive() -> None:
-    _ORDERED[0] = tuple(_ROWS.values())
-    _NAMES[0] = PodSpecNames.of(_ORDERED[0])
+    global _ordered, _names  # the table's derived views, rebuilt together
+    _ordered = tuple(_ROWS.values())
+    _names = PodSpecNames.of(_ordered)
 
 
 def register_source_kind(row: SourceKindRow) -> None:
@@ -216,7 +214,6 @@ def register_source_kind(row: SourceKindRow) -> None:
         raise ValueError(f"source kind {row.kind} is already registered")
     _ROWS[row.kind] = row
     _derive()
-    SourceKind._known[str(row.kind)] = row.kind
 
 
 def unregister_source_kind(kind: SourceKind) -> None:
@@ -225,7 +222,6 @@ def unregister_source_kind(kind: SourceKind) -> None:
         raise ValueError(f"source kind {kind} is built in")
     _ROWS.pop(kind, None)
     _derive()
-    SourceKind._known.pop(str(kind), None)
 
 
 def source_row(kind: SourceKind) -> SourceKindRow:
@@ -235,22 +231,22 @@ def source_row(kind: SourceKind) -> SourceKindRow:
 
 def source_kind_rows() -> tuple[SourceKindRow, ...]:
     """Every registered kind's row, the built-in ones first."""
-    return _ORDERED[0]
+    return _ordered
 
 
 def pod_spec_names() -> PodSpecNames:
     """Every place a pod spec names a source of a registered kind."""
-    return _NAMES[0]
+    return _names
 
 
 def known_once_mounted(kind: SourceKind) -> bool:
     """Whether only its mounts' statuses know ``kind``'s versions (``SourceKindRow``)."""
-    return kind in _NAMES[0].known_once_mounted
+    return kind in _names.known_once_mounted
 
 
 def is_source_kind(text: str) -> bool:
     """Whether ``text`` names a registered source kind."""
-    return text in SourceKind._known
+    return text in _ROWS
 
 
 for _row in BUILTIN_SOURCE_KINDS:

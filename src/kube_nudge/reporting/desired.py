@@ -21,7 +21,7 @@ from kube_nudge.model import (
     project_source,
 )
 from kube_nudge.model.csi import advance, project_pod_status
-from kube_nudge.model.source_kinds import source_row
+from kube_nudge.model.source_kinds import known_once_mounted
 
 JSON = dict[str, Any]
 
@@ -29,7 +29,7 @@ JSON = dict[str, Any]
 async def read_source(client: KubeClient, ref: SourceRef) -> JSON | None:
     """The ConfigMap or Secret ``ref``, or None if it doesn't exist; for a Secrets Store CSI
     class, the list of its namespace's SecretProviderClassPodStatuses (None: not served)."""
-    if source_row(ref.kind).known_once_mounted:
+    if known_once_mounted(ref.kind):
         path = SECRETPROVIDERCLASSPODSTATUSES.path(ref.namespace)
     else:
         path = source_resource(ref.kind).path(ref.namespace, ref.name)
@@ -64,7 +64,7 @@ def project_read(ref: SourceRef, obj: JSON, *, compat: bool = True) -> SourceVie
     newest mounted status's versions (None: none mounted), as ``model/csi.py`` folds them;
     unlike the caches, which keep a class's versions once a status went away, this sees
     only the statuses there are now."""
-    if not source_row(ref.kind).known_once_mounted:
+    if not known_once_mounted(ref.kind):
         return project_source(obj, compat=compat)
     view = None
     for item in obj.get("items") or ():

@@ -17,6 +17,7 @@ from typing import Any
 
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.pods import matching_pods
+from kube_nudge.kube.resources import source_resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import (
     SourceRef,
@@ -67,7 +68,7 @@ def sort_objects(
     """The ConfigMaps, Secrets and workloads of ``objects`` (anything else is not config)."""
     found = Objects()
     by_kind = {(k.resource.api_version, k.resource.kind): k for k in kinds}
-    sources = {(row.api_version, row.api_kind): row.kind
+    sources = {(source_resource(row.kind).api_version, row.api_kind): row.kind
                for row in source_kind_rows() if row.holds_data}  # fmt: skip
     for obj in objects:
         stored = api_object(obj, namespace)

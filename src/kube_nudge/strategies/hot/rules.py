@@ -56,7 +56,7 @@ from kube_nudge.model.references import (
     SourceKind,
     SourceRef,
 )
-from kube_nudge.model.source_kinds import source_kind_rows, source_row
+from kube_nudge.model.source_kinds import pod_spec_names, source_row
 
 __all__ = [
     "AGENT_COMMAND",
@@ -414,21 +414,19 @@ def _volume_sources(
     """(kind, source, its name field) for each source the volume projects, in order;
     NotReproducible for a volume that isn't made of the sources' volumes only."""
     label = f"volume {volume.get('name')}"
-    rows = source_kind_rows()
-    for row in rows:
-        if (at := row.volume) is not None and isinstance(source := volume.get(at.field), Mapping):
-            return [(row.kind, source, at.name)]
+    names = pod_spec_names()
+    for kind, held_in, name_field in names.volume:
+        if isinstance(source := volume.get(held_in), Mapping):
+            return [(kind, source, name_field)]
     projected = volume.get("projected")
     if not isinstance(projected, Mapping):
         raise NotReproducible(f"{label} is not a ConfigMap, Secret or projected volume")
     found: list[tuple[SourceKind, Mapping[str, Any], str]] = []
     for entry in projected.get("sources") or []:
         named = [
-            (row.kind, source, at.name)
-            for row in rows
-            if (at := row.projected) is not None
-            and isinstance(entry, Mapping)
-            and isinstance(source := entry.get(at.field), Mapping)
+            (kind, source, name_field)
+            for kind, held_in, name_field in names.projected
+            if isinstance(entry, Mapping) and isinstance(source := entry.get(held_in), Mapping)
         ]
         if not named:
             other = ", ".join(sorted(entry)) if isinstance(entry, Mapping) else "?"

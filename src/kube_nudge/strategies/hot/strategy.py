@@ -59,7 +59,7 @@ from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
 from kube_nudge.model.references import SourceRef
-from kube_nudge.model.source_kinds import source_row
+from kube_nudge.model.source_kinds import known_once_mounted
 from kube_nudge.strategies.base import StrategyContext, Target, changes_field
 from kube_nudge.strategies.hot.rules import (
     NO_AGENT,
@@ -348,7 +348,7 @@ class HotStrategy(AdoptsBaseline):
                 ):
                     why = f"{ref.display(namespace)} changed since this delivery"
                     return dict.fromkeys(claimed, why)
-            csi = [ref for ref in assessment.visible if source_row(ref.kind).known_once_mounted]
+            csi = [ref for ref in assessment.visible if known_once_mounted(ref.kind)]
             written = await self._csi_writes(namespace, csi, assessment) if csi else {}
         except NotReproducible as exc:
             return dict.fromkeys(claimed, str(exc))

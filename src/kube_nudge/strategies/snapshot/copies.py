@@ -20,6 +20,7 @@ import hmac
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kube_nudge.kube.resources import source_resource
 from kube_nudge.model.annotations import PREFIX
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.hashing import SourceState
@@ -91,7 +92,7 @@ def copy_manifest(
     owned by the workload `owner` (an ownerReference) until revisions take it over."""
     row = source_row(ref.kind)
     copy: dict[str, Any] = {
-        "apiVersion": row.api_version,
+        "apiVersion": source_resource(ref.kind).api_version,
         "kind": row.api_kind,
         "metadata": {
             "name": name,
