@@ -1,6 +1,6 @@
-"""A pass's Outcome is the one way it asks to be looked at again: backoff for a failure, a
-queued requeue, a follow-up timer that is not queued work, and a wake-up for the workloads
-waiting for another's rollout."""
+"""A pass's Outcome is the one way it asks to be looked at again, all on the work queue:
+backoff for a failure, a queued requeue, a follow-up that is a watch (no queued work until
+due), and a wake-up for the workloads waiting for another's rollout."""
 
 from __future__ import annotations
 
@@ -16,14 +16,6 @@ from tests.unit.fakes import FakeClock
 
 def k(name: str) -> WorkloadKey:
     return (BUILTIN_KINDS[0], "ns", name)
-
-
-async def after_timers_due(delay: float) -> None:
-    """Return once every timer set so far with ``delay`` or less would have fired: the event
-    loop runs timers in order of their deadlines, so one set now for ``delay`` comes last."""
-    due = asyncio.Event()
-    asyncio.get_running_loop().call_later(delay, due.set)
-    await asyncio.wait_for(due.wait(), 10)
 
 
 def looks_over(
@@ -49,27 +41,39 @@ async def test_a_failed_pass_is_retried_with_backoff_and_a_success_resets_it() -
     assert queue.backoff.failures(k("w")) == 0
 
 
-async def test_a_requeue_is_queued_work_and_a_follow_up_is_only_a_timer() -> None:
-    looks, queue, _, _ = looks_over()
+async def test_a_requeue_is_queued_work_and_a_follow_up_only_a_watch() -> None:
+    looks, queue, clock, _ = looks_over()
     looks.after(k("held"), Outcome(Action.HELD, requeue_after=5.0))
     assert queue.ready_at(k("held")) == 105.0 and len(queue) == 1
-    looks.after(k("rolled"), Outcome(Action.ROLLED, follow_up=0.01))
-    assert queue.ready_at(k("rolled")) is None  # not work in progress (Controller.settled)
-    await after_timers_due(0.01)
-    assert queue.ready_at(k("rolled")) == 100.0  # at its deadline: queued, at once
+    looks.after(k("rolled"), Outcome(Action.ROLLED, follow_up=30.0))
+    assert queue.ready_at(k("rolled")) == 130.0  # on the queue: the one way back
+    assert len(queue) == 1  # but no work in progress (Controller.settled)
+    clock.advance(30.0)
+    assert await asyncio.wait_for(queue.get(), 1) == k("held")
+    queue.done(k("held"))
+    assert await asyncio.wait_for(queue.get(), 1) == k("rolled")  # at its deadline
 
 
-async def test_each_pass_replaces_the_follow_up_and_stopping_cancels_them() -> None:
-    looks, queue, _, _ = looks_over()
-    looks.after(k("a"), Outcome(Action.ROLLED, follow_up=0.01))
+async def test_each_pass_serves_the_follow_up_and_a_failed_one_is_retried() -> None:
+    looks, queue, clock, _ = looks_over()
+    looks.after(k("a"), Outcome(Action.ROLLED, follow_up=30.0))
+    assert await taken_early(queue, clock, k("a")) == k("a")  # a status change brought it
     looks.after(k("a"), Outcome(Action.NONE))  # no rollout to follow now
-    looks.after(k("b"), Outcome(Action.ROLLED, follow_up=0.01))
-    looks.after(k("b"), Outcome(Action.FAILED))  # keeps its follow-up
-    looks.after(k("c"), Outcome(Action.ROLLED, follow_up=0.01))
-    looks.stop()
-    await after_timers_due(0.01)
-    assert queue.ready_at(k("a")) is None and queue.ready_at(k("c")) is None
-    assert queue.ready_at(k("b")) is not None
+    assert queue.ready_at(k("a")) is None
+    looks.after(k("b"), Outcome(Action.ROLLED, follow_up=30.0))
+    await taken_early(queue, clock, k("b"))
+    looks.after(k("b"), Outcome(Action.FAILED))  # its retry looks again (and follows)
+    assert queue.ready_at(k("b")) == 101.0 and len(queue) == 1
+
+
+async def taken_early(
+    queue: WorkQueue[WorkloadKey], clock: FakeClock, key: WorkloadKey
+) -> WorkloadKey:
+    """``key`` queued now for an event of its own, taken and done: its watch is served."""
+    queue.add(key)
+    taken = await asyncio.wait_for(queue.get(), 1)
+    queue.done(taken)
+    return taken
 
 
 async def test_a_rollout_moving_on_wakes_the_others_waiting_for_one() -> None:

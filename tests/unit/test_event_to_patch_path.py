@@ -117,7 +117,6 @@ async def walk() -> tuple[list[str], list[tuple[str, str]]]:
         assert (key, outcome.action) == (KEY_OF_WEB, "rolled")
         return files, sent
     finally:
-        looks.stop()
         await http.aclose()
 
 

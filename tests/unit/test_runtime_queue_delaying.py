@@ -128,3 +128,39 @@ async def test_waiting_for_idle_ends_once_nothing_is_queued_or_processed() -> No
     assert not idle.done() and queue.busy
     queue.done(key)
     await asyncio.wait_for(idle, 1)
+
+
+async def test_a_watch_is_no_work_until_due_and_a_pass_taken_before_serves_it() -> None:
+    queue, clock = queue_at()
+    queue.watch_after("w", 10.0)
+    assert queue.ready_at("w") == 10.0 and len(queue) == 0
+    await asyncio.wait_for(queue.wait_idle(), 1)  # nothing to wait for
+    queue.add_after("w", 2.0)  # a requeue too: work now, due at the earlier
+    assert queue.ready_at("w") == 2.0 and len(queue) == 1
+    clock.advance(2.0)
+    assert await next_key(queue) == "w"
+    assert queue.ready_at("w") is None  # the pass served the watch as well
+    queue.watch_after("x", 1.0)
+    clock.advance(1.0)
+    assert len(queue) == 0  # due, but not handed down yet: found by the next get
+    assert await next_key(queue) == "x" and len(queue) == 0
+
+
+async def test_a_watch_due_is_work_and_a_change_keeps_its_window() -> None:
+    queue, clock = queue_at()
+    queue.watch_after("w", 1.0)
+    queue.add("w", 5.0)  # a change: its window is work
+    assert (queue.ready_at("w"), len(queue)) == (1.0, 1)
+    clock.advance(1.0)
+    key = await asyncio.wait_for(queue.get(), 1)  # the watch, inside the window
+    assert queue.window_open(key) and queue.ready_at(key) == 5.0 and len(queue) == 1
+    queue.done(key)
+    queue.watch_after("y", 1.0)
+    idle = asyncio.create_task(queue.wait_idle())
+    clock.advance(1.0)
+    queue.add_after("z", 0.0)  # hands down what is due: y is work now
+    assert len(queue) == 3  # w (its window), y and z
+    assert {await next_key(queue), await next_key(queue)} == {"y", "z"}
+    clock.advance(4.0)
+    assert await next_key(queue) == "w"
+    await asyncio.wait_for(idle, 1)

@@ -97,9 +97,10 @@ class DebounceWindows(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a reconcile did, and the one way it asks to be looked at again: after
-    ``requeue_after`` seconds (queued: work to wait for), and/or at ``follow_up`` (a timer:
-    only scheduled). A ``failed`` outcome is retried with the queue's per-key backoff."""
+    """What a reconcile did, and the one way it asks to be looked at again, both on the work
+    queue: after ``requeue_after`` seconds (work to wait for), and/or at ``follow_up`` (a
+    watch: no work until then, and any earlier pass serves it). A ``failed`` outcome is
+    retried with the queue's per-key backoff."""
 
     action: Action
     requeue_after: float | None = None
@@ -203,7 +204,7 @@ class Reconciler:
         if lagging is not None:
             # The cache still shows what our last write changed: acting on it would act
             # twice (confirm a hot reload again, post its Event again, roll again). Its
-            # echo wakes this workload (``RolloutBook.caught_up``); the timer is in case
+            # echo wakes this workload (``RolloutBook.caught_up``); the watch is in case
             # it never comes.
             log.debug("%s %s/%s: waiting for our own write's echo", *key)
             return Outcome(Action.LAGGING, follow_up=lagging)

@@ -9,11 +9,10 @@ nothing), then N workers take keys off the queue and reconcile them. Each pass's
 - ``failed`` (or the pass crashed): retried with the queue's per-key backoff;
 - ``requeue_after``: queued again after that many seconds (the end of a hold, a
   maintaining strategy's next look); it counts as queued work meanwhile;
-- ``follow_up``: a timer at the deadline of a rollout in progress, replaced or cancelled by
-  each pass that does not fail, that queues the workload if nothing (a status change)
-  brought it back before. Timers, not delayed queue entries: work that is merely scheduled
-  is not work in progress (``Controller.settled``). They are all cancelled when the workers
-  stop: the next leader's resync follows every rollout again;
+- ``follow_up``: the deadline of a rollout in progress, a watch on the same queue
+  (``WorkQueue.watch_after``): the workload is looked at then if nothing (a status change)
+  brought it back before. Until it is due it is no queued work (``Controller.settled``
+  does not wait for it), and any pass that takes the key serves it, as every reason;
 - a hold for another workload's rollout (its order, a stopped line, a turn: the rollout
   book's ``waiting``): looked at again when some rollout moves on (``rollout_moved``, from
   the workload watch handler), as an event of its own, which opens no debounce window.
@@ -76,7 +75,6 @@ class Workers:
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
-            self._looks.stop()  # the next leader's resync follows every rollout again
 
     async def _work(self) -> None:
         queue = self._queue
@@ -108,37 +106,14 @@ class NextLooks:
         """The workloads held for another's rollout (``RolloutBook.waiting``)."""
         self._look_again = look_again
         """Queues a workload as for an event of its own (no window)."""
-        self._follow_ups: dict[WorkloadKey, asyncio.TimerHandle] = {}
-        """One timer per workload whose rollout is followed."""
 
     def after(self, key: WorkloadKey, outcome: Outcome) -> None:
         """A pass over ``key`` ended with ``outcome`` (after ``WorkQueue.done``)."""
-        if outcome.action is Action.FAILED:
-            self._queue.settle(key, failed=True)
-            return
-        self._follow_up(key, outcome.follow_up)
-        self._queue.settle(key, failed=False, again=outcome.requeue_after)
+        self._queue.settle(key, failed=outcome.action is Action.FAILED,
+                           again=outcome.requeue_after, watch=outcome.follow_up)  # fmt: skip
 
     def rollout_moved(self, key: WorkloadKey) -> None:
         """``key``'s rollout moved on (progressed, failed, was released): the workloads
         waiting for another's rollout look again."""
         for other in set(self._waiting()) - {key}:
             self._look_again(other)
-
-    def stop(self) -> None:
-        """Cancel every follow-up (the workers stopped: this replica no longer leads)."""
-        for timer in self._follow_ups.values():
-            timer.cancel()
-        self._follow_ups.clear()
-
-    def _follow_up(self, key: WorkloadKey, delay: float | None) -> None:
-        previous = self._follow_ups.pop(key, None)
-        if previous is not None:
-            previous.cancel()
-        if delay is not None:
-            loop = asyncio.get_running_loop()
-            self._follow_ups[key] = loop.call_later(delay, self._due, key)
-
-    def _due(self, key: WorkloadKey) -> None:
-        self._follow_ups.pop(key, None)
-        self._queue.add(key)

@@ -18,6 +18,9 @@ A key is due at the earliest of its reasons:
   join it without extending, shortening or restarting it.
 - an immediate look, a retry or a requeue (``Pending.at_most``): at its own time, never held
   back by a window.
+- a watch (``Pending.watch_until``, the work queue's ``watch_after``): a look the key gets
+  only if nothing brings it sooner (the deadline of a rollout in progress). Due like a
+  requeue, but it is no work to wait for (``Pending.work``) until it is due.
 """
 
 from __future__ import annotations
@@ -60,11 +63,15 @@ class Window:
 
 @dataclass(slots=True)
 class Pending:
-    """Why a key is queued: it is due at the earliest of ``at`` and either the end of its
-    window or, with no window open, ``own``."""
+    """Why a key is queued: it is due at the earliest of ``at``, ``watch`` and either the end
+    of its window or, with no window open, ``own``."""
 
     at: float = math.inf
     """Immediate looks and retries: never held back."""
+    watch: float = math.inf
+    """A look only if nothing comes sooner: never held back, and no work meanwhile."""
+    work: bool = False
+    """Whether the key is queued for anything but a watch (work a caller may wait for)."""
     window: Window | None = None
     """The window a change opened."""
     own: float = math.inf
@@ -74,12 +81,17 @@ class Pending:
     def ready_at(self) -> float:
         """When the key is due (monotonic seconds)."""
         if self.window is not None:
-            return min(self.at, self.window.end)
-        return min(self.at, self.own)
+            return min(self.at, self.watch, self.window.end)
+        return min(self.at, self.watch, self.own)
 
     def at_most(self, at: float) -> None:
         """Due by ``at`` whatever else holds the key (a look, a retry, a requeue)."""
         self.at = min(self.at, at)
+        self.work = True
+
+    def watch_until(self, at: float) -> None:
+        """Due by ``at`` unless something brings the key sooner (a watch)."""
+        self.watch = min(self.watch, at)
 
     def change(self, now: float, hold: Pacing) -> None:
         """A change: open a window, or join (and maybe resize) the open one; the key's own
@@ -89,6 +101,7 @@ class Pending:
         else:
             self.window.join(now, hold, change=True)
         self.own = math.inf
+        self.work = True
 
     def own_event(self, now: float, delay: float, hold: Pacing) -> None:
         """An event of the key's own: due ``delay`` after ``now`` unless a window is open,
@@ -97,6 +110,7 @@ class Pending:
             self.own = min(self.own, now + delay)
         else:
             self.window.join(now, hold, change=False)
+        self.work = True
 
 
 def _join(window: tuple[float, float], new: tuple[float, float]) -> tuple[float, float]:

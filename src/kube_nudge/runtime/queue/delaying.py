@@ -12,6 +12,10 @@ leaves the ready queue until its window ends.
   change, and the key comes back at the window's end.
 - One timer, the queue's own, stands for the earliest key still to come, and only while a
   worker waits: a key due while every worker is busy is found by the next ``get``.
+- A watch (``watch_after``: look again at a rollout's deadline unless something brings the
+  key sooner) is a reason like the others, but until it is due it is no work: the queue's
+  length and ``wait_idle`` leave it out, so waiting for the queue to empty does not wait
+  for a deadline minutes away.
 """
 
 from __future__ import annotations
@@ -43,14 +47,16 @@ class DelayingQueue(Generic[K]):
         self._pending: dict[K, Pending] = {}
         self._due_at: dict[K, float] = {}  # each key still to come: when (heap check)
         self._heap: list[tuple[float, int, K]] = []
+        self._watching: set[K] = set()  # queued keys whose only reason is a watch not yet due
         self._counter = itertools.count()
         self._timer: asyncio.TimerHandle | None = None  # wakes a waiter at the heap's top
         self._timer_at = math.inf  # what ``_timer`` is set for (monotonic seconds)
         self._idle = asyncio.Event()
 
     def __len__(self) -> int:
-        """Keys queued, processed ones with a reason to come back included."""
-        return len(self._pending)
+        """Keys queued, processed ones with a reason to come back included; a watch not yet
+        due is no work (``watch_after``) and not counted."""
+        return len(self._pending) - len(self._watching)
 
     def add(self, key: K, hold: Pacing | float = 0.0) -> None:
         """Queue ``key`` for a change: due at the end of the window it opens or joins
@@ -86,6 +92,15 @@ class DelayingQueue(Generic[K]):
         pending.at_most(self._monotonic() + max(delay, 0.0))
         self._schedule(key, pending)
 
+    def watch_after(self, key: K, delay: float) -> None:
+        """Look at ``key`` ``delay`` seconds from now unless something brings it sooner (the
+        deadline of a rollout in progress, whose status changes mostly come first): a reason
+        like ``add_after``'s, but no queued work until it is due. Taking the key serves it,
+        as any other reason."""
+        pending = self._pending_for(key)
+        pending.watch_until(self._monotonic() + max(delay, 0.0))
+        self._schedule(key, pending)
+
     def ready_at(self, key: K) -> float | None:
         """When a queued ``key`` is due (monotonic seconds), else None."""
         pending = self._pending.get(key)
@@ -114,12 +129,13 @@ class DelayingQueue(Generic[K]):
         """Mark ``key`` processed; if it was re-added meanwhile, it is queued again (when
         due: with the same window, not one opened now)."""
         self._ready.done(key)
-        if not self._ready.busy and not self._pending:
+        if not self._ready.busy and not len(self):
             self._idle.set()
 
     async def wait_idle(self) -> None:
-        """Wait until the queue is next seen empty with nothing in progress."""
-        if not self._ready.busy and not self._pending:
+        """Wait until the queue is next seen empty with nothing in progress (watches not
+        yet due left out)."""
+        if not self._ready.busy and not len(self):
             return
         self._idle.clear()
         await self._idle.wait()
@@ -129,6 +145,7 @@ class DelayingQueue(Generic[K]):
         in progress finishes, and it is not queued again)."""
         self._pending.pop(key, None)
         self._due_at.pop(key, None)
+        self._watching.discard(key)
         self._ready.discard(key)
 
     def _pending_for(self, key: K) -> Pending:
@@ -140,6 +157,10 @@ class DelayingQueue(Generic[K]):
     def _schedule(self, key: K, pending: Pending) -> None:
         """Hand ``key`` down to the ready queue if it is due, else keep it until it is."""
         ready_at, now = pending.ready_at, self._monotonic()
+        if pending.work or ready_at <= now:
+            self._watching.discard(key)
+        else:
+            self._watching.add(key)
         if self._due_at.get(key) == ready_at:  # unchanged: it keeps its place
             if ready_at <= now:
                 self._promote(now)
@@ -166,16 +187,18 @@ class DelayingQueue(Generic[K]):
                 break
             heapq.heappop(heap)
             del self._due_at[key]
+            self._watching.discard(key)  # a watch due is work now
             self._ready.add(key, due)
 
     def _taken(self, key: K) -> None:
         """A worker took ``key``: its reasons are served, except an open window."""
         pending = self._pending.pop(key, None)
+        self._watching.discard(key)
         window = pending.window if pending is not None else None
         if window is not None and window.end > self._monotonic():
             # Taken early (a retry, a requeue, a follow-up) while a change's window is
             # open: the window stays, and brings the key back at its end.
-            kept = self._pending[key] = Pending(window=window)
+            kept = self._pending[key] = Pending(window=window, work=True)
             self._schedule(key, kept)
 
     def _on_wait(self) -> None:

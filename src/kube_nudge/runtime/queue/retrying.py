@@ -44,15 +44,20 @@ class WorkQueue(DelayingQueue[K]):
         """``key`` was processed without failure: reset its backoff."""
         self.backoff.succeeded(key)
 
-    def settle(self, key: K, *, failed: bool, again: float | None = None) -> None:
+    def settle(
+        self, key: K, *, failed: bool, again: float | None = None, watch: float | None = None
+    ) -> None:
         """After ``done``: retry a failed ``key`` with backoff; else reset its backoff and,
-        with ``again``, queue it after that many seconds."""
+        with ``again``, queue it after that many seconds, and with ``watch``, look at it
+        then unless something brings it sooner (``watch_after``)."""
         if failed:
             self.add_after_failure(key)
             return
         self.succeeded(key)
         if again is not None:
             self.add_after(key, again)
+        if watch is not None:
+            self.watch_after(key, watch)
 
     def forget(self, key: K) -> None:
         """Drop a queued key and its backoff, e.g. when its object was deleted."""
