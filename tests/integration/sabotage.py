@@ -25,9 +25,10 @@ from kube_nudge.controller.workers import Workers
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Informer
 from kube_nudge.kube.transport import Transport
+from kube_nudge.kube.workloads import Target
 from kube_nudge.runtime.manager import Manager
 from kube_nudge.strategies import writes
-from kube_nudge.strategies.base import StrategyContext, Target
+from kube_nudge.strategies.base import StrategyContext
 
 ENV = "FAULT_SABOTAGE"
 

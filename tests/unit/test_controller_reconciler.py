@@ -11,7 +11,7 @@ import pytest
 
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.workloads import BUILTIN_KINDS, Target
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -25,7 +25,7 @@ from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.expectations import EXPECTATION_TTL, WriteExpectations
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.strategies.base import Strategy, StrategyContext, Target
+from kube_nudge.strategies.base import Strategy, StrategyContext
 from kube_nudge.strategies.registry import Strategies
 from tests.unit.fakes import (
     KEY,

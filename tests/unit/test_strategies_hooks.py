@@ -12,11 +12,11 @@ from typing import Any, cast
 import pytest
 
 from kube_nudge.kube.client import JSON, KubeClient
-from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.kube.workloads import BUILTIN_KINDS, Target
 from kube_nudge.model import CONFIG_HASH, Apply, Assessment, SourceKind, assess
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.strategies.base import StrategyContext, Target
+from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.registry import (
     build_strategies,
     pod_reloaded_at,

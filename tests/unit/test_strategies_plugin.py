@@ -18,12 +18,11 @@ from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
-from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS
+from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, Target
 from kube_nudge.model import SourceKind, WorkloadView, parse_workload
 from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.reporting import status
 from kube_nudge.runtime.metrics import Metrics
-from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.registry import (
     contract,
     owned_source_labels,

@@ -29,6 +29,7 @@ from kube_nudge.kube.resources import (
     ARGO_CLUSTERANALYSISTEMPLATES,
     Resource,
 )
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model.analysis import (
     AnalysisPhase,
     AnalysisRecord,
@@ -48,7 +49,7 @@ from kube_nudge.model.annotations import ANALYSIS_RUN
 from kube_nudge.runtime.clock import Clock
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.prometheus import PrometheusClient, QueryError
-from kube_nudge.strategies.base import StrategyContext, Target
+from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.writes import annotate_workload
 
 __all__ = ["Analyser", "TemplateCache"]

@@ -8,9 +8,10 @@ import logging
 
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import WARNING
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import Assessment, Hold
 from kube_nudge.notifications.model import NotificationKind
-from kube_nudge.strategies.base import StrategyContext, Target, notification
+from kube_nudge.strategies.base import StrategyContext, notification
 
 __all__ = ["ROUTINE_HOLDS", "Announcer", "display"]
 

@@ -13,11 +13,12 @@ from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reader import WorkloadKey
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model.annotations import FAILED
 from kube_nudge.model.records import format_failed
 from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.notifications.model import NotificationKind
-from kube_nudge.strategies.base import RollingBack, Strategy, StrategyContext, Target
+from kube_nudge.strategies.base import RollingBack, Strategy, StrategyContext
 from kube_nudge.strategies.writes import annotate_workload
 
 __all__ = ["RolloutFollower"]

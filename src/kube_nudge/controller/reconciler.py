@@ -33,6 +33,7 @@ from kube_nudge.controller.reader import Reader, WorkloadKey
 from kube_nudge.controller.siblings import SiblingGates
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.pods import oldest_container_start
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -54,7 +55,6 @@ from kube_nudge.strategies.base import (
     Refused,
     Strategy,
     StrategyContext,
-    Target,
 )
 
 __all__ = ["Action", "DebounceWindows", "Outcome", "Reconciler", "WorkloadKey"]

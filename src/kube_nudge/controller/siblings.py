@@ -9,10 +9,10 @@ from __future__ import annotations
 from kube_nudge.controller.announcer import display
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reader import Reader, WorkloadKey
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import Apply, Assessment, Decision, WorkloadMemory, assess
 from kube_nudge.model.gates import Sibling, gate
 from kube_nudge.runtime.clock import Clock
-from kube_nudge.strategies.base import Target
 
 __all__ = ["SiblingGates"]
 

@@ -16,14 +16,16 @@ from dataclasses import dataclass
 
 from kube_nudge.kube import resources
 from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.kube.events import ObjectRef
 from kube_nudge.kube.resources import Resource
-from kube_nudge.model import TemplatePath, parse_path
+from kube_nudge.model import TemplatePath, WorkloadView, parse_path
 
 __all__ = [
     "ARGO_ROLLOUTS",
     "BUILTIN_KINDS",
     "DISCOVERED_KINDS",
     "Revisions",
+    "Target",
     "WorkloadKey",
     "WorkloadKind",
     "WorkloadSpec",
@@ -73,6 +75,44 @@ class WorkloadKind:
 
 WorkloadKey = tuple[WorkloadKind, str, str]
 """(kind, namespace, name): a workload's key in the caches, the work queue and the book."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A workload as last seen: the subject of a reconcile, of what a strategy writes, and of
+    its Events and log lines."""
+
+    kind: WorkloadKind
+    namespace: str
+    name: str
+    view: WorkloadView
+
+    @property
+    def ref(self) -> ObjectRef:
+        """The workload as the subject of an Event."""
+        resource = self.kind.resource
+        return ObjectRef(
+            resource.api_version, resource.kind, self.namespace, self.name, self.view.uid
+        )
+
+    @property
+    def key(self) -> WorkloadKey:
+        """(kind, namespace, name): the workload's key in the caches and the work queue."""
+        return (self.kind, self.namespace, self.name)
+
+    def __str__(self) -> str:
+        return f"{self.kind.resource.kind} {self.namespace}/{self.name}"
+
+    def log_fields(self, action: str, **more: object) -> dict[str, object]:
+        """Structured fields for a log record about this workload (``extra=``), shown as
+        keys of its JSON log line."""
+        return {
+            "kind": self.kind.resource.kind,
+            "namespace": self.namespace,
+            "workload": self.name,
+            "action": action,
+            **more,
+        }
 
 
 BUILTIN_KINDS: tuple[WorkloadKind, ...] = (

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kube_nudge.kube.client import JSON, KubeClient
-from kube_nudge.kube.events import ObjectRef
-from kube_nudge.kube.workloads import WorkloadKey, WorkloadKind
+from kube_nudge.kube.workloads import Target, WorkloadKey, WorkloadKind
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -40,7 +39,6 @@ from kube_nudge.model import (
     SourceRef,
     SourceView,
     WorkloadDefaults,
-    WorkloadView,
 )
 from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.notifications.model import Notification, NotificationKind
@@ -66,48 +64,10 @@ __all__ = [
     "Strategy",
     "StrategyContext",
     "SupersededByRollouts",
-    "Target",
     "Webhook",
     "changes_field",
     "notification",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The workload a strategy acts on, as last seen."""
-
-    kind: WorkloadKind
-    namespace: str
-    name: str
-    view: WorkloadView
-
-    @property
-    def ref(self) -> ObjectRef:
-        """The workload as the subject of an Event."""
-        resource = self.kind.resource
-        return ObjectRef(
-            resource.api_version, resource.kind, self.namespace, self.name, self.view.uid
-        )
-
-    @property
-    def key(self) -> WorkloadKey:
-        """(kind, namespace, name): the workload's key in the caches and the work queue."""
-        return (self.kind, self.namespace, self.name)
-
-    def __str__(self) -> str:
-        return f"{self.kind.resource.kind} {self.namespace}/{self.name}"
-
-    def log_fields(self, action: str, **more: object) -> dict[str, object]:
-        """Structured fields for a log record about this workload (``extra=``), shown as
-        keys of its JSON log line."""
-        return {
-            "kind": self.kind.resource.kind,
-            "namespace": self.namespace,
-            "workload": self.name,
-            "action": action,
-            **more,
-        }
 
 
 def notification(

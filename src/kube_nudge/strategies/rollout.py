@@ -6,8 +6,8 @@ which the other strategies share where they roll or adopt as this one does.
 
 from __future__ import annotations
 
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import Apply, Assessment
-from kube_nudge.strategies.base import Target
 from kube_nudge.strategies.writes import AdoptsBaseline, roll
 
 __all__ = ["RolloutStrategy"]

@@ -21,6 +21,7 @@ from typing import Any
 from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.events import NORMAL
 from kube_nudge.kube.patches import FIELD_MANAGER, Patch, send
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
     BASELINE_HASH,
     CONFIG_HASH,
@@ -36,7 +37,7 @@ from kube_nudge.model import (
 from kube_nudge.model.analysis import pending_record
 from kube_nudge.model.annotations import ANALYSIS_RUN, CHANGE_CAUSE, FAILED, KEY_ID
 from kube_nudge.model.records import format_rolled_at
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
+from kube_nudge.strategies.base import StrategyContext, changes_field
 
 __all__ = [
     "CHANGE_CAUSE",

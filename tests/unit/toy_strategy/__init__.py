@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -28,7 +29,7 @@ from kube_nudge.model.extensions import StrategyModel
 from kube_nudge.model.parsing import one_of
 from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.runtime.http import HttpServer
-from kube_nudge.strategies.base import Host, StrategyContext, Target, Webhook
+from kube_nudge.strategies.base import Host, StrategyContext, Webhook
 
 __all__ = [
     "GREETING",

@@ -45,6 +45,7 @@ from kube_nudge.kube.resources import (
     Resource,
     source_resource,
 )
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
     BASELINE_HASH,
     ROLLED_AT,
@@ -60,7 +61,7 @@ from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
 from kube_nudge.model.references import SourceRef
 from kube_nudge.model.source_kinds import known_once_mounted
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field
+from kube_nudge.strategies.base import StrategyContext, changes_field
 from kube_nudge.strategies.hot.rules import (
     NO_AGENT,
     CsiWrites,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from kube_nudge.kube.events import NORMAL
+from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
     Adopt,
     Apply,
@@ -23,7 +24,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.notifications.model import NotificationKind
-from kube_nudge.strategies.base import StrategyContext, Target, changes_field, notification
+from kube_nudge.strategies.base import StrategyContext, changes_field, notification
 
 __all__ = ["NotifyStrategy"]
 

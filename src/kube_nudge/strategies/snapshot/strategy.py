@@ -25,7 +25,7 @@ from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.patches import Patch, PatchType, send
 from kube_nudge.kube.resources import Resource, source_resource
-from kube_nudge.kube.workloads import Revisions
+from kube_nudge.kube.workloads import Revisions, Target
 from kube_nudge.model import (
     CONFIG_HASH,
     Apply,
@@ -51,7 +51,6 @@ from kube_nudge.strategies.base import (
     NotYet,
     Refused,
     StrategyContext,
-    Target,
     Webhook,
     changes_field,
 )
