@@ -11,12 +11,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage, ImageError, build_image
 from kube_nudge_dev.node import NodeUnavailable, RealNode
 from kube_nudge_dev.registry import LocalRegistry
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import CLI_OUTPUTS, REPLICA_LOGS
 from tests.integration.faults import FaultRun
 from tests.integration.leak_support import leaks
@@ -65,13 +65,13 @@ def registry(cluster: LocalCluster) -> LocalRegistry:
 
 
 @pytest.fixture(scope="session")
-async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
+async def kube(cluster: LocalCluster) -> AsyncIterator[AdminClient]:
     """An admin client for the session cluster; at the end, checks that no Secret value
     planted by the tests, nor a digest of one (`leak_support`), leaked into a log record,
     an Event (the Events of each test namespace as read just before it was deleted, and
     those still in the cluster) or the output of a CLI command the tests ran."""
     logging.getLogger("kube_nudge").addHandler(_RECORDS)
-    client = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
+    client = AdminClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
     yield client
     logging.getLogger("kube_nudge").removeHandler(_RECORDS)
     _read_events("the cluster at the end", await client.get(CORE_EVENTS.path()))
@@ -119,7 +119,7 @@ def _read_events(where: str, events: object) -> None:
 
 
 @pytest.fixture
-async def namespace(kube: KubeClient) -> AsyncIterator[str]:
+async def namespace(kube: AdminClient) -> AsyncIterator[str]:
     """A fresh namespace per test, deleted afterwards (without waiting). Its Events are
     read first, for the session's leak check: deleting the namespace deletes them."""
     name = f"t-{uuid.uuid4().hex[:10]}"

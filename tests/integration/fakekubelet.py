@@ -46,9 +46,10 @@ from typing import Any
 
 import httpx2 as httpx
 
-from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
+from kube_nudge.kube.client import MERGE_PATCH, ApiError
 from kube_nudge.kube.resources import CONFIGMAPS, PODS, SECRETS, Resource
 from kube_nudge.kube.transport import TransportError
+from tests.admin_client import AdminClient
 
 # Under kube_nudge so that the session's leak check (conftest) sees every record of it.
 log = logging.getLogger("kube_nudge.testing.fakekubelet")
@@ -123,7 +124,7 @@ class FakeKubelet:
     start attempts that left a pod Pending; ``deleted``: final deletes done)."""
 
     def __init__(
-        self, kube: KubeClient, node_name: str, valid: Callable[[Mapping[str, str]], bool]
+        self, kube: AdminClient, node_name: str, valid: Callable[[Mapping[str, str]], bool]
     ) -> None:
         self.kube = kube
         self.node_name = node_name

@@ -27,6 +27,7 @@ from kube_nudge_dev import chart, manifests
 from kube_nudge_dev.chartapply import CHART_KINDS, apply_documents, cluster_scoped
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
+from tests.admin_client import AdminClient
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +75,7 @@ def client_for(cluster: LocalCluster, token: str, kubeconfig: Path) -> KubeClien
 
 
 async def test_the_agent_may_record_only_on_its_own_pod(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     tmp_path: Path,

@@ -33,6 +33,7 @@ from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until
+from tests.admin_client import AdminClient
 from tests.integration.accounts import Rule, account_kubeconfig
 from tests.integration.apiproxy import proxy_for
 from tests.integration.controller_support import Replica, start_replica
@@ -129,7 +130,7 @@ async def change_level(kube: KubeClient, namespace: str, level: str) -> None:
 
 
 async def test_the_first_failed_rollout_fires_its_alert_the_stopped_line_and_the_refused_receiver(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     """One config that never becomes Ready, the first failure since the start: a1 fails
     its rollout, a2 (a later order) is held on the stopped line, and the receiver that

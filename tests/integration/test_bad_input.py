@@ -21,6 +21,7 @@ from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     controller_writes,
     events,
@@ -199,7 +200,7 @@ async def test_custom_resource_without_a_template_at_the_path(
 
 
 async def test_workload_deleted_while_queued_is_forgotten(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"K": "1"}))
     for name in ("gone", "stays"):
@@ -319,7 +320,7 @@ async def test_missing_required_key_holds_until_it_exists_optional_key_never_hol
 
 
 async def test_namespace_deleted_while_its_workloads_are_queued(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     doomed = f"{namespace}-gone"
     await kube.create(NAMESPACES.path(), {"metadata": {"name": doomed}})
@@ -409,7 +410,7 @@ async def test_namespace_deleted_while_its_workloads_are_queued(
 
 
 async def test_a_created_optional_source_rolls_and_a_deleted_required_one_holds(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("base", {"A": "1"}))
     for name, source, optional in (("opt", "extra", True), ("req", "base", False)):

@@ -23,6 +23,7 @@ from kube_nudge.kube.resources import NAMESPACES, SECRETS
 from kube_nudge_dev import chart
 from kube_nudge_dev.chartapply import CHART_KINDS
 from kube_nudge_dev.cluster import LocalCluster
+from tests.admin_client import AdminClient
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ async def type_checked(kube: KubeClient, path: str) -> dict[str, Any]:
 
 
 async def test_every_admission_policy_type_checks_for_every_kind_it_matches(
-    kube: KubeClient, namespace: str
+    kube: AdminClient, namespace: str
 ) -> None:
     rendered = chart.template(REPO, release=namespace, namespace=namespace, sets=EVERY_POLICY)
     policies = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == POLICY]
@@ -77,7 +78,7 @@ async def test_every_admission_policy_type_checks_for_every_kind_it_matches(
 
 
 async def test_a_missing_watched_namespace_fails_the_install_before_anything_is_applied(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     missing = f"{namespace}-absent"
     install = (

@@ -35,6 +35,7 @@ from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import NODE_LABEL, TAINT_KEY, RealNode
 from kube_nudge_dev.nodepods import kubectl, on_real_node, python_container
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import REPLICA_LOGS, expected_hash, template_hash
 from tests.integration.real_node_support import CONFIG_PRINTER, kill_container
 
@@ -73,7 +74,7 @@ def _helm(cluster: LocalCluster, *args: str) -> str:
 
 @pytest.fixture
 async def release(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     real_node: RealNode,
     controller_image: BuiltImage,

@@ -25,6 +25,7 @@ from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     HMAC_SECRET,
     controller_writes,
@@ -136,7 +137,7 @@ async def test_restarts_write_nothing_and_offline_changes_roll_once(
 
 
 async def test_a_lost_key_rebaselines_instead_of_restarting(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     """Deleting the key Secret makes every hash different; no config changed, so nothing
     may roll. The next real change rolls under the new key."""
@@ -389,7 +390,7 @@ async def test_compat_annotations_opt_in_only_with_compat(
 
 
 async def test_cross_namespace_source_needs_the_owners_grant(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     other = f"{namespace}-src"
     await kube.create(NAMESPACES.path(), {"metadata": {"name": other}})

@@ -37,6 +37,7 @@ from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
+from tests.admin_client import AdminClient
 from tests.agent_support import KEY
 from tests.integration.controller_support import (
     Running,
@@ -106,7 +107,7 @@ async def new_pods(kube: KubeClient, namespace: str, old: list[dict[str, Any]]) 
     return await running_pods(kube, namespace, "web", 2)
 
 
-async def collected(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
+async def collected(kube: AdminClient, namespace: str, pod: dict[str, Any]) -> None:
     """The garbage collector deletes the status of ``pod``, which is gone."""
     name = f"{pod['metadata']['name']}-{namespace}-db"
     with contextlib.suppress(ApiError):  # collected already
@@ -114,7 +115,7 @@ async def collected(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> No
 
 
 async def test_mounting_adopts_a_rotation_rolls_once_and_new_pods_repeating_it_roll_nothing(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await install_driver_crds(kube)
     await kube.create(SECRETPROVIDERCLASSES.path(namespace), secret_provider_class("db"))

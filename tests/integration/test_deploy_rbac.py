@@ -43,6 +43,7 @@ from kube_nudge_dev.chartapply import ADMISSION, CHART_KINDS, apply_documents
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.argo_support import install_argo_rollouts_crds
 from tests.integration.controller_support import eventually, start_replica, template_hash
 from tests.integration.csi_support import (
@@ -72,7 +73,7 @@ async def denied(call: Any) -> bool:
 
 @pytest.mark.parametrize("mode", ["cluster-wide", "namespace-scoped", "snapshot"])
 async def test_controller_runs_with_exactly_the_charts_rbac(
-    mode: str, kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    mode: str, kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     state = f"{namespace}-kn"  # the release namespace: its Lease and key Secret
     scoped = mode != "cluster-wide"
@@ -235,7 +236,7 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
             await replica.proc.wait()
 
         # What the grant leaves out, asked as the same ServiceAccount.
-        sa = KubeClient.from_config(kubeconfig)
+        sa = AdminClient.from_config(kubeconfig)
         try:
             # Denied by RBAC, or (where RBAC must grant more: the snapshot strategy's writes,
             # creating the key Secret) by the chart's admission policy.

@@ -15,6 +15,7 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS
 from kube_nudge_dev import manifests
 from kube_nudge_dev.manifests import CANARY
 from kube_nudge_dev.waiting import until
+from tests.admin_client import AdminClient
 from tests.integration.fakekubelet import NODES, FakeKubelet, placement
 
 pytestmark = pytest.mark.cluster
@@ -61,7 +62,7 @@ def good_level(env: Mapping[str, str]) -> bool:
 
 
 async def test_a_bad_config_never_becomes_available_and_misses_its_progress_deadline(
-    kube: KubeClient, namespace: str
+    kube: AdminClient, namespace: str
 ) -> None:
     node = node_name()
     body = manifests.deployment(
@@ -139,7 +140,7 @@ async def test_a_bad_config_never_becomes_available_and_misses_its_progress_dead
     assert await pods_on(kube, namespace, node) == []
 
 
-async def test_env_is_resolved_as_a_kubelet_resolves_it(kube: KubeClient, namespace: str) -> None:
+async def test_env_is_resolved_as_a_kubelet_resolves_it(kube: AdminClient, namespace: str) -> None:
     node = node_name()
     await kube.create(
         CONFIGMAPS.path(namespace), manifests.configmap("cm", {"LEVEL": "good", "A": "1"})
@@ -197,7 +198,7 @@ async def test_env_is_resolved_as_a_kubelet_resolves_it(kube: KubeClient, namesp
 
 
 async def test_missing_config_waits_and_a_running_pod_never_rereads_it(
-    kube: KubeClient, namespace: str
+    kube: AdminClient, namespace: str
 ) -> None:
     node = node_name()
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import Replica, events, start_replica
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.faults import FaultRun
@@ -80,7 +80,7 @@ async def leader_of(replicas: list[Replica]) -> Replica:
 
 
 async def test_an_ordered_release_survives_sigkill_and_failover(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     tmp_path: Path,

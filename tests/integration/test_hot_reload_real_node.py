@@ -66,6 +66,7 @@ from kube_nudge_dev.nodepods import (
     timestamped_log,
 )
 from kube_nudge_dev.waiting import deployment_complete, until, wait_for_object
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     events,
     eventually,
@@ -121,7 +122,7 @@ async def stale_evidence(kube: KubeClient, namespace: str, app: str, row: JSON) 
 
 @pytest.fixture
 async def grant(
-    kube: KubeClient, cluster: LocalCluster, real_node: RealNode, namespace: str
+    kube: AdminClient, cluster: LocalCluster, real_node: RealNode, namespace: str
 ) -> AsyncIterator[bytes]:
     """The namespace set up for the agent as docs/reload.md and NOTES say: ServiceAccount `web`
     with the chart's agent grant applied, Secret `kube-nudge-agent-key` with a random key

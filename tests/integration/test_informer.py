@@ -17,6 +17,7 @@ from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
 from kube_nudge.kube.resources import CONFIGMAPS
 from kube_nudge_dev import manifests
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import eventually
 
 pytestmark = pytest.mark.cluster
@@ -47,7 +48,7 @@ async def informing(
             await task
 
 
-async def test_paginated_list_then_watch_events(kube: KubeClient, namespace: str) -> None:
+async def test_paginated_list_then_watch_events(kube: AdminClient, namespace: str) -> None:
     for n in range(20):  # three pages of 7
         await kube.create(CONFIGMAPS.path(namespace), manifests.configmap(f"c{n}", {"v": str(n)}))
     restarts: list[str] = []
@@ -85,7 +86,7 @@ class CountingClient:
         return self.kube.watch(*args, **kwargs)
 
 
-async def test_streaming_list_sends_no_list_request(kube: KubeClient, namespace: str) -> None:
+async def test_streaming_list_sends_no_list_request(kube: AdminClient, namespace: str) -> None:
     """The initial state comes by one watch (sendInitialEvents), then its changes."""
     for n in range(12):
         await kube.create(CONFIGMAPS.path(namespace), manifests.configmap(f"s{n}", {"v": str(n)}))

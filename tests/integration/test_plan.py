@@ -44,6 +44,7 @@ from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.nodepods import kubectl
 from kube_nudge_dev.waiting import until, wait_for_object
+from tests.admin_client import AdminClient
 from tests.integration.accounts import account_kubeconfig
 from tests.integration.controller_support import HMAC_SECRET, running_controller, template_hash
 from tests.integration.hot_support import agent_container
@@ -283,7 +284,7 @@ EVERY_ACTION = {
 
 
 async def test_the_plan_is_what_happens(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     """For each seed, a fleet of its own (in a namespace of its own): every workload's
     observed outcome is the planned one, and together the seeds plan every action."""

@@ -25,6 +25,7 @@ from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     audit_entries,
     events,
@@ -170,7 +171,7 @@ async def test_a_changed_configmap_replaces_its_pods_one_budget_at_a_time(
 
 
 async def test_pods_without_a_controller_are_named_and_left_alone(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     selector = {POD_SELECTOR: "app=webapp"}
     await kube.create(SECRETS.path(namespace), manifests.secret("app", {"A": "1"}, selector))

@@ -13,6 +13,7 @@ from kube_nudge.kube.resources import PODS
 from kube_nudge_dev.image import HOST_CA_BUNDLE, pause_image, push_image
 from kube_nudge_dev.node import RealNode
 from kube_nudge_dev.registry import LocalRegistry, RegistryClient
+from tests.admin_client import AdminClient
 from tests.integration.registry_support import pull_events, run_pod, running
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]
@@ -49,7 +50,7 @@ async def test_the_real_node_pulls_from_the_registry_by_digest(
 
 
 async def test_without_the_ca_in_its_hosts_toml_the_node_refuses_the_registry(
-    kube: KubeClient, real_node: RealNode, registry: LocalRegistry, pushed: str, namespace: str
+    kube: AdminClient, real_node: RealNode, registry: LocalRegistry, pushed: str, namespace: str
 ) -> None:
     # The same hosts.toml less its `ca`: containerd verifies the registry's certificate with
     # the machine's CAs only, and the cluster's CA is not among them.

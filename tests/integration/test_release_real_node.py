@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import DEPLOYMENTS, NAMESPACES, PODS
 from kube_nudge_dev import chart
 from kube_nudge_dev.build import COSIGN, go_tool_binary
@@ -30,6 +29,7 @@ from kube_nudge_dev.nodepods import kubectl
 from kube_nudge_dev.registry import LocalRegistry, RegistryClient
 from kube_nudge_dev.release import Released, Request, Signing, Target, make_key_pair, release
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import REPLICA_LOGS
 from tests.integration.registry_support import pull_events
 
@@ -77,7 +77,7 @@ def _verify(registry: LocalRegistry, signing: Signing, *args: str) -> Any:
 
 
 async def test_helm_install_from_the_registry_runs_the_pushed_digest_on_the_real_node(
-    kube: KubeClient, cluster: LocalCluster, real_node: RealNode, registry: LocalRegistry,
+    kube: AdminClient, cluster: LocalCluster, real_node: RealNode, registry: LocalRegistry,
     released: Released, namespace: str, tmp_path: Path,
 ) -> None:  # fmt: skip
     # No image values: the chart's defaults name the pushed image by digest. Only where the

@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.notifications.delivery import Notifier
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import events, kube_nudge_cli, running_controller
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.rollout_timeline import (
@@ -63,7 +63,7 @@ async def receiving() -> AsyncIterator[tuple[Server, Notifier]]:
 
 
 async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     async with FakeKubelet(kube, node_for(namespace), valid):
         await kubelet_fleet(kube, namespace, ORDERS)
@@ -120,7 +120,7 @@ async def test_an_ordered_fleet_rolls_by_order_and_a_failure_stops_the_line(
 
 
 async def test_max_concurrent_rollouts_is_never_exceeded(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     names = {f"w{i}": None for i in range(10)}
     async with FakeKubelet(kube, node_for(namespace), valid):
@@ -141,7 +141,7 @@ async def test_max_concurrent_rollouts_is_never_exceeded(
 
 @contextlib.asynccontextmanager
 async def one_web(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, **annotations: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str, **annotations: str
 ) -> AsyncIterator[Timeline]:
     """One Deployment "web" on the fake kubelet, available, with kube-nudge running."""
     async with FakeKubelet(kube, node_for(namespace), valid):
@@ -153,7 +153,7 @@ async def one_web(
 
 
 async def test_an_approval_hold_is_released_by_kube_nudge_approve(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     approval = {"kube-nudge.io/approval": "required"}
     async with one_web(kube, cluster, namespace, **approval) as timeline:
@@ -169,7 +169,7 @@ async def test_an_approval_hold_is_released_by_kube_nudge_approve(
 
 
 async def test_a_failed_snapshot_rollout_is_rolled_back_to_the_good_copies(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     rollback = {"kube-nudge.io/strategy": "snapshot", "kube-nudge.io/on-failure": "rollback"}
     async with one_web(kube, cluster, namespace, **rollback) as timeline:
@@ -196,7 +196,7 @@ def next_minute_window(now: float) -> tuple[str, float]:
 
 
 async def test_a_change_waits_for_its_rollout_window(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     window, opens = next_minute_window(time.time())
     async with one_web(kube, cluster, namespace, **{"kube-nudge.io/rollout-window": window}) as (

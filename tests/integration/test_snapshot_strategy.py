@@ -31,6 +31,7 @@ from kube_nudge_dev import manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     events,
     expected_hash,
@@ -551,7 +552,7 @@ async def wait_or_explain(
         pytest.fail(f"wanted {wanted}; after 180 s the copies and their owners are {left}")
 
 
-async def prune_history(kube: KubeClient, revisions: str, *, keep: int) -> None:
+async def prune_history(kube: AdminClient, revisions: str, *, keep: int) -> None:
     """Delete all but the ``keep`` newest ControllerRevisions at ``revisions`` (what
     kube-controller-manager does for ``revisionHistoryLimit``), tolerating its own deletes."""
     found = (await kube.get(revisions))["items"]
@@ -565,7 +566,7 @@ async def prune_history(kube: KubeClient, revisions: str, *, keep: int) -> None:
 
 @pytest.mark.parametrize("kind_name", ["StatefulSet", "DaemonSet"])
 async def test_controller_revisions_prune_copies_and_undo_restores_them(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, kind_name: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str, kind_name: str
 ) -> None:
     kind = next(k for k in BUILTIN_KINDS if k.resource.kind == kind_name)
     build = manifests.statefulset if kind_name == "StatefulSet" else manifests.daemonset

@@ -27,6 +27,7 @@ from kube_nudge_dev import chart, manifests
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
+from tests.admin_client import AdminClient
 from tests.integration.accounts import RBAC, account_kubeconfig
 from tests.integration.controller_support import (
     HMAC_SECRET,
@@ -124,7 +125,7 @@ async def test_the_drift_audit_exports_what_status_all_finds(
 
 
 async def test_a_user_who_may_not_read_the_key_never_sees_drift_as_current(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     # kube-nudge's own namespace holds the key; the CI account may edit the team's only.
     state = f"{namespace}-kn"
@@ -196,7 +197,7 @@ async def test_a_user_who_may_not_read_the_key_never_sees_drift_as_current(
 
 
 async def test_the_charts_viewer_role_is_enough_for_status_and_wait(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     [role] = [
         d

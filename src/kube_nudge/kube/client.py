@@ -294,10 +294,6 @@ class KubeClient:
         """POST a new object to a collection path."""
         return await self.request("POST", path, body=body)
 
-    async def delete(self, path: str) -> JSON:
-        """DELETE one object."""
-        return await self.request("DELETE", path)
-
     async def merge_patch(self, path: str, body: JSON) -> JSON:
         """JSON merge patch."""
         return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)

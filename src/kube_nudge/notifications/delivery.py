@@ -182,10 +182,6 @@ class Notifier:
         """The receivers, in order."""
         return tuple(lane.receiver for lane in self._lanes)
 
-    def queued(self) -> dict[str, int]:
-        """Notifications waiting, by receiver label (not counting one being sent)."""
-        return {lane.label: len(lane.queue) for lane in self._lanes}
-
     # -- producing (any code, any thread) --------------------------------------------
 
     def notify(self, n: Notification) -> None:

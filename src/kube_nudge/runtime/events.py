@@ -43,11 +43,6 @@ class BackgroundEvents:
         self._queue: deque[_Queued] = deque()
         self._workers: set[asyncio.Task[None]] = set()
 
-    @property
-    def queued(self) -> int:
-        """Events waiting for a worker."""
-        return len(self._queue)
-
     def post(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
         """Post an Event about ``ref`` soon (stamped now). Messages must never contain
         Secret values."""
