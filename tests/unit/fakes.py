@@ -26,6 +26,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import KEY_ID
 from kube_nudge.model.records import format_rolled_at
+from kube_nudge.model.tracking import failure_recorded
 from kube_nudge_dev import manifests
 
 
@@ -141,6 +142,13 @@ class CachedViews:
 
     def workload_keys(self) -> list[WorkloadKey]:
         return list(self.workloads)
+
+    def failed(self, key: WorkloadKey) -> bool:
+        view = self.workloads.get(key)
+        return view is not None and failure_recorded(view)
+
+    def any_failed(self) -> bool:
+        return any(self.failed(key) for key in self.workloads)
 
 
 class RecordedEvents:

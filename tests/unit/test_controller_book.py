@@ -89,15 +89,6 @@ def test_views_update_the_rolling_set_only_when_rollouts_are_counted() -> None:
     assert book.followed(APP) is Phase.ROLLING
 
 
-def test_a_failure_recorded_on_the_current_rollout_is_in_the_failed_set() -> None:
-    book, _ = book_over({})
-    failed = dataclasses.replace(rolling("h1"), failed=("h1", 5.0))
-    book.observed(APP, failed)
-    assert book.failed(APP) and book.any_failed()
-    book.observed(APP, dataclasses.replace(rolling("h2"), failed=("h1", 5.0)))  # rolled on
-    assert not book.failed(APP) and not book.any_failed()
-
-
 def test_who_waits_is_who_was_last_held_for_another_rollout() -> None:
     book, metrics = book_over({})
     book.remember(APP)
@@ -119,7 +110,7 @@ def test_a_deleted_workload_is_forgotten_with_its_count() -> None:
     book.observed(APP, dataclasses.replace(rolling("h1"), failed=("h1", 5.0)))
     assert not book.observed(APP, None)
     assert book.memory(APP) is None and book.followed(APP) is None
-    assert not book.failed(APP) and book.waiting() == []
+    assert book.waiting() == []
     assert counted(metrics, "held-turn") == 0
     book.set_state(APP, "applied")  # a pass finishing after the deletion counts nothing
     assert counted(metrics, "applied") == 0

@@ -7,9 +7,9 @@ and by the reconciler (``remember``, ``follow``, ``writing``), read by both:
   in a watch event (so the echo of our own write is recognised), its recent rollouts, the
   source states its pods last got, and the state its last pass left it in;
 - the phase each followed rollout was last seen in (Events when it completes);
-- which rollouts are recorded as failed (what can stop a line) and which may be rolling
-  (--max-concurrent-rollouts), both kept up to date from every view, so the release gates
-  never walk all consumers of a source or every workload;
+- which rollouts may be rolling (--max-concurrent-rollouts), kept up to date from every
+  view, so that gate never walks every workload (which failed is the caches' index: it
+  needs nothing but the view);
 - who waits for another workload's rollout (its order, a stopped line, a turn);
 - our own writes the caches have not shown yet (``runtime.expectations``, shared with the
   strategies that write): a pass over such a workload waits for the echo.
@@ -65,10 +65,6 @@ class RolloutBook:
         self._waiting: set[WorkloadKey] = set()
         self._followed: dict[WorkloadKey, Phase] = {}
         """The phase each followed rollout was last seen in (Events on completion)."""
-        self._failed: set[WorkloadKey] = set()
-        """Workloads whose current rollout is recorded as failed. Kept from every view, so
-        the gates never walk all consumers of a source (a fan-out to a thousand workloads
-        would otherwise cost a million lookups)."""
         self._maybe_rolling: set[WorkloadKey] = set()
         """Every workload whose rollout was last seen in progress (a superset: checked when
         counted), so --max-concurrent-rollouts never walks every workload per rollout (a
@@ -82,10 +78,6 @@ class RolloutBook:
         if view is None:
             self.forget(key)
             return False
-        if view.failed is not None and view.failed[0] == (view.rolled_to or view.template_hash):
-            self._failed.add(key)
-        else:
-            self._failed.discard(key)
         memory = self._memory.get(key)
         own_echo = memory is not None and memory.observe(view)
         self._count_if_rolling(key, view)
@@ -122,7 +114,6 @@ class RolloutBook:
     def forget(self, key: WorkloadKey) -> None:
         """Drop everything kept for a deleted workload (and its count in the state gauge)."""
         self._followed.pop(key, None)
-        self._failed.discard(key)
         self._maybe_rolling.discard(key)
         self._waiting.discard(key)
         self._expectations.forget(key)
@@ -214,14 +205,6 @@ class RolloutBook:
             self._followed[key] = Phase.ROLLING
 
     # -- the fleet -----------------------------------------------------------------------
-
-    def failed(self, key: WorkloadKey) -> bool:
-        """Whether ``key``'s current rollout is recorded as failed."""
-        return key in self._failed
-
-    def any_failed(self) -> bool:
-        """Whether any workload's current rollout is recorded as failed."""
-        return bool(self._failed)
 
     def rolling_count(self, exclude: WorkloadKey | None = None) -> int:
         """Rollouts in progress on every workload but ``exclude`` (from the caches, so a

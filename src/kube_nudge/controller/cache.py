@@ -33,6 +33,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.runners import run_by, runs_elsewhere
 from kube_nudge.model.source_kinds import SourceKindRow, source_kind_rows
+from kube_nudge.model.tracking import failure_recorded
 from kube_nudge.runtime.index import ReverseIndex
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import owned_source_labels
@@ -80,6 +81,11 @@ class Cache:
         self._handlers: Handlers | None = None
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         """Which workloads consume each source, kept from every workload change."""
+        self._failed: set[WorkloadKey] = set()
+        """The workloads whose view records that their current rollout failed, kept from
+        every workload change as the index is: the release gates ask on every rollout, and
+        must not walk all consumers of a source (a fan-out to a thousand workloads would
+        otherwise cost a million lookups)."""
         self.synced = asyncio.Event()
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._scopes = scopes
@@ -141,6 +147,14 @@ class Cache:
     def consumers(self, ref: SourceRef) -> frozenset[WorkloadKey]:
         """The cached workloads whose templates consume ``ref``."""
         return self.index.consumers(ref)
+
+    def failed(self, key: WorkloadKey) -> bool:
+        """Whether ``key``'s cached view records that its current rollout failed."""
+        return key in self._failed
+
+    def any_failed(self) -> bool:
+        """Whether any cached workload records that its current rollout failed."""
+        return bool(self._failed)
 
     def source_keys(self, kind: SourceKind) -> list[Key]:
         """(namespace, name) of every cached ConfigMap or Secret (or known CSI class)."""
@@ -244,8 +258,12 @@ class Cache:
 
         def on_change(key: Key, old: WorkloadView | None, new: WorkloadView | None) -> None:
             workload = (kind, *key)
-            # The index first, as client-go's indexers: a handler reads it already updated.
+            # The indexes first, as client-go's indexers: a handler reads them updated.
             self.index.update(workload, old.consumed if old else (), new.consumed if new else ())
+            if new is not None and failure_recorded(new):
+                self._failed.add(workload)
+            else:
+                self._failed.discard(workload)
             if self._handlers is not None:
                 self._handlers.workload_changed(workload, old, new)
 

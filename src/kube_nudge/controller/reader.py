@@ -36,3 +36,11 @@ class Reader(Protocol):
     def workload_keys(self) -> list[WorkloadKey]:
         """Every opted-in workload cached."""
         ...
+
+    def failed(self, key: WorkloadKey) -> bool:
+        """Whether ``key``'s cached view records that its current rollout failed."""
+        ...
+
+    def any_failed(self) -> bool:
+        """Whether any cached workload records that its current rollout failed."""
+        ...

@@ -58,7 +58,7 @@ class SiblingGates:
         reader, book = self._reader, self._book
         own = reader.workload(key)
         mine = own.settings.rollout_order if own is not None else None
-        if mine is None and not book.any_failed():
+        if mine is None and not reader.any_failed():
             return []
         changed = plan.changes.keys() if plan.changes else assessment.visible.keys()
         keys = {other for ref in changed for other in reader.consumers(ref) if other != key}
@@ -72,7 +72,7 @@ class SiblingGates:
                 and view.settings.rollout_order is not None
                 and view.settings.rollout_order < mine
             )
-            if not lower and not book.failed(other):
+            if not lower and not reader.failed(other):
                 continue
             memory = book.memory(other) or WorkloadMemory()
             desired = assess(view, reader.source, self._hmac_key).desired

@@ -16,7 +16,7 @@ from kube_nudge.model.analysis import AnalysisPhase
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE
 from kube_nudge.model.projection import WorkloadView
 
-__all__ = ["Phase", "Tracking", "progress_deadline", "track"]
+__all__ = ["Phase", "Tracking", "failure_recorded", "progress_deadline", "track"]
 
 
 class Phase(StrEnum):
@@ -57,6 +57,13 @@ def progress_deadline(view: WorkloadView) -> float:
     return view.settings.progress_deadline or own or DEFAULT_PROGRESS_DEADLINE
 
 
+def failure_recorded(view: WorkloadView) -> bool:
+    """Whether ``view`` records (``kube-nudge.io/failed``) that its current rollout failed:
+    the failed hash is the one its template was rolled to. A rollout since, to another
+    hash, leaves the record behind."""
+    return view.failed is not None and view.failed[0] == (view.rolled_to or view.template_hash)
+
+
 def track(view: WorkloadView, now: float, last: Phase | None = None) -> Tracking:
     """The phase of ``view``'s latest kube-nudge rollout at ``now`` (Unix seconds).
     ``last`` is the phase seen before, kept while the workload's controller has not yet
@@ -66,7 +73,7 @@ def track(view: WorkloadView, now: float, last: Phase | None = None) -> Tracking
     if view.baseline_hash or not view.rolled_at or rolled_to is None:
         return Tracking(Phase.IDLE)
     started = view.rolled_at[-1]
-    if view.failed is not None and view.failed[0] == rolled_to:
+    if view.failed is not None and failure_recorded(view):
         return Tracking(
             Phase.FAILED,
             rolled_to,

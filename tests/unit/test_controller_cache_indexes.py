@@ -1,0 +1,68 @@
+"""The caches' indexes, kept from every workload change before any handler runs (as
+client-go's indexers): which workloads consume a source, and which record that their
+current rollout failed (what stops a line; the release gates ask on every rollout)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+
+import httpx2 as httpx
+import pytest
+
+from kube_nudge.controller.cache import Cache
+from kube_nudge.controller.controller import ControllerOptions
+from kube_nudge.controller.reconciler import WorkloadKey
+from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.workloads import BUILTIN_KINDS
+from kube_nudge.model import WorkloadView
+from kube_nudge.runtime.metrics import Metrics
+from tests.unit.fakes import APP, NS, workload
+from tests.unit.httpx_support import HttpxTransport
+
+DEPLOYMENT = BUILTIN_KINDS[0]
+WEB: WorkloadKey = (DEPLOYMENT, NS, "web")
+OTHER: WorkloadKey = (DEPLOYMENT, NS, "other")
+
+
+@pytest.fixture
+async def cache() -> AsyncIterator[Cache]:
+    http = httpx.AsyncClient(base_url="https://api.invalid")
+    yield Cache(KubeClient(HttpxTransport(http)), ControllerOptions(namespaces=(NS,)), Metrics())
+    await http.aclose()
+
+
+def changed(
+    cache: Cache, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
+) -> None:
+    """What the workload informer calls on a watch event (no handlers registered)."""
+    cache._workloads[DEPLOYMENT][0].handler((key[1], key[2]), old, new)
+
+
+def rolled(config_hash: str, failed: str | None = None) -> WorkloadView:
+    """A workload kube-nudge rolled to ``config_hash``, recording ``failed`` as failed."""
+    view = workload(template_hash=config_hash, rolled_at=(1_700_000_000.0,))
+    return dataclasses.replace(view, failed=(failed, 5.0) if failed else None)
+
+
+def test_a_failure_recorded_on_the_current_rollout_is_indexed_until_it_rolls_on(
+    cache: Cache,
+) -> None:
+    assert not cache.any_failed()
+    changed(cache, WEB, None, rolled("h1", failed="h1"))
+    changed(cache, OTHER, None, rolled("h1"))
+    assert cache.failed(WEB) and cache.any_failed() and not cache.failed(OTHER)
+    changed(cache, WEB, rolled("h1", failed="h1"), rolled("h2", failed="h1"))  # rolled on
+    assert not cache.failed(WEB) and not cache.any_failed()
+    changed(cache, WEB, rolled("h2", failed="h1"), rolled("h2", failed="h2"))
+    changed(cache, WEB, rolled("h2", failed="h2"), None)  # deleted
+    assert not cache.failed(WEB) and not cache.any_failed()
+
+
+def test_the_consumers_index_follows_each_view(cache: Cache) -> None:
+    view = rolled("h1")
+    assert APP in view.consumed
+    changed(cache, WEB, None, view)
+    assert cache.consumers(APP) == {WEB}
+    changed(cache, WEB, view, None)
+    assert cache.consumers(APP) == frozenset()
