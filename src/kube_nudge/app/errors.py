@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from kube_nudge.kube.client import ApiError, KubeClient, KubeconfigError
 
 __all__ = [
+    "CLUSTER_REFUSED",
     "EXIT_CLUSTER",
     "EXIT_UNVERIFIED",
     "EXIT_USAGE",
@@ -33,6 +34,9 @@ EXIT_CLUSTER: Final = 5
 #: ``status`` and ``wait``: no drift found, but some workload could not be verified: the user
 #: may not read the installation key (to compare hashes), a source, or the pods.
 EXIT_UNVERIFIED: Final = 6
+#: The row of ``EXIT_CLUSTER`` in the exit-code table of a command that reads the cluster
+#: (its ``--help``), the same words in each.
+CLUSTER_REFUSED: Final = (EXIT_CLUSTER, "the API server was unreachable or refused a request")
 
 _VERBS: Final = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 

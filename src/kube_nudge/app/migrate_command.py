@@ -16,7 +16,13 @@ import shutil
 import time
 from collections.abc import Sequence
 
-from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
+from kube_nudge.app.errors import (
+    CLUSTER_REFUSED,
+    EXIT_USAGE,
+    UsageError,
+    api_failure,
+    connect,
+)
 from kube_nudge.app.flags import add_cluster_flags, check_namespaces
 from kube_nudge.app.status_command import say_unlisted
 from kube_nudge.app.tables import fit
@@ -38,7 +44,7 @@ class MigrateCommand:
         (0, "nothing would restart at the switch"),
         (1, "some workload would roll once at the switch (its pods run stale config)"),
         (EXIT_USAGE, "a bad flag or kubeconfig; nothing was sent"),
-        (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+        CLUSTER_REFUSED,
     )
 
     def configure(self, parser: argparse.ArgumentParser) -> None:

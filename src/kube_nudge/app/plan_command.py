@@ -24,7 +24,13 @@ import sys
 import time
 from collections.abc import Sequence
 
-from kube_nudge.app.errors import EXIT_CLUSTER, EXIT_USAGE, UsageError, api_failure, connect
+from kube_nudge.app.errors import (
+    CLUSTER_REFUSED,
+    EXIT_USAGE,
+    UsageError,
+    api_failure,
+    connect,
+)
 from kube_nudge.app.flags import (
     add_cluster_flags,
     add_csi_flag,
@@ -66,7 +72,7 @@ class PlanCommand:
         (0, "nothing would roll, reload or be evicted, nor lose config it requires"),
         (1, "something would roll, reload or be evicted, or lose config it requires"),
         (EXIT_USAGE, "a bad flag, manifest or kubeconfig; nothing was sent"),
-        (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+        CLUSTER_REFUSED,
     )
 
     def configure(self, parser: argparse.ArgumentParser) -> None:

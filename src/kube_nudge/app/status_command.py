@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from kube_nudge.app.errors import (
-    EXIT_CLUSTER,
+    CLUSTER_REFUSED,
     EXIT_UNVERIFIED,
     EXIT_USAGE,
     UsageError,
@@ -54,7 +54,7 @@ class StatusCommand:
         (0, "every listed workload runs (or is rolling to) the config in the cluster"),
         (1, "drift: some workload runs other config, or is held, stale or failed"),
         (EXIT_USAGE, "a bad flag or kubeconfig; nothing was sent"),
-        (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+        CLUSTER_REFUSED,
         (EXIT_UNVERIFIED, "no drift found, but some workload is unverified: the user may not "
                           "read the installation key (get on its Secret), a source or the "
                           "pods"),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from kube_nudge.app.errors import (
-    EXIT_CLUSTER,
+    CLUSTER_REFUSED,
     EXIT_UNVERIFIED,
     EXIT_USAGE,
     CommandError,
@@ -162,7 +162,7 @@ class WaitCommand:
         (EXIT_NOTHING_TO_WAIT_FOR, "at once: a named workload or source does not exist, a "
                                    "named workload is not opted in, or no opted-in workload "
                                    "consumes a named source"),
-        (EXIT_CLUSTER, "the API server was unreachable or refused a request"),
+        CLUSTER_REFUSED,
         (EXIT_UNVERIFIED, "at once: a workload can't be verified by waiting (the user may not "
                           "read a source it consumes or its pods; or, without the key, it "
                           "has no pods)"),
