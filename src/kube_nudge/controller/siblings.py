@@ -10,7 +10,7 @@ from kube_nudge.controller.announcer import display
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reader import Reader, WorkloadKey
 from kube_nudge.kube.workloads import Target
-from kube_nudge.model import Apply, Assessment, Decision, WorkloadMemory, assess
+from kube_nudge.model import Apply, Assessment, Decision, WorkloadMemory, WorkloadView, assess
 from kube_nudge.model.gates import Sibling, gate
 from kube_nudge.runtime.clock import Clock
 
@@ -40,7 +40,7 @@ class SiblingGates:
     ) -> Decision:
         """``plan``, or the hold that keeps it from starting now."""
         view = target.view
-        siblings = self._siblings(key, assessment, plan)
+        siblings = self._siblings(key, view, assessment, plan)
         rolling = 0
         if self._max_concurrent is not None:
             rolling = self._book.rolling_count(exclude=key)
@@ -51,13 +51,15 @@ class SiblingGates:
         )  # fmt: skip
         return plan if hold is None else hold
 
-    def _siblings(self, key: WorkloadKey, assessment: Assessment, plan: Apply) -> list[Sibling]:
+    def _siblings(
+        self, key: WorkloadKey, own: WorkloadView, assessment: Assessment, plan: Apply
+    ) -> list[Sibling]:
         """The other workloads consuming a source that changed for ``plan`` that a gate
         may wait for: those whose rollout failed, and, for an ordered workload, those of a
-        lower order. Unordered workloads with no failure about cost nothing here."""
+        lower order (``own``: the view the pass decided on). Unordered workloads with no
+        failure about cost nothing here."""
         reader, book = self._reader, self._book
-        own = reader.workload(key)
-        mine = own.settings.rollout_order if own is not None else None
+        mine = own.settings.rollout_order
         if mine is None and not reader.any_failed():
             return []
         changed = plan.changes.keys() if plan.changes else assessment.visible.keys()
