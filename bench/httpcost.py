@@ -47,8 +47,9 @@ from bench.config import ROOT
 from bench.gitstate import tree_state
 from bench.minimal import Connection, Server
 from bench.objects import bench_client, create_all, deployment
-from kube_nudge.kube.client import MERGE_PATCH, ClientOptions, KubeClient
+from kube_nudge.kube.client import MERGE_PATCH, ClientOptions
 from kube_nudge.kube.resources import DEPLOYMENTS
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 
 NAMESPACE = "default"
@@ -83,9 +84,11 @@ def _check(status: int, content: bytes) -> int:
 
 
 async def open_kube_client(kubeconfig: Path, concurrency: int) -> Any:
-    """kube-nudge's own KubeClient.merge_patch (limiter, retries, error mapping included)."""
+    """kube-nudge's own ``KubeClient.request`` (limiter, retries, error mapping included),
+    sending the merge patch as ``AdminClient.merge_patch`` does: the product's client and
+    its aiohttp transport, with the dev tools' one verb on top."""
     options = ClientOptions(write_qps=100_000.0, write_burst=100_000)
-    kube = KubeClient.from_config(kubeconfig, options=options, user_agent=AGENT)
+    kube = AdminClient.from_config(kubeconfig, options=options, user_agent=AGENT)
 
     async def patch(path: str, body: bytes) -> int:
         await kube.merge_patch(path, orjson.loads(body))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench.progress import say
 from kube_nudge.kube.client import JSON, ClientOptions, KubeClient
+from kube_nudge_dev.admin import AdminClient
 
 #: The benchmark's own user agent: never matches a tool's prefix in the audit log.
 BENCH_AGENT = "nudge-bench/1"
@@ -18,10 +19,10 @@ CREATE_CONCURRENCY = 50
 CONTAINER = {"name": "app", "image": "registry.invalid/app:1"}
 
 
-def bench_client(kubeconfig: Path) -> KubeClient:
+def bench_client(kubeconfig: Path) -> AdminClient:
     """An admin client without the client-side write limit (we create thousands)."""
     options = ClientOptions(write_qps=100_000.0, write_burst=100_000, timeout=60.0)
-    return KubeClient.from_config(kubeconfig, options=options, user_agent=BENCH_AGENT)
+    return AdminClient.from_config(kubeconfig, options=options, user_agent=BENCH_AGENT)
 
 
 def configmap(name: str, data: dict[str, str]) -> JSON:

@@ -15,7 +15,7 @@ from bench.audit import AuditLog
 from bench.config import Sizes
 from bench.profile import Sampler
 from bench.tools import Tool, ToolSettings, ensure_namespace
-from kube_nudge.kube.client import KubeClient
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 
 Metrics = dict[str, float]
@@ -27,7 +27,7 @@ class Context:
     """What a scenario gets: a fresh cluster, an admin client, and a way to make the tool."""
 
     cluster: LocalCluster
-    kube: KubeClient
+    kube: AdminClient
     sizes: Sizes
     make_tool: Callable[[ToolSettings], Tool]
     profile: bool = False

@@ -50,6 +50,7 @@ from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS, SERVICEACCOUNTS
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import apply_documents
 from kube_nudge_dev.hotapp import ACCOUNT, HOT, app_deployment, grant_in_force
 from kube_nudge_dev.image import build_image
@@ -293,14 +294,14 @@ async def restart_count(kube: KubeClient, namespace: str) -> int:
     )
 
 
-async def patch(kube: KubeClient, namespace: str, app: str, content: str) -> float:
+async def patch(kube: AdminClient, namespace: str, app: str, content: str) -> float:
     """Change ConfigMap ``app``; the wall clock when the PATCH returned."""
     await kube.merge_patch(CONFIGMAPS.path(namespace, app), {"data": {"app.conf": content}})
     return time.time()
 
 
 async def patch_spread(
-    kube: KubeClient, namespace: str, offsets: dict[str, float], content: str
+    kube: AdminClient, namespace: str, offsets: dict[str, float], content: str
 ) -> dict[str, float]:
     """Change each ConfigMap at its offset from now; when each PATCH returned."""
     start = time.monotonic()

@@ -15,8 +15,9 @@ from bench.scenarios.fanout import cpu_metrics, outcome
 from bench.scenarios.phases import SETTLE, adopt_then_start
 from bench.tools import Tool, ToolSettings
 from bench.watcher import WorkloadWatcher
-from kube_nudge.kube.client import JSON, KubeClient
+from kube_nudge.kube.client import JSON
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from kube_nudge_dev.admin import AdminClient
 
 KEY = "LEVEL"
 SETTINGS = ToolSettings(debounce="0")
@@ -31,7 +32,9 @@ def pairs(namespace: str, count: int, opt_in: dict[str, str]) -> Iterator[tuple[
                                                       [configmap_env(name, KEY)])  # fmt: skip
 
 
-async def change_all(kube: KubeClient, tool: Tool, namespace: str, count: int, value: str) -> float:
+async def change_all(
+    kube: AdminClient, tool: Tool, namespace: str, count: int, value: str
+) -> float:
     """PATCH every ConfigMap with CREATE_CONCURRENCY senders, telling ``tool`` of each as
     it is answered; return seconds it took."""
     numbers = iter(range(count))

@@ -21,6 +21,7 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, ROLLOUTS
 from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import BASELINE_HASH
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.build import argo_rollouts_binary, argo_rollouts_crds
 from kube_nudge_dev.chartapply import apply_crd
 from kube_nudge_dev.cluster import LocalCluster, free_port
@@ -62,17 +63,17 @@ async def argo_rollouts_controller(
             await proc.wait()
 
 
-async def promote(kube: KubeClient, namespace: str, name: str) -> None:
+async def promote(kube: AdminClient, namespace: str, name: str) -> None:
     """``kubectl argo rollouts promote NAME`` at a pause step: clear the pause conditions."""
     await _status_patch(kube, namespace, name, {"pauseConditions": None})
 
 
-async def abort(kube: KubeClient, namespace: str, name: str) -> None:
+async def abort(kube: AdminClient, namespace: str, name: str) -> None:
     """``kubectl argo rollouts abort NAME``: what a failed analysis does too."""
     await _status_patch(kube, namespace, name, {"abort": True})
 
 
-async def _status_patch(kube: KubeClient, namespace: str, name: str, status: Any) -> None:
+async def _status_patch(kube: AdminClient, namespace: str, name: str, status: Any) -> None:
     await kube.merge_patch(ROLLOUTS.path(namespace, name) + "/status", {"status": status})
 
 
@@ -109,7 +110,7 @@ def rollout(name: str, annotations: dict[str, str], **spec: Any) -> dict[str, An
 
 
 async def change_and_roll(
-    kube: KubeClient, running: Running, kind: WorkloadKind, namespace: str, name: str
+    kube: AdminClient, running: Running, kind: WorkloadKind, namespace: str, name: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Change LEVEL of ConfigMap ``app``; ``name`` as it was before and once its template
     carries the hash of the new config."""

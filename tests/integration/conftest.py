@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from kube_nudge.kube.resources import CORE_EVENTS, NAMESPACES
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage, ImageError, build_image
 from kube_nudge_dev.node import NodeUnavailable, RealNode
 from kube_nudge_dev.registry import LocalRegistry
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import CLI_OUTPUTS, REPLICA_LOGS
 from tests.integration.faults import FaultRun
 from tests.integration.leak_support import leaks

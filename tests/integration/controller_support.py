@@ -33,6 +33,7 @@ from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.prometheus import PrometheusAccess
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import confighash
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import apply_crd
 from kube_nudge_dev.cluster import LocalCluster, free_port
 from kube_nudge_dev.waiting import until, wait_for_objects
@@ -322,7 +323,7 @@ async def wait_cli(
 
 
 async def change_after_pods_started(
-    kube: KubeClient, namespace: str, level: str = "debug", configmap: str = "app"
+    kube: AdminClient, namespace: str, level: str = "debug", configmap: str = "app"
 ) -> None:
     """Once every live pod of ``namespace`` started, ConfigMap ``configmap``'s LEVEL becomes
     ``level`` (in a later second than the last start): those pods run stale config. A start

@@ -49,7 +49,7 @@ import httpx2 as httpx
 from kube_nudge.kube.client import MERGE_PATCH, ApiError
 from kube_nudge.kube.resources import CONFIGMAPS, PODS, SECRETS, Resource
 from kube_nudge.kube.transport import TransportError
-from tests.admin_client import AdminClient
+from kube_nudge_dev.admin import AdminClient
 
 # Under kube_nudge so that the session's leak check (conftest) sees every record of it.
 log = logging.getLogger("kube_nudge.testing.fakekubelet")

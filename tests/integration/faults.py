@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kube_nudge.kube.client import JSON, KubeClient
+from kube_nudge.kube.client import JSON
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, REPLICASETS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, template_annotation
@@ -27,6 +27,7 @@ from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
 from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_objects
@@ -48,12 +49,12 @@ def seeded_rng() -> tuple[random.Random, int]:
 @contextlib.asynccontextmanager
 async def own_control_plane(
     *apiserver_args: str,
-) -> AsyncIterator[tuple[LocalCluster, KubeClient, str]]:
+) -> AsyncIterator[tuple[LocalCluster, AdminClient, str]]:
     """A control plane for one fault alone (one that would disturb the session's cluster,
     or needs other API server flags), an admin client and a fresh namespace."""
     cluster = LocalCluster(apiserver_args=apiserver_args)
     await asyncio.to_thread(cluster.start)
-    kube = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
+    kube = AdminClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-tests")
     try:
         namespace = f"t-{uuid.uuid4().hex[:10]}"
         await kube.create(NAMESPACES.path(), {"metadata": {"name": namespace}})
@@ -81,7 +82,7 @@ class Fleet:
     ``held``, needs ConfigMap ``late``, which the stream creates as its ``HELD_UNTIL``-th
     change: until then kube-nudge holds it, and no fault may make it forget it."""
 
-    kube: KubeClient
+    kube: AdminClient
     namespace: str
     rng: random.Random
     seed: int
@@ -94,7 +95,7 @@ class Fleet:
     @classmethod
     async def new(
         cls,
-        kube: KubeClient,
+        kube: AdminClient,
         namespace: str,
         sources: int,
         workloads: int,
@@ -153,7 +154,7 @@ class Fleet:
             timeout=timeout,
         )
 
-    async def change(self, kube: KubeClient | None = None) -> None:
+    async def change(self, kube: AdminClient | None = None) -> None:
         """Bump one random key of one random ConfigMap and note whom it justifies rolling
         (or, the ``HELD_UNTIL``-th time, create the ConfigMap the held workload waits for)."""
         self.changes += 1

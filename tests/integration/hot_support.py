@@ -18,6 +18,7 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, REPLICASETS
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until
 from tests.agent_support import KEY, kubelet_write
@@ -101,8 +102,8 @@ def loaded(data: dict[str, str], key: bytes = KEY) -> str:
 
 
 async def agent_reports(
-    kube: KubeClient, namespace: str, pod: str, annotation: str, data: dict[str, str] | None = None,
-    key: bytes = KEY,
+    kube: AdminClient, namespace: str, pod: str, annotation: str,
+    data: dict[str, str] | None = None, key: bytes = KEY,
 ) -> None:  # fmt: skip
     """What the pod's agent writes after a reload of ``data`` (or a failed one)."""
     annotations = {annotation: f"{time.time():.3f}"}

@@ -18,6 +18,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.annotations import FAILED
 from kube_nudge.model.progress import progress_of
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until
 from tests.integration.controller_support import background, events, template_hash
@@ -113,7 +114,7 @@ def announced(server: Server) -> collections.Counter[tuple[str, str]]:
     return collections.Counter((p["workload"], p["kind"]) for p in server.payloads("hook"))
 
 
-async def change(kube: KubeClient, namespace: str, mode: str) -> None:
+async def change(kube: AdminClient, namespace: str, mode: str) -> None:
     await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"MODE": mode}})
 
 
@@ -192,7 +193,7 @@ async def kubelet_fleet(
 
 
 async def roll_to_good_then_broken(
-    kube: KubeClient, namespace: str, timeline: Timeline
+    kube: AdminClient, namespace: str, timeline: Timeline
 ) -> str | None:
     """Change "web"'s config to a good one (v2), wait until it is out, then to a broken
     one; returns the good template once the failed rollout was rolled back to it."""

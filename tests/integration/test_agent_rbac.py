@@ -24,10 +24,10 @@ from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT
 from kube_nudge.kube.client import MERGE_PATCH, ApiError, KubeClient
 from kube_nudge.kube.resources import PODS, SERVICEACCOUNTS, Resource
 from kube_nudge_dev import chart, manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import CHART_KINDS, apply_documents, cluster_scoped
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
-from tests.admin_client import AdminClient
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

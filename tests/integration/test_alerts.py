@@ -30,10 +30,10 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until
-from tests.admin_client import AdminClient
 from tests.integration.accounts import Rule, account_kubeconfig
 from tests.integration.apiproxy import proxy_for
 from tests.integration.controller_support import Replica, start_replica
@@ -101,7 +101,7 @@ def key_file(into: Path) -> str:
 
 
 async def test_a_quiet_controller_fires_no_alert_and_exports_every_series_the_rules_read(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     """A workload rolls a change, its receiver takes every notification: no alert, and no
     rule in error. Before any event, every series a rule selects is there."""
@@ -125,7 +125,7 @@ async def test_a_quiet_controller_fires_no_alert_and_exports_every_series_the_ru
         assert [r["name"] for r in await prometheus.rules() if r["health"] != "ok"] == []
 
 
-async def change_level(kube: KubeClient, namespace: str, level: str) -> None:
+async def change_level(kube: AdminClient, namespace: str, level: str) -> None:
     await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": level}})
 
 
@@ -198,7 +198,7 @@ def window_closed_now() -> str:
 
 
 async def test_held_for_missing_config_or_flapping_fires_but_not_for_approval_or_a_window(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     held = {
@@ -247,7 +247,7 @@ async def test_writes_the_account_may_not_make_fire_kube_nudge_errors(
 
 
 async def test_watches_restarted_after_compactions_fire_watch_restarts(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     """Seven times, the watches go quiet, the history they would resume from is compacted
     away (the API server's 410 Expired, played by a proxy), and they are cut: each resource's

@@ -37,6 +37,7 @@ from kube_nudge.model.annotations import FAILED, RELEASED_AT
 from kube_nudge.notifications.delivery import Notifier
 from kube_nudge.runtime.prometheus import PrometheusAccess, normalised
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_objects
@@ -138,7 +139,7 @@ async def controlled(
         await receiver.close()
 
 
-async def change(kube: KubeClient, namespace: str, mode: str) -> None:
+async def change(kube: AdminClient, namespace: str, mode: str) -> None:
     await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"MODE": mode}})
 
 
@@ -181,7 +182,7 @@ def templates(found: dict[str, Any]) -> dict[str, str | None]:
 
 
 async def test_a_good_change_passes_every_wave_and_a_bad_one_stops_at_the_first(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     async with monitored(namespace, tmp_path) as (exporter, prometheus):
         for name in WAVES:
@@ -235,7 +236,7 @@ async def test_a_good_change_passes_every_wave_and_a_bad_one_stops_at_the_first(
 
 
 async def test_prometheus_gone_mid_analysis_holds_the_line_until_release(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     waves = {"web-1": 1, "web-2": 2}
     async with exporter_for(namespace) as exporter:
@@ -265,7 +266,7 @@ async def test_prometheus_gone_mid_analysis_holds_the_line_until_release(
                 objs["web-2"], DEPLOYMENT) != before["web-2"])  # fmt: skip
 
 
-async def _release(kube: KubeClient, namespace: str, name: str) -> None:
+async def _release(kube: AdminClient, namespace: str, name: str) -> None:
     """What `kube-nudge release deployment/NAME` writes."""
     await kube.merge_patch(
         DEPLOYMENTS.path(namespace, name),
@@ -274,7 +275,7 @@ async def _release(kube: KubeClient, namespace: str, name: str) -> None:
 
 
 async def test_an_address_not_allowed_is_never_contacted(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     elsewhere = Server()  # what a template must not make the controller fetch
     await elsewhere.start()
@@ -299,7 +300,7 @@ async def test_an_address_not_allowed_is_never_contacted(
 
 
 async def test_a_controller_killed_mid_analysis_resumes_without_measuring_twice(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     async with monitored(namespace, tmp_path) as (exporter, prometheus):
         exporter.app("web-1")
@@ -327,7 +328,7 @@ async def test_a_controller_killed_mid_analysis_resumes_without_measuring_twice(
 
 
 async def test_an_argo_analysis_template_is_read_as_it_is(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     await install_argo_rollouts_crds(kube)
     async with monitored(namespace, tmp_path) as (exporter, prometheus):
@@ -346,7 +347,7 @@ async def test_an_argo_analysis_template_is_read_as_it_is(
 
 
 async def test_a_query_with_no_data_follows_the_templates_rules(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     """The app exports nothing yet: an empty vector. A condition that allows it passes; one
     that indexes it is an Error each time, and past consecutiveErrorLimit the line holds."""

@@ -25,6 +25,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.analysis import AnalysisPhase
 from kube_nudge.runtime.prometheus import PrometheusAccess, normalised
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.manifests import ENABLED
@@ -156,7 +157,7 @@ async def running_env(
 
 
 async def test_a_bad_config_fails_its_analysis_on_the_real_node_and_is_rolled_back(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     real_node: RealNode,
     controller_image: BuiltImage,

@@ -19,6 +19,7 @@ from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, ROLLOUTS
 from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model.argorollout import WORKLOAD_GENERATION
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
@@ -42,7 +43,7 @@ DEPLOYMENT = BUILTIN_KINDS[0]
 TIMEOUT = 60
 
 
-async def argo_writes(kube: KubeClient, namespace: str, name: str, **status: Any) -> None:
+async def argo_writes(kube: AdminClient, namespace: str, name: str, **status: Any) -> None:
     """Write ``status`` as the Argo controller does after seeing the Rollout's latest spec:
     through the status subresource, ``observedGeneration`` the generation as a string."""
     obj = await kube.get(ROLLOUTS.path(namespace, name))
@@ -59,7 +60,7 @@ def healthy(pod_hash: str) -> dict[str, Any]:
 
 
 async def healthy_web(
-    kube: KubeClient, namespace: str, annotations: dict[str, str]
+    kube: AdminClient, namespace: str, annotations: dict[str, str]
 ) -> tuple[WorkloadKind, ...]:
     """Argo's CRD, ConfigMap ``app`` and Rollout ``web`` reading it, healthy at ReplicaSet
     5f7c; the kinds ``run --argo-rollouts`` watches."""
@@ -73,7 +74,7 @@ async def healthy_web(
 
 
 async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     kinds = await healthy_web(kube, namespace, ENABLED)
     async with running_controller(cluster, namespace, kinds=kinds) as running:
@@ -108,7 +109,7 @@ async def test_a_rollout_rolls_on_its_config_and_is_followed_as_argo_reports_it(
 
 
 async def test_an_aborted_rollout_fails_and_stops_the_line(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     kinds = await healthy_web(kube, namespace, {**ENABLED, "kube-nudge.io/rollout-order": "1"})
     second = {**ENABLED, "kube-nudge.io/rollout-order": "2"}
@@ -151,7 +152,7 @@ async def test_an_aborted_rollout_fails_and_stops_the_line(
 
 
 async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await install_argo_rollouts_crds(kube)
     kinds = await rollout_kinds(kube)
@@ -211,7 +212,7 @@ async def test_a_workload_ref_rollout_rolls_through_its_deployments_template(
 
 
 async def test_plan_and_migrate_read_rollouts(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     await healthy_web(kube, namespace, {"reloader.stakater.com/auto": "true"})
     # plan, live: the ConfigMap as Git would apply it next; the Rollout reads it.

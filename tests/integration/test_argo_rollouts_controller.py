@@ -17,6 +17,7 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, ROLLOUTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_object
@@ -76,7 +77,7 @@ async def state_of(cluster: LocalCluster, namespace: str, kind: str, name: str) 
 
 
 async def test_argo_pauses_the_change_kube_nudge_wrote_and_completes_it_once_promoted(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, argo: tuple[WorkloadKind, ...]
+    kube: AdminClient, cluster: LocalCluster, namespace: str, argo: tuple[WorkloadKind, ...]
 ) -> None:
     template = {"metadata": {"labels": {"app": "web"}}, "spec": manifests.env_consumer()}
     await kube.create(ROLLOUTS.path(namespace), rollout("web", ENABLED, template=template))
@@ -101,7 +102,7 @@ async def test_argo_pauses_the_change_kube_nudge_wrote_and_completes_it_once_pro
 
 
 async def test_argo_aborts_a_workload_ref_rollout_and_kube_nudge_stops_the_line(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, argo: tuple[WorkloadKind, ...]
+    kube: AdminClient, cluster: LocalCluster, namespace: str, argo: tuple[WorkloadKind, ...]
 ) -> None:
     await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment(
         "web", replicas=0, spec=manifests.env_consumer(),

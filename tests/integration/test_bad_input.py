@@ -18,10 +18,10 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import BASELINE_HASH, SourceKind, SourceRef, parse_path
 from kube_nudge.model.digests import DIGEST_SIZE
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     controller_writes,
     events,
@@ -71,7 +71,7 @@ async def adopted(kube: KubeClient, namespace: str, name: str) -> dict[str, Any]
 
 
 async def test_malformed_annotations_warn_and_fall_back_to_defaults(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, caplog: pytest.LogCaptureFixture
+    kube: AdminClient, cluster: LocalCluster, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"K": "1"}))
     bad = {
@@ -132,7 +132,7 @@ async def test_malformed_annotations_warn_and_fall_back_to_defaults(
 
 
 async def test_huge_odd_and_many_sources(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     # ~1 MiB of data, 10,000 keys, non-UTF-8 binaryData, names at the length limit.
     long_name = "c" * 253
@@ -243,7 +243,7 @@ def key_refs(*refs: tuple[str, str, str, bool]) -> dict[str, Any]:
 
 
 async def test_missing_required_key_holds_until_it_exists_optional_key_never_holds(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     values = [f"value-{uuid.uuid4().hex}" for _ in range(2)]  # must never appear in an Event
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"OLD": values[0]}))

@@ -21,9 +21,9 @@ import yaml
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import NAMESPACES, SECRETS
 from kube_nudge_dev import chart
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import CHART_KINDS
 from kube_nudge_dev.cluster import LocalCluster
-from tests.admin_client import AdminClient
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]

@@ -30,12 +30,12 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge_dev import chart, manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import NODE_LABEL, TAINT_KEY, RealNode
 from kube_nudge_dev.nodepods import kubectl, on_real_node, python_container
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import REPLICA_LOGS, expected_hash, template_hash
 from tests.integration.real_node_support import CONFIG_PRINTER, kill_container
 
@@ -237,7 +237,7 @@ async def _hmac_key(kube: KubeClient, rel: Release) -> bytes:
 
 
 async def test_two_real_replicas_elect_a_leader_and_roll_a_workload_onto_its_new_config(
-    kube: KubeClient, cluster: LocalCluster, release: Release
+    kube: AdminClient, cluster: LocalCluster, release: Release
 ) -> None:
     pods = await _controller_pods(kube, release)
     for replica in pods.values():  # both on the real node, Ready through real probes
@@ -299,7 +299,7 @@ async def _replica_set_names(kube: KubeClient, rel: Release) -> set[str]:
 
 
 async def test_a_killed_leader_is_replaced_and_no_change_is_lost_or_rolled_twice(
-    kube: KubeClient, cluster: LocalCluster, release: Release
+    kube: AdminClient, cluster: LocalCluster, release: Release
 ) -> None:
     pods = await _controller_pods(kube, release)
     leader = await _leader(kube, release, set(pods))
@@ -341,7 +341,7 @@ async def test_a_killed_leader_is_replaced_and_no_change_is_lost_or_rolled_twice
 
 
 async def test_the_snapshot_webhook_is_called_through_its_service(
-    kube: KubeClient, cluster: LocalCluster, release: Release
+    kube: AdminClient, cluster: LocalCluster, release: Release
 ) -> None:
     await _controller_pods(kube, release)
     await kube.create(CONFIGMAPS.path(release.apps), manifests.configmap("app", {"LEVEL": "v0"}))

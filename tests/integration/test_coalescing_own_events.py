@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_objects
@@ -49,7 +49,7 @@ def templates(timeline: Timeline, start: int) -> dict[str, int]:
 
 
 async def test_an_unrelated_edit_then_two_changes_inside_the_window_roll_once(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     for name in NAMES:

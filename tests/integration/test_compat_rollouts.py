@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_objects
 from tests.integration.controller_support import expected_hash, running_controller
@@ -52,7 +52,7 @@ def rolled(timeline: Timeline, start: int) -> collections.Counter[str]:
 
 
 async def test_each_compat_form_rolls_on_a_change_of_what_it_names_exactly_once(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "1"}))
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("named", {"K": "1"}))

@@ -22,10 +22,10 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import BASELINE_HASH, SourceKind, parse_path
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_object, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     HMAC_SECRET,
     controller_writes,
@@ -89,7 +89,7 @@ async def wait_rolled(
 
 
 async def test_configmap_and_secret_changed_300ms_apart_roll_once(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await make_app(kube, namespace)
     async with running_controller(cluster, namespace, debounce=2.0) as running:
@@ -112,7 +112,7 @@ async def test_configmap_and_secret_changed_300ms_apart_roll_once(
 
 
 async def test_restarts_write_nothing_and_offline_changes_roll_once(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await make_app(kube, namespace)
     async with running_controller(cluster, namespace):
@@ -177,7 +177,7 @@ async def test_a_lost_key_rebaselines_instead_of_restarting(
 
 
 async def test_opting_in_stale_pods_rolls_them_and_fresh_pods_nothing(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     """The situation a team opts in to fix: pods that started before their ConfigMap
     changed run the old config. Opting them in rolls them once; fresh ones are adopted."""
@@ -257,7 +257,7 @@ async def test_missing_configmap_holds_then_rolls_when_created(
 
 
 async def test_flapping_secret_is_capped_then_rolled_with_the_latest_value(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await make_app(kube, namespace)
     async with running_controller(
@@ -305,7 +305,7 @@ async def test_flapping_secret_is_capped_then_rolled_with_the_latest_value(
 
 
 async def test_the_flap_cap_survives_a_restart(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     """Recent rollouts are recorded on the workload, so a restarted controller (or a new
     leader) keeps holding a workload that has used up its cap."""
@@ -329,7 +329,7 @@ async def test_the_flap_cap_survives_a_restart(
 
 
 async def test_release_lets_a_capped_workload_roll_its_latest_config(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await make_app(kube, namespace)
     async with running_controller(cluster, namespace, max_rollouts=1, window=3600.0) as running:
@@ -352,7 +352,7 @@ ROLLOUTS = Resource("example.kube-nudge.io", "v1", "rollouts", "Rollout")
 
 
 async def test_custom_resource_with_a_registered_template_path(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await install_crd(kube, ROLLOUTS, "rollout")
     kind = WorkloadKind(ROLLOUTS, parse_path("spec.workload.template"))
@@ -438,7 +438,7 @@ async def test_helm_release_and_token_secrets_are_never_listed(
 
 
 async def test_a_new_workload_is_adopted_at_once_so_a_change_right_after_rolls_it(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     """The baseline must be the config the pods started with: adopting only after the
     debounce window would record a change made meanwhile as already running."""

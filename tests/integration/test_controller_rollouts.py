@@ -19,6 +19,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind
 from kube_nudge.model import BASELINE_HASH, SourceKind, SourceRef
 from kube_nudge.model.digests import value_digest
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
@@ -93,7 +94,7 @@ def workload_manifest(kind: WorkloadKind, name: str) -> dict[str, Any]:
 
 
 async def edit_source(
-    kube: KubeClient, namespace: str, form: str, kind: SourceKind, key: str, value: str
+    kube: AdminClient, namespace: str, form: str, kind: SourceKind, key: str, value: str
 ) -> None:
     if kind is SourceKind.CONFIGMAP:
         await kube.merge_patch(CONFIGMAPS.path(namespace, form), {"data": {key: value}})
@@ -114,7 +115,7 @@ async def rollout_evidence(kube: KubeClient, kind: WorkloadKind, namespace: str,
 
 @pytest.mark.parametrize("plural", list(KINDS))
 async def test_every_reference_form_rolls_every_kind(
-    plural: str, kube: KubeClient, cluster: LocalCluster, namespace: str
+    plural: str, kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     kind = KINDS[plural]
     path = kind.resource.path(namespace)

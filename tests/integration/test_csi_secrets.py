@@ -34,10 +34,10 @@ from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
-from tests.admin_client import AdminClient
 from tests.agent_support import KEY
 from tests.integration.controller_support import (
     Running,
@@ -248,14 +248,14 @@ async def hot_web(
     return pods, status
 
 
-async def agent_reloads(kube: KubeClient, namespace: str, pod: dict[str, Any]) -> None:
+async def agent_reloads(kube: AdminClient, namespace: str, pod: dict[str, Any]) -> None:
     """The pod's agent saw the files at MOUNT change and reloaded the app."""
     patch = {"metadata": {"annotations": agent_loaded({"db-password": b"pw-8"})}}
     await kube.merge_patch(PODS.path(namespace, pod["metadata"]["name"]), patch)
 
 
 async def test_hot_reloads_a_rotation_in_place_once_each_pods_status_and_agent_say_so(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     pods, status = await hot_web(kube, namespace, "5m")
     names = [p["metadata"]["name"] for p in pods]
@@ -278,7 +278,7 @@ async def test_hot_reloads_a_rotation_in_place_once_each_pods_status_and_agent_s
 
 
 async def test_hot_never_counts_a_pod_whose_status_has_not_recorded_the_rotation(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     """Both agents reload, but the driver rotated only the first pod: the second has the
     old files, so at the deadline the fallback names it, and only it, and why."""

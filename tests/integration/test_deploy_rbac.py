@@ -39,11 +39,11 @@ from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
 from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import chart, manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import ADMISSION, CHART_KINDS, apply_documents
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.argo_support import install_argo_rollouts_crds
 from tests.integration.controller_support import eventually, start_replica, template_hash
 from tests.integration.csi_support import (

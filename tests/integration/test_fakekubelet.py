@@ -13,9 +13,9 @@ import pytest
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.manifests import CANARY
 from kube_nudge_dev.waiting import until
-from tests.admin_client import AdminClient
 from tests.integration.fakekubelet import NODES, FakeKubelet, placement
 
 pytestmark = pytest.mark.cluster
@@ -50,7 +50,7 @@ async def pods_on(kube: KubeClient, namespace: str, node: str) -> list[JSON]:
     return list(found["items"])
 
 
-async def roll(kube: KubeClient, namespace: str, level: str) -> None:
+async def roll(kube: AdminClient, namespace: str, level: str) -> None:
     """Change the config, then restart the Deployment's pods (as kube-nudge would)."""
     await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": level}})
     template = {"metadata": {"annotations": {"kube-nudge.test/level": level}}}

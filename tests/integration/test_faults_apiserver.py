@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
 from tests.integration.controller_support import start_replica
@@ -39,7 +39,7 @@ async def test_apiserver_restart_mid_burst_loses_nothing(
 
 async def _restart_mid_burst(
     cluster: LocalCluster,
-    kube: KubeClient,
+    kube: AdminClient,
     namespace: str,
     tmp_path: Path,
     fault_runs: list[FaultRun],

@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import DEPLOYMENTS
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.controller_support import running_controller
 from tests.integration.faults import FULL, FaultRun, Fleet
@@ -21,7 +21,7 @@ SOURCES, WORKLOADS, CHANGES, ROUNDS = (8, 50, 100, 10) if FULL else (4, 8, 30, 5
 
 
 async def test_concurrent_writer_keeps_its_changes_and_hashes_converge(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, fault_runs: list[FaultRun]
+    kube: AdminClient, cluster: LocalCluster, namespace: str, fault_runs: list[FaultRun]
 ) -> None:
     fleet = await Fleet.new(kube, namespace, SOURCES, WORKLOADS)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
 from tests.integration.controller_support import Replica, start_replica
@@ -24,7 +24,7 @@ ARGS = ("--debounce=100ms", "--max-rollouts=1000/1m")
 
 @pytest.mark.parametrize("strategy", ["rollout", "snapshot"])
 async def test_sigkill_during_a_stream_of_changes_loses_nothing_and_adds_nothing(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     tmp_path: Path,

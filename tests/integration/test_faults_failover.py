@@ -20,6 +20,7 @@ from kube_nudge.app.run_command import RunCommand
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import LEASES as LEASE_OBJECTS
 from kube_nudge.model.parsing import parse_duration
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
 from tests.integration.controller_support import controller_writes, start_replica
@@ -71,7 +72,7 @@ def micro_time(text: str) -> float:
     ("strategy", "lease"), [("rollout", "short"), ("snapshot", "short"), ("rollout", "chart")]
 )
 async def test_leader_dies_mid_stream_one_writer_at_a_time_nothing_lost(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     tmp_path: Path,

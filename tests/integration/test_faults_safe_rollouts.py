@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import Replica, events, start_replica
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.faults import FaultRun

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from tests.integration.apiproxy import ApiProxy, proxy_for
 from tests.integration.controller_support import running_controller
@@ -37,7 +37,7 @@ async def proxy(cluster: LocalCluster) -> AsyncIterator[ApiProxy]:
 
 
 async def test_watches_expired_after_a_gap_relist_and_lose_nothing(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     proxy: ApiProxy,
@@ -97,7 +97,7 @@ async def test_watches_resumed_after_an_etcd_compaction_relist_and_lose_nothing(
 
 
 async def test_silent_watches_are_caught_by_the_watchdog(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     proxy: ApiProxy,
@@ -119,7 +119,7 @@ async def test_silent_watches_are_caught_by_the_watchdog(
 
 
 async def test_throttled_writes_honour_retry_after_and_lose_nothing(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     proxy: ApiProxy,

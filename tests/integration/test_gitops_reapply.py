@@ -30,6 +30,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, until, wait_for_object
@@ -108,7 +109,7 @@ def documents(
 @pytest.mark.parametrize("strategy", sorted(CHANGES))
 @pytest.mark.parametrize("applier", APPLIERS, ids=lambda a: a.name)
 async def test_a_reapplied_manifest_never_fights_kube_nudge(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     namespace: str,
     tmp_path: Path,
@@ -139,7 +140,7 @@ async def test_a_reapplied_manifest_never_fights_kube_nudge(
 class Sync:
     """One GitOps repository, its manifest in ``home``/app.yaml, synced by ``applier``."""
 
-    kube: KubeClient
+    kube: AdminClient
     cluster: LocalCluster
     namespace: str
     home: Path
@@ -230,7 +231,7 @@ class Sync:
         )
 
 
-async def agents_reload(kube: KubeClient, namespace: str, data: dict[str, str]) -> None:
+async def agents_reload(kube: AdminClient, namespace: str, data: dict[str, str]) -> None:
     """Play each nudged pod's agent: it reloads ``data`` and says so."""
     for pod in await nudged(kube, namespace):
         await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT, data)

@@ -24,6 +24,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.reporting.status import collect
 from kube_nudge.strategies.hot.rules import NO_AGENT
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until, wait_for_object
 from tests.agent_support import KEY
@@ -49,7 +50,7 @@ OTHER_KEY = b"not-the-namespaces-agent-key"
 
 
 async def test_a_volume_change_reloads_in_place_and_an_env_change_rolls(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     before = await start(kube, namespace)
     async with running_controller(cluster, namespace) as running:
@@ -104,7 +105,7 @@ async def _more_than_one_replicaset(kube: KubeClient, namespace: str) -> bool:
 
 
 async def test_a_failed_reload_falls_back_to_a_rollout(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await start(kube, namespace)
     async with running_controller(cluster, namespace) as running:
@@ -129,7 +130,7 @@ async def test_a_failed_reload_falls_back_to_a_rollout(
 
 
 async def test_silent_pods_only_warn_when_asked_to(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     settings = {"kube-nudge.io/hot-fallback": "warn", "kube-nudge.io/hot-deadline": "5s"}
     await start(kube, namespace, **settings)
@@ -154,7 +155,7 @@ async def test_silent_pods_only_warn_when_asked_to(
 
 
 async def test_a_fresh_reload_of_other_data_is_not_a_confirmation(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     settings = {"kube-nudge.io/hot-fallback": "warn", "kube-nudge.io/hot-deadline": "5s"}
     await start(kube, namespace, **settings)
@@ -182,7 +183,7 @@ async def test_a_fresh_reload_of_other_data_is_not_a_confirmation(
 
 
 async def test_without_the_agent_in_the_pod_template_a_change_rolls_at_once_with_a_warning(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, caplog: pytest.LogCaptureFixture
+    kube: AdminClient, cluster: LocalCluster, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """No container runs `kube-nudge agent`, so no pod could ever confirm a reload: a change
     its volume carries rolls at once, not at the hour's deadline, saying why."""
@@ -206,7 +207,7 @@ async def test_without_the_agent_in_the_pod_template_a_change_rolls_at_once_with
 
 
 async def test_without_the_agent_and_fallback_warn_a_change_is_delivered_and_warned_at_once(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     """`hot-fallback: warn` never rolls for pods that don't confirm: without an agent the
     change is delivered in place (the kubelet nudge) and the Warning comes at once."""

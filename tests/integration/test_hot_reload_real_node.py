@@ -52,6 +52,7 @@ from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.strategies.hot.rules import NO_AGENT
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import apply_documents, cluster_scoped
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.hotapp import ACCOUNT, HOT, app_deployment, grant_in_force
@@ -66,7 +67,6 @@ from kube_nudge_dev.nodepods import (
     timestamped_log,
 )
 from kube_nudge_dev.waiting import deployment_complete, until, wait_for_object
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     events,
     eventually,
@@ -235,7 +235,7 @@ def restarts(pod: dict[str, Any]) -> dict[str, int]:
 
 
 async def test_a_change_reaches_the_running_app_by_signal_and_by_http_without_a_rollout(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     controller_image: BuiltImage,
     namespace: str,
@@ -310,7 +310,7 @@ async def test_a_change_reaches_the_running_app_by_signal_and_by_http_without_a_
 
 
 async def test_a_reload_hashed_without_the_namespaces_key_is_not_a_confirmation(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     controller_image: BuiltImage,
     namespace: str,
@@ -353,7 +353,7 @@ async def test_a_reload_hashed_without_the_namespaces_key_is_not_a_confirmation(
 
 
 async def test_a_config_that_fails_validation_is_not_loaded_and_the_fallback_rolls(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     controller_image: BuiltImage,
     namespace: str,
@@ -425,7 +425,7 @@ async def test_a_config_that_fails_validation_is_not_loaded_and_the_fallback_rol
 
 
 async def test_an_app_whose_agent_never_confirms_hits_the_deadline_and_the_fallback_rolls(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     controller_image: BuiltImage,
     namespace: str,
@@ -467,7 +467,7 @@ async def test_an_app_whose_agent_never_confirms_hits_the_deadline_and_the_fallb
 
 
 async def test_subpath_and_env_consumers_roll_at_once_and_status_sees_them_stale_then_current(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     real_node: RealNode,
     controller_image: BuiltImage,

@@ -17,7 +17,7 @@ from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
 from kube_nudge.kube.resources import CONFIGMAPS
 from kube_nudge_dev import manifests
-from tests.admin_client import AdminClient
+from kube_nudge_dev.admin import AdminClient
 from tests.integration.controller_support import eventually
 
 pytestmark = pytest.mark.cluster

@@ -24,6 +24,7 @@ from kube_nudge.kube.resources import (
     Resource,
 )
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
 
@@ -38,7 +39,7 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 
 async def test_deployment_becomes_available_then_rolls_out(
-    kube: KubeClient, namespace: str
+    kube: AdminClient, namespace: str
 ) -> None:
     await kube.create(DEPLOYMENTS.path(namespace), manifests.deployment("web", replicas=2))
     await wait_for_object(kube, DEPLOYMENTS.path(namespace), "web", deployment_complete, timeout=60)

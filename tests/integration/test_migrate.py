@@ -12,6 +12,7 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import wait_for_object
 from tests.integration.controller_support import (
@@ -49,7 +50,7 @@ def reloaders_leftovers() -> dict[str, object]:
 
 
 async def test_the_report_is_what_the_switch_does(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("old", {"LEVEL": "info"}))

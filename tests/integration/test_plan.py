@@ -39,12 +39,12 @@ from kube_nudge.kube.resources import (
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.build import find_binary
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.nodepods import kubectl
 from kube_nudge_dev.waiting import until, wait_for_object
-from tests.admin_client import AdminClient
 from tests.integration.accounts import account_kubeconfig
 from tests.integration.controller_support import HMAC_SECRET, running_controller, template_hash
 from tests.integration.hot_support import agent_container
@@ -332,7 +332,7 @@ def expected_sources(seed: int) -> dict[str, tuple[list[str], ...]]:
 
 
 async def plan_and_apply(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path, seed: int
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path, seed: int
 ) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
     """(planned, happened, the plan's document) of seed's change set on a fresh fleet."""
     await create_fleet(kube, cluster, namespace, tmp_path)

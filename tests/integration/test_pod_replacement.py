@@ -23,9 +23,9 @@ from kube_nudge.kube.resources import (
 from kube_nudge.model.annotations import POD_SELECTOR
 from kube_nudge.model.projection import parse_timestamp
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     audit_entries,
     events,
@@ -135,7 +135,7 @@ def budget(name: str, max_unavailable: int) -> JSON:
 
 
 async def test_a_changed_configmap_replaces_its_pods_one_budget_at_a_time(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     selector = {POD_SELECTOR: "app=webapp"}
     # The ConfigMap first: the pods start after it, so they are fresh until it changes.
@@ -213,7 +213,7 @@ async def test_pods_without_a_controller_are_named_and_left_alone(
 
 
 async def test_a_bad_selector_is_reported_and_evicts_nothing(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap(
         "app", {"A": "1"}, {POD_SELECTOR: "app in webapp"}))  # fmt: skip
@@ -244,7 +244,7 @@ async def test_a_bad_selector_is_reported_and_evicts_nothing(
 
 
 async def test_a_change_made_while_kube_nudge_was_down_replaces_the_pods_at_start(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     """Level-triggered: nothing remembered, so the pods' start times against the data's
     change time are enough for the next leader to carry out what it missed."""

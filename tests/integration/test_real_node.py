@@ -13,6 +13,7 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS, SECRETS, Resource
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import GATEWAY, NODE_NAME, RealNode
@@ -45,7 +46,7 @@ while True:
 
 
 async def test_a_pod_runs_with_real_volumes_env_probes_and_the_kubernetes_service(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     real_node: RealNode,
     controller_image: BuiltImage,

@@ -10,10 +10,10 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import PODS
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.image import HOST_CA_BUNDLE, pause_image, push_image
 from kube_nudge_dev.node import RealNode
 from kube_nudge_dev.registry import LocalRegistry, RegistryClient
-from tests.admin_client import AdminClient
 from tests.integration.registry_support import pull_events, run_pod, running
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_node]

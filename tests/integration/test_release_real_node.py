@@ -22,6 +22,7 @@ import pytest
 
 from kube_nudge.kube.resources import DEPLOYMENTS, NAMESPACES, PODS
 from kube_nudge_dev import chart
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.build import COSIGN, go_tool_binary
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.node import NODE_LABEL, TAINT_KEY, RealNode
@@ -29,7 +30,6 @@ from kube_nudge_dev.nodepods import kubectl
 from kube_nudge_dev.registry import LocalRegistry, RegistryClient
 from kube_nudge_dev.release import Released, Request, Signing, Target, make_key_pair, release
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import REPLICA_LOGS
 from tests.integration.registry_support import pull_events
 

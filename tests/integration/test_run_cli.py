@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.kubeversion import support_window
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
@@ -39,7 +39,7 @@ async def replicas(
 
 
 async def test_two_replicas_one_leader_failover_and_clean_logs(
-    replicas: list[Replica], kube: KubeClient, cluster: LocalCluster, namespace: str
+    replicas: list[Replica], kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"K": "1"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": CANARY}))

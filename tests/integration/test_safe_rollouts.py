@@ -19,9 +19,9 @@ import pytest
 
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.notifications.delivery import Notifier
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import events, kube_nudge_cli, running_controller
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.rollout_timeline import (

@@ -13,6 +13,7 @@ import pytest
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS, PODS
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.image import BuiltImage
 from kube_nudge_dev.node import RealNode
@@ -51,7 +52,7 @@ ORDERS = {"a1": 1, "a2": 2, "b2": 2}
 
 
 async def test_an_ordered_release_and_a_stopped_line_on_real_probes(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     real_node: RealNode,
     controller_image: BuiltImage,
@@ -107,7 +108,7 @@ async def _modes_running(
 
 
 async def test_a_failed_snapshot_rollout_rolls_back_and_the_pods_are_ready_on_the_old_data(
-    kube: KubeClient,
+    kube: AdminClient,
     cluster: LocalCluster,
     real_node: RealNode,
     controller_image: BuiltImage,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CORE_EVENTS, DEPLOYMENTS, SECRETS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.confighash import expected_hash
 from kube_nudge_dev.manifests import CANARY_NEXT, ENABLED
@@ -44,7 +44,7 @@ def canary_consumer() -> dict[str, object]:
 
 
 async def test_no_command_output_event_metric_or_annotation_holds_a_secret_value(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"user": "app"}))
     web = await kube.create(DEPLOYMENTS.path(namespace),

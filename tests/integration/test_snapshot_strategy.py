@@ -28,10 +28,10 @@ from kube_nudge.reporting.status import collect
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL, copy_name
 from kube_nudge.strategies.snapshot.model import SNAPSHOTS
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.controller_support import (
     events,
     expected_hash,
@@ -106,7 +106,7 @@ async def owned_by_revisions(kube: KubeClient, namespace: str) -> dict[str, set[
 
 
 async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restores_it(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
@@ -214,7 +214,7 @@ async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restore
 
 
 async def test_copies_go_with_the_revisions_that_use_them(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
@@ -259,7 +259,7 @@ async def test_copies_go_with_the_revisions_that_use_them(
 
 
 async def test_a_squatter_under_the_next_copy_name_is_never_used(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
@@ -292,7 +292,7 @@ async def test_a_squatter_under_the_next_copy_name_is_never_used(
 
 @pytest.mark.parametrize("kind_name", ["StatefulSet", "DaemonSet", "CronJob"])
 async def test_other_kinds_roll_onto_copies_owned_by_their_revisions(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, kind_name: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str, kind_name: str
 ) -> None:
     kind = next(k for k in BUILTIN_KINDS if k.resource.kind == kind_name)
     builders = {"StatefulSet": manifests.statefulset, "DaemonSet": manifests.daemonset,
@@ -335,7 +335,7 @@ async def test_other_kinds_roll_onto_copies_owned_by_their_revisions(
 
 
 async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_open(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
@@ -384,7 +384,7 @@ async def test_the_webhook_keeps_a_reapplied_manifest_on_its_copies_and_fails_op
 
 
 async def test_a_copy_deleted_by_hand_is_made_again_at_the_next_reconcile(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
@@ -409,7 +409,7 @@ async def test_a_copy_deleted_by_hand_is_made_again_at_the_next_reconcile(
 
 
 async def test_switching_back_to_rollout_names_the_sources_again(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
@@ -436,7 +436,7 @@ async def test_switching_back_to_rollout_names_the_sources_again(
 
 
 async def test_a_copy_the_api_refuses_holds_the_workload_with_the_reason(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
@@ -469,7 +469,7 @@ async def test_a_copy_the_api_refuses_holds_the_workload_with_the_reason(
 
 
 async def test_an_old_pod_replaced_mid_rollout_gets_the_old_copy(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "v0"}))
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))

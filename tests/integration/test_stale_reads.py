@@ -20,6 +20,7 @@ from kube_nudge.model.projection import resource_version
 from kube_nudge.strategies.hot.settings import HOT_RELOAD, hot_reload
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_object
@@ -41,7 +42,7 @@ LAG = 4.0
 so the confirmation is written before the edit made ahead of it reaches the cache."""
 
 
-async def poke(kube: KubeClient, namespace: str, value: str) -> int:
+async def poke(kube: AdminClient, namespace: str, value: str) -> int:
     """An edit of `web` nobody but the test cares about; the resourceVersion it made."""
     edited = await kube.merge_patch(
         DEPLOYMENTS.path(namespace, "web"),
@@ -77,7 +78,7 @@ async def create_web(kube: KubeClient, namespace: str, annotations: dict[str, st
 
 
 async def roll_behind_a_poke(
-    kube: KubeClient, running: Running, namespace: str
+    kube: AdminClient, running: Running, namespace: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Poke ``web``, then change ``app``: the poke reaches the lagging cache after the
     rollout is written, before its echo. The rolled workload, and the latest once the
@@ -96,7 +97,7 @@ async def roll_behind_a_poke(
 
 
 async def test_a_hot_reload_is_confirmed_once_while_the_cache_lags(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     found = await start(kube, namespace)
     async with proxy_for(cluster) as proxy:
@@ -127,7 +128,7 @@ async def test_a_hot_reload_is_confirmed_once_while_the_cache_lags(
 
 
 async def test_a_rollout_is_written_once_while_the_cache_lags(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     await create_web(kube, namespace, ENABLED)
     async with proxy_for(cluster) as proxy:
@@ -143,7 +144,7 @@ async def test_a_rollout_is_written_once_while_the_cache_lags(
 
 
 async def test_a_snapshot_rollout_copies_and_writes_once_while_the_cache_lags(
-    kube: KubeClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     """Strategy snapshot: its copy of the changed ConfigMap is made once, and the template
     is pointed at it once, though a pass reads the workload before its write is seen."""

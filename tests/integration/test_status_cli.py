@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -24,10 +23,10 @@ from kube_nudge.model.projection import parse_timestamp
 from kube_nudge.reporting.audit import Audit
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge_dev import chart, manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_for_objects
-from tests.admin_client import AdminClient
 from tests.integration.accounts import RBAC, account_kubeconfig
 from tests.integration.controller_support import (
     HMAC_SECRET,
@@ -49,7 +48,7 @@ async def status(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, st
     return await cli_as(kubeconfig, namespace, "status", *flags, timeout=60)
 
 
-async def make_stale_legacy(kube: KubeClient, namespace: str) -> None:
+async def make_stale_legacy(kube: AdminClient, namespace: str) -> None:
     """A Deployment `legacy`, not opted in, whose pod started before its ConfigMap changed."""
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     await kube.create(
@@ -60,7 +59,7 @@ async def make_stale_legacy(kube: KubeClient, namespace: str) -> None:
 
 
 async def test_status_finds_stale_pods_and_clears_once_rolled(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await make_stale_legacy(kube, namespace)
 
@@ -108,7 +107,7 @@ async def test_status_finds_stale_pods_and_clears_once_rolled(
 
 
 async def test_the_drift_audit_exports_what_status_all_finds(
-    kube: KubeClient, namespace: str
+    kube: AdminClient, namespace: str
 ) -> None:
     await make_stale_legacy(kube, namespace)
     metrics = Metrics()

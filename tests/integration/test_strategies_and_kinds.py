@@ -16,6 +16,7 @@ from kube_nudge.kube.resources import CONFIGMAPS, CORE_EVENTS, DEPLOYMENTS, Reso
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, parse_workload_flag
 from kube_nudge.model import BASELINE_HASH
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_object
@@ -34,7 +35,7 @@ NOTIFY = {**ENABLED, "kube-nudge.io/strategy": "notify"}
 
 
 async def test_notify_announces_the_changed_keys_and_never_writes_the_workload(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(
         CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info", "UNUSED": "1"})
@@ -118,7 +119,7 @@ def rolled_as(kind: WorkloadKind) -> Callable[[dict[str, Any]], bool]:
 
 
 async def test_a_kind_installed_after_start_is_watched_while_the_others_keep_working(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     group = f"late-{uuid.uuid4().hex[:8]}.example.com"  # a CRD no earlier run installed
     gadgets = Resource(group, "v1", "gadgets", "Gadget")

@@ -10,6 +10,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.progress import rollout_complete
 from kube_nudge.reporting.hmackey import load_or_create_key
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from tests.integration.controller_support import (
@@ -25,7 +26,7 @@ DEPLOYMENT = BUILTIN_KINDS[0]
 
 
 async def test_wait_returns_once_every_consumer_rolled_out_the_change(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     for name in ("web", "api"):

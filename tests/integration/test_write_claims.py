@@ -10,11 +10,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
 from kube_nudge_dev import manifests
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import wait_for_object
@@ -37,7 +37,7 @@ def requests_for(cluster: LocalCluster, namespace: str, name: str) -> list[dict[
 
 
 async def test_a_change_restarts_a_workload_with_one_patch_by_field_manager_kube_nudge(
-    kube: KubeClient, cluster: LocalCluster, namespace: str
+    kube: AdminClient, cluster: LocalCluster, namespace: str
 ) -> None:
     await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"LEVEL": "info"}))
     body = manifests.deployment("web", spec=manifests.env_consumer("LEVEL"), annotations=ENABLED)

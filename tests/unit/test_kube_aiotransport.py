@@ -17,9 +17,10 @@ import pytest
 from aiohttp import web
 
 from kube_nudge.kube.aiotransport import KEEPALIVE, AiohttpTransport
-from kube_nudge.kube.client import ApiError, ClientOptions, KubeClient
+from kube_nudge.kube.client import ApiError, ClientOptions
 from kube_nudge.kube.credentials import Credentials, credentials_for
 from kube_nudge.kube.kubeconfig import Cluster, Kubeconfig, User
+from kube_nudge_dev.admin import AdminClient
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -40,12 +41,14 @@ async def serve(handler: Handler) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-def client(server: str, auth: Credentials | None = None, **options: Any) -> KubeClient:
+def client(server: str, auth: Credentials | None = None, **options: Any) -> AdminClient:
+    """The product's client on aiohttp, as an ``AdminClient``: its ``merge_patch`` is the
+    plain PATCH these tests send."""
     transport = AiohttpTransport(
         server, ssl.create_default_context(), auth or Credentials(None),
         user_agent="kube-nudge/test", timeout=5.0,
     )  # fmt: skip
-    return KubeClient(transport, ClientOptions(**options))
+    return AdminClient(transport, ClientOptions(**options))
 
 
 async def test_a_patch_carries_the_user_agent_and_body_and_parses_the_answer() -> None:

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import httpx2 as httpx
 
-from kube_nudge.kube.client import ClientOptions, KubeClient
+from kube_nudge.kube.client import ClientOptions
 from kube_nudge.kube.events import NORMAL, EventRecorder, ObjectRef
+from kube_nudge_dev.admin import AdminClient
 from tests.unit.httpx_support import HttpxTransport
 
 DEPLOYMENT = "/apis/apps/v1/namespaces/a/deployments/web"
@@ -23,7 +24,7 @@ REF = ObjectRef("apps/v1", "Deployment", "a", "web", "uid-1")
 class Api:
     """A client whose PATCHes are answered only once ``release`` is set; ``calls`` in order."""
 
-    client: KubeClient
+    client: AdminClient
     recorder: EventRecorder
     release: asyncio.Event = field(default_factory=asyncio.Event)
     calls: list[str] = field(default_factory=list)
@@ -48,7 +49,7 @@ async def api(event_yield: float) -> AsyncIterator[Api]:
         return httpx.Response(200, json={})
 
     http = httpx.AsyncClient(base_url="https://api.invalid", transport=httpx.MockTransport(answer))
-    client = KubeClient(HttpxTransport(http), ClientOptions(event_yield=event_yield))
+    client = AdminClient(HttpxTransport(http), ClientOptions(event_yield=event_yield))
     try:
         yield Api(client, EventRecorder(client), release, calls)
     finally:

@@ -39,6 +39,7 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.model import BASELINE_HASH, CONFIG_HASH
 from kube_nudge.model.annotations import ENABLED
+from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.build import find_binary
 from kube_nudge_dev.cluster import LocalCluster, free_port
 from kube_nudge_dev.node import NODE_LABEL, TAINT_KEY, missing_requirements
@@ -220,7 +221,7 @@ async def _adopt(kube: KubeClient, port: int, before: Fleet) -> None:
     _say(f"kube-nudge adopted deployment/web (baseline {baseline}); pods not restarted")
 
 
-async def _roll(cluster: LocalCluster, kube: KubeClient, port: int, image: str | None) -> None:
+async def _roll(cluster: LocalCluster, kube: AdminClient, port: int, image: str | None) -> None:
     """Change a consumed key: one rollout, every pod replaced, an Event naming the key."""
     before, started = await _fleet(kube), time.monotonic()
     await kube.merge_patch(
@@ -254,7 +255,7 @@ async def _roll(cluster: LocalCluster, kube: KubeClient, port: int, image: str |
         _say(f"pod {name} (a real container) started with: {_pod_log(cluster, name)}")
 
 
-async def _unused(kube: KubeClient, port: int) -> None:
+async def _unused(kube: AdminClient, port: int) -> None:
     """Change a key no pod consumes: kube-nudge looks, and rolls nothing."""
     before = await _fleet(kube)
     reconciles = _metric(port, "kube_nudge_reconcile_duration_seconds_count")
@@ -265,7 +266,7 @@ async def _unused(kube: KubeClient, port: int) -> None:
          "replicasets, pods not restarted, no rollout")  # fmt: skip
 
 
-async def _run(cluster: LocalCluster, kube: KubeClient, image: str | None) -> None:
+async def _run(cluster: LocalCluster, kube: AdminClient, image: str | None) -> None:
     await kube.create(NAMESPACES.path(), {"metadata": {"name": NAMESPACE}})
     config = {"metadata": {"name": "web-config"}, "data": {"LOG_LEVEL": "info", "UNUSED": "a"}}
     await kube.create(CONFIGMAPS.path(NAMESPACE), config)
@@ -307,7 +308,7 @@ def main() -> int:
             _say(f"real node Ready in {time.monotonic() - started:.1f} s with {image} loaded")
 
         async def go() -> None:
-            kube = KubeClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-demo")
+            kube = AdminClient.from_config(cluster.kubeconfig, user_agent="kube-nudge-demo")
             try:
                 await _run(cluster, kube, image)
             finally:

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import orjson
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is valid YAML
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 _RETRYABLE = {429, 500, 502, 503, 504}
@@ -155,7 +154,7 @@ class KubeClient:
         context: str | None = None,
         options: ClientOptions | None = None,
         user_agent: str = f"kube-nudge/{__version__}",
-    ) -> KubeClient:
+    ) -> Self:
         """Build from a kubeconfig file, ``$KUBECONFIG``/``~/.kube/config``, or in-cluster.
         ``KubeconfigError`` (one line naming the file) when none of them is usable."""
         options = options or ClientOptions()
@@ -293,10 +292,6 @@ class KubeClient:
     async def create(self, path: str, body: JSON) -> JSON:
         """POST a new object to a collection path."""
         return await self.request("POST", path, body=body)
-
-    async def merge_patch(self, path: str, body: JSON) -> JSON:
-        """JSON merge patch."""
-        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
 
     async def apply(self, path: str, body: JSON, *, field_manager: str, force: bool = True) -> JSON:
         """Server-side apply ``body`` as ``field_manager``."""
