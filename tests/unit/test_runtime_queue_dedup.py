@@ -1,5 +1,6 @@
-"""The work queue's bottom layer (runtime/queue/dedup.py): each key queued once, handed out
-oldest-ready first, never to two workers at a time, and one waiting worker woken per key."""
+"""The work queue's ready keys (``DedupQueue`` in runtime/queue/delaying.py): each key
+queued once, handed out oldest-ready first, never to two workers at a time, and one waiting
+worker woken per key."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 
 import pytest
 
-from kube_nudge.runtime.queue.dedup import DedupQueue
+from kube_nudge.runtime.queue.delaying import DedupQueue
 
 
 async def _settle() -> None:

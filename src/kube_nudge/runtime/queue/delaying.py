@@ -1,11 +1,25 @@
-"""The work queue's middle layer: keys due later, and the debounce windows that decide when
-(client-go's delaying queue, with kube-nudge's windows).
+"""The work queue's lower layers (client-go's delaying queue over its de-duplicating
+``Type``, with kube-nudge's debounce windows), in one module because the delaying queue is
+the ready queue's only user and every call of one goes through the other.
 
-Each key queued has its reasons (``debounce.Pending``): they say when it is due, and the
-key goes down to the de-duplicating queue (``dedup.DedupQueue``) then, ready since that
-time. Until a worker takes it its reasons can still change: a change arriving for a key
-that is due but not yet taken (every worker busy) can hold it back again, and the key
-leaves the ready queue until its window ends.
+``DedupQueue``, the ready keys:
+
+- A key is queued at most once: reconciles are level-triggered, so one pass serves every
+  time it was added. Keys are handed out oldest-ready first (``since``, the time a key
+  became ready, as the delaying layer says).
+- A key being processed is never handed to a second worker; re-adding it marks it dirty
+  and it is queued again when the worker calls ``done``.
+- A key that becomes ready wakes one waiting worker, not all of them: with 64 idle workers
+  on one ``asyncio.Event``, each change woke every worker, and each made a ``wait_for``
+  task and timer again before one of them took the key. ``on_wait`` tells the delaying
+  layer that a worker is about to wait, so that it keeps one timer for the next key it
+  delays only while someone waits.
+
+``DelayingQueue``, the keys due later: each queued key has its reasons (the pure
+``model.debounce.Pending``): they say when it is due, and the key goes down to the ready
+queue then, ready since that time. Until a worker takes it its reasons can still change: a
+change arriving for a key that is due but not yet taken (every worker busy) can hold it
+back again, and the key leaves the ready queue until its window ends.
 
 - A key taken while a change's window is open (a retry, a requeue, a follow-up taken
   early) leaves the window open: ``window_open`` says so, for the pass not to act on that
@@ -21,6 +35,7 @@ leaves the ready queue until its window ends.
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import itertools
 import math
@@ -28,13 +43,114 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from kube_nudge.model.debounce import Pending
 from kube_nudge.model.pacing import Pacing
-from kube_nudge.runtime.queue.debounce import Pending
-from kube_nudge.runtime.queue.dedup import DedupQueue
 
-__all__ = ["DelayingQueue"]
+__all__ = ["DedupQueue", "DelayingQueue"]
 
 K = TypeVar("K", bound=Hashable)
+
+
+def _nothing() -> None:
+    """The default ``on_wait``."""
+
+
+class DedupQueue(Generic[K]):
+    """Ready keys, each queued once and processed by one worker at a time."""
+
+    def __init__(self, *, on_wait: Callable[[], None] = _nothing) -> None:
+        self._queued: dict[K, float] = {}  # ready, not processing: since when
+        # (since, order, key); an entry whose since isn't the key's in ``_queued`` is stale
+        # (the key was taken, discarded or moved), skipped when it reaches the top.
+        self._heap: list[tuple[float, int, K]] = []
+        self._order = itertools.count()
+        self._processing: set[K] = set()
+        self._dirty: dict[K, float] = {}  # re-added while processing: since when
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._on_wait = on_wait
+
+    def __len__(self) -> int:
+        """Keys queued or waiting for their worker's ``done``."""
+        return len(self._queued) + len(self._dirty)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._queued or key in self._dirty
+
+    @property
+    def busy(self) -> bool:
+        """True while any key is being processed."""
+        return bool(self._processing)
+
+    @property
+    def waiting(self) -> bool:
+        """True while a worker waits in ``get``."""
+        return bool(self._waiters)
+
+    def add(self, key: K, since: float) -> None:
+        """Queue ``key``, ready since ``since``; a key already queued takes that time (its
+        place among the others moves with it). While it is processed: once it is done."""
+        if key in self._processing:
+            self._dirty[key] = since
+            return
+        if self._queued.get(key) == since:
+            return
+        self._queued[key] = since
+        heapq.heappush(self._heap, (since, next(self._order), key))
+        self._wake_one()
+
+    def discard(self, key: K) -> None:
+        """Unqueue ``key`` (it is not ready after all, or forgotten); if it is processed,
+        ``done`` will not queue it again."""
+        self._queued.pop(key, None)
+        self._dirty.pop(key, None)
+
+    async def get(self) -> K:
+        """Wait for the oldest ready key and mark it as being processed."""
+        while True:
+            key = self._take()
+            if key is not None:
+                return key
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            self._on_wait()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, then cancelled: the wake goes to another
+                raise
+            finally:
+                if not waiter.done():
+                    self._waiters.remove(waiter)
+
+    def done(self, key: K) -> None:
+        """Mark ``key`` processed; if it was re-added meanwhile, queue it again."""
+        self._processing.discard(key)
+        since = self._dirty.pop(key, None)
+        if since is not None:
+            self.add(key, since)
+
+    def _take(self) -> K | None:
+        """The oldest ready key, now marked as being processed; None if there is none."""
+        heap = self._heap
+        while heap:
+            since, _, key = heapq.heappop(heap)
+            if self._queued.get(key) != since:
+                continue  # stale
+            del self._queued[key]
+            self._processing.add(key)
+            if heap:
+                self._wake_one()  # more may be ready: another waiter takes the next
+            return key
+        return None
+
+    def _wake_one(self) -> None:
+        """Let one waiting ``get`` look again."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
 
 class DelayingQueue(Generic[K]):
@@ -198,7 +314,7 @@ class DelayingQueue(Generic[K]):
         if window is not None and window.end > self._monotonic():
             # Taken early (a retry, a requeue, a follow-up) while a change's window is
             # open: the window stays, and brings the key back at its end.
-            kept = self._pending[key] = Pending(window=window, work=True)
+            kept = self._pending[key] = Pending(window=window)
             self._schedule(key, kept)
 
     def _on_wait(self) -> None:

@@ -1,5 +1,6 @@
-"""Why a key is queued, and so when it is due: the debounce windows, as data (no clock, no
-event loop; the delaying layer passes the time in).
+"""Why a key is queued on the work queue, and so when it is due: the debounce windows, as
+data (pure: no clock, no event loop; the queue's delaying layer, runtime/queue/delaying.py,
+passes the time in).
 
 A key is due at the earliest of its reasons:
 
@@ -21,6 +22,9 @@ A key is due at the earliest of its reasons:
 - a watch (``Pending.watch_until``, the work queue's ``watch_after``): a look the key gets
   only if nothing brings it sooner (the deadline of a rollout in progress). Due like a
   requeue, but it is no work to wait for (``Pending.work``) until it is due.
+
+The windows are the model's, not the queue's: the queue only keeps one ``Pending`` per key
+and hands the key on at ``ready_at``.
 """
 
 from __future__ import annotations
@@ -70,12 +74,15 @@ class Pending:
     """Immediate looks and retries: never held back."""
     watch: float = math.inf
     """A look only if nothing comes sooner: never held back, and no work meanwhile."""
-    work: bool = False
-    """Whether the key is queued for anything but a watch (work a caller may wait for)."""
     window: Window | None = None
     """The window a change opened."""
     own: float = math.inf
     """The key's own events, while no window is open."""
+
+    @property
+    def work(self) -> bool:
+        """Whether the key is queued for anything but a watch (work a caller may wait for)."""
+        return self.window is not None or self.at < math.inf or self.own < math.inf
 
     @property
     def ready_at(self) -> float:
@@ -87,7 +94,6 @@ class Pending:
     def at_most(self, at: float) -> None:
         """Due by ``at`` whatever else holds the key (a look, a retry, a requeue)."""
         self.at = min(self.at, at)
-        self.work = True
 
     def watch_until(self, at: float) -> None:
         """Due by ``at`` unless something brings the key sooner (a watch)."""
@@ -101,7 +107,6 @@ class Pending:
         else:
             self.window.join(now, hold, change=True)
         self.own = math.inf
-        self.work = True
 
     def own_event(self, now: float, delay: float, hold: Pacing) -> None:
         """An event of the key's own: due ``delay`` after ``now`` unless a window is open,
@@ -110,7 +115,6 @@ class Pending:
             self.own = min(self.own, now + delay)
         else:
             self.window.join(now, hold, change=False)
-        self.work = True
 
 
 def _join(window: tuple[float, float], new: tuple[float, float]) -> tuple[float, float]:

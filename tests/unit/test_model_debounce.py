@@ -1,4 +1,4 @@
-"""Why a key is queued and when it is due (runtime/queue/debounce.py, pure: times passed
+"""Why a key is queued and when it is due (model/debounce.py, pure: times passed
 in): a change's window, the key's own events, and looks no window holds back."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kube_nudge.model.debounce import Pending
 from kube_nudge.model.pacing import Pacing
-from kube_nudge.runtime.queue.debounce import Pending
 
 AUTO = Pacing(quiet=0.05, cap=2.0)
 
