@@ -15,6 +15,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import WorkloadView
 from kube_nudge.model.progress import Progress
 from kube_nudge.model.tracking import Phase
+from kube_nudge.runtime.expectations import WriteExpectations
 from kube_nudge.runtime.metrics import Metrics
 from tests.unit.fakes import NS, FakeClock, workload
 
@@ -61,6 +62,21 @@ def test_a_write_whose_echo_is_on_its_way_is_rolling_then_the_view_decides() -> 
     assert book.tracking(APP, rolling("h2")).phase is Phase.ROLLING
     uncapped, _ = book_over({}, capped=False)
     assert uncapped.tracking(APP, rolling("h2")).phase is Phase.IDLE  # nothing to follow
+
+
+def test_a_pass_reads_the_whole_page_of_its_workload_in_one_call() -> None:
+    expectations: WriteExpectations[WorkloadKey] = WriteExpectations(FakeClock())
+    book = RolloutBook({}.get, capped=lambda view: True, metrics=Metrics(), clock=FakeClock(),
+                       expectations=expectations)  # fmt: skip
+    view = dataclasses.replace(rolling("h1"), resource_version=7)
+    first = book.page(APP, view, capped=True)
+    assert first.memory is book.memory(APP)  # started at the first pass
+    assert (first.lagging, first.tracking.phase, first.followed) == (None, Phase.ROLLING, None)
+    book.follow(APP, Phase.ROLLING)
+    expectations.wrote(APP, {"metadata": {"resourceVersion": "8"}})  # our write, not seen
+    second = book.page(APP, view, capped=False)  # the pass's strategy restarts nothing
+    assert second.memory is first.memory and second.followed is Phase.ROLLING
+    assert second.lagging is not None and second.tracking.phase is Phase.IDLE
 
 
 def test_rolling_count_checks_its_superset_against_the_caches() -> None:

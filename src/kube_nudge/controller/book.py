@@ -1,7 +1,8 @@
 """The rollout book: what the controller remembers of each workload between passes.
 
 One object, owned by the controller, written by the workload watch handler (``observed``)
-and by the reconciler (``remember``, ``follow``, ``writing``), read by both:
+and by the reconciler (``page``, ``follow``, ``writing``), read by both; a pass reads all
+it needs of its workload at its start, in one ``Page``:
 
 - each workload's memory record (``model/memory.py``): the hash written but not yet seen
   in a watch event (so the echo of our own write is recognised), its recent rollouts, the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from kube_nudge.kube.workloads import WorkloadKey
 from kube_nudge.model import WorkloadMemory, WorkloadView
@@ -29,10 +31,26 @@ from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.expectations import WriteExpectations
 from kube_nudge.runtime.metrics import Metrics
 
-__all__ = ["WAITING", "RolloutBook", "WorkloadKey"]
+__all__ = ["WAITING", "Page", "RolloutBook", "WorkloadKey"]
 
 #: States of a workload held for another's rollout: its order, a stopped line, a turn.
 WAITING = frozenset({"held-order", "held-line-stopped", "held-turn"})
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What the book holds of one workload when a pass starts, read in one call
+    (``RolloutBook.page``)."""
+
+    lagging: float | None
+    """Seconds to wait at most for the echo of our last write (``RolloutBook.lagging``);
+    None when the caches show our writes."""
+    memory: WorkloadMemory
+    """Its memory record, started empty at its first pass (``RolloutBook.remember``)."""
+    tracking: Tracking
+    """The phase of its latest rollout (``RolloutBook.tracking``)."""
+    followed: Phase | None
+    """The phase its rollout was last seen in, before this pass follows it."""
 
 
 class RolloutBook:
@@ -121,6 +139,16 @@ class RolloutBook:
         if gone is not None:
             self._count_state(gone, None)
 
+    # -- a pass ----------------------------------------------------------------------------
+
+    def page(self, key: WorkloadKey, view: WorkloadView, *, capped: bool) -> Page:
+        """What a pass over ``key`` (``view`` as cached; ``capped``: its strategy restarts
+        pods) starts from: whether it must wait for our own write's echo, its memory
+        record, the phase of its rollout and the phase last followed."""
+        memory = self.remember(key)
+        return Page(self.lagging(key, view), memory, self._tracking(key, view, capped),
+                    self._followed.get(key))  # fmt: skip
+
     # -- memory --------------------------------------------------------------------------
 
     def memory(self, key: WorkloadKey) -> WorkloadMemory | None:
@@ -161,7 +189,10 @@ class RolloutBook:
     def tracking(self, key: WorkloadKey, view: WorkloadView) -> Tracking:
         """The phase of ``view``'s latest rollout. Strategies that restart nothing (not
         capped) have none to follow; a write whose echo is still on its way is rolling."""
-        if not self._capped(view):
+        return self._tracking(key, view, self._capped(view))
+
+    def _tracking(self, key: WorkloadKey, view: WorkloadView, capped: bool) -> Tracking:
+        if not capped:
             return Tracking(Phase.IDLE)
         applied = memory.applied if (memory := self._memory.get(key)) is not None else None
         if applied is not None and applied != view.applied_hash:

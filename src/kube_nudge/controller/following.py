@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 
 from kube_nudge.controller.announcer import Announcer, display
-from kube_nudge.controller.book import RolloutBook
+from kube_nudge.controller.book import Page, RolloutBook
 from kube_nudge.controller.reader import WorkloadKey
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
@@ -43,11 +43,12 @@ class RolloutFollower:
         """For the one write of its own: the failure record."""
 
     async def follow(
-        self, key: WorkloadKey, target: Target, tracking: Tracking, strategy: Strategy
+        self, key: WorkloadKey, target: Target, page: Page, strategy: Strategy
     ) -> None:
         """Announce a rollout that completed; record (once) and announce one that failed,
-        and roll it back if asked to (until it is: a failed rollback is tried again)."""
-        before = self._book.followed(key)
+        and roll it back if asked to (until it is: a failed rollback is tried again).
+        ``page``: what the book held of ``key`` when the pass started."""
+        tracking, before = page.tracking, page.followed
         phase = tracking.phase
         if phase is Phase.FAILED and not tracking.recorded:
             await self._record_failure(target, tracking, strategy)

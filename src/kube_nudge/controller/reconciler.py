@@ -1,7 +1,8 @@
 """Level-triggered reconcile of one workload, in four steps: read → decide → act → remember.
 
 - **read**: the workload's view and its sources from the caches (``assess``), its memory
-  record and the phase of its rollout from the rollout book (``book.py``); what that
+  record and the phase of its rollout from the rollout book (``book.py``, one ``Page``
+  read at once); what that
   rollout did since the last pass is announced, recorded or rolled back
   (``following.py``);
 - **decide**: the pure ``model.decide`` (noop, adopt, hold, apply), then the release gates
@@ -200,22 +201,21 @@ class Reconciler:
         view = self.reader.workload(key)
         if view is None:
             return Outcome(Action.GONE)
-        lagging = self.book.lagging(key, view)
-        if lagging is not None:
+        strategy = self.strategies[view.settings.strategy]
+        page = self.book.page(key, view, capped=strategy.capped)
+        if page.lagging is not None:
             # The cache still shows what our last write changed: acting on it would act
             # twice (confirm a hot reload again, post its Event again, roll again). Its
             # echo wakes this workload (``RolloutBook.caught_up``); the watch is in case
             # it never comes.
             log.debug("%s %s/%s: waiting for our own write's echo", *key)
-            return Outcome(Action.LAGGING, follow_up=lagging)
+            return Outcome(Action.LAGGING, follow_up=page.lagging)
         target = Target(*key, view)
         assessment = assess(view, self.reader.source, self.context.hmac_key)
         self.announcer.input(target, assessment)
-        strategy = self.strategies[view.settings.strategy]
-        memory = self.book.remember(key)
-        tracking = self.book.tracking(key, view)
+        memory, tracking = page.memory, page.tracking
         try:
-            await self.follower.follow(key, target, tracking, strategy)
+            await self.follower.follow(key, target, page, strategy)
             follow_up = await self._analyse(target, tracking)
         except ApiError as exc:
             return self._failed(target, exc)
