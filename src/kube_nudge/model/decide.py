@@ -37,6 +37,7 @@ __all__ = [
     "Noop",
     "StrategyHold",
     "assess",
+    "changes_field",
     "decide",
     "describe_apply",
     "describe_changes",
@@ -349,6 +350,13 @@ def describe_apply(plan: Apply, states: Mapping[SourceRef, SourceState], namespa
         names = ", ".join(ref.display(namespace) for ref in plan.uncopied)
         return f"the template names {names} directly again (a re-applied manifest?)"
     return describe_changes(plan.changes, states, namespace)
+
+
+def changes_field(plan: Apply) -> dict[str, list[str]] | None:
+    """``plan.changes`` as a JSON log field: changed keys (names only) by source."""
+    if plan.changes is None:
+        return None
+    return {str(ref): keys for ref, keys in plan.changes.items()}
 
 
 def describe_versions(plan: Apply, assessment: Assessment, namespace: str) -> str:

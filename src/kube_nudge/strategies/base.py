@@ -65,7 +65,6 @@ __all__ = [
     "StrategyContext",
     "SupersededByRollouts",
     "Webhook",
-    "changes_field",
     "notification",
 ]
 
@@ -92,13 +91,6 @@ def notification(
         time=now,
         change=change,
     )
-
-
-def changes_field(plan: Apply) -> dict[str, list[str]] | None:
-    """``plan.changes`` as a JSON log field: changed keys (names only) by source."""
-    if plan.changes is None:
-        return None
-    return {str(ref): keys for ref, keys in plan.changes.items()}
 
 
 @runtime_checkable

@@ -31,13 +31,14 @@ from kube_nudge.model import (
     Assessment,
     TemplatePath,
     annotation_patch,
+    changes_field,
     describe_apply,
     describe_versions,
 )
 from kube_nudge.model.analysis import pending_record
 from kube_nudge.model.annotations import ANALYSIS_RUN, CHANGE_CAUSE, FAILED, KEY_ID
 from kube_nudge.model.records import format_rolled_at
-from kube_nudge.strategies.base import StrategyContext, changes_field
+from kube_nudge.strategies.base import StrategyContext
 
 __all__ = [
     "CHANGE_CAUSE",

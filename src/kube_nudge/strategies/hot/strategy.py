@@ -51,6 +51,7 @@ from kube_nudge.model import (
     ROLLED_AT,
     Apply,
     Assessment,
+    changes_field,
     describe_apply,
     describe_versions,
 )
@@ -61,7 +62,7 @@ from kube_nudge.model.hashing import ABSENT, source_state
 from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
 from kube_nudge.model.references import SourceRef
 from kube_nudge.model.source_kinds import known_once_mounted
-from kube_nudge.strategies.base import StrategyContext, changes_field
+from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.hot.rules import (
     NO_AGENT,
     CsiWrites,

@@ -19,12 +19,13 @@ from kube_nudge.model import (
     Apply,
     Assessment,
     WorkloadView,
+    changes_field,
     describe_apply,
     describe_versions,
 )
 from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.notifications.model import NotificationKind
-from kube_nudge.strategies.base import StrategyContext, changes_field, notification
+from kube_nudge.strategies.base import StrategyContext, notification
 
 __all__ = ["NotifyStrategy"]
 

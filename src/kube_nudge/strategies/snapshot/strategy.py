@@ -33,6 +33,7 @@ from kube_nudge.model import (
     Hold,
     SourceKind,
     SourceRef,
+    changes_field,
     describe_apply,
     describe_versions,
 )
@@ -52,7 +53,6 @@ from kube_nudge.strategies.base import (
     Refused,
     StrategyContext,
     Webhook,
-    changes_field,
 )
 from kube_nudge.strategies.snapshot.copies import (
     SNAPSHOT_FOR,
