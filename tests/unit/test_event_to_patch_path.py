@@ -87,6 +87,8 @@ async def walk() -> tuple[list[str], list[tuple[str, str]]]:
         sent.append((request.method, request.url.path))
         if request.method == "PATCH":
             return httpx.Response(200, json=rolled)
+        if request.method == "POST" and request.url.path.endswith("/events"):
+            return httpx.Response(201, content=request.content)  # the Rolling Event
         return httpx.Response(404, json={"kind": "Status", "code": 404, "reason": "NotFound"})
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="https://api.invalid")
@@ -115,6 +117,7 @@ async def walk() -> tuple[list[str], list[tuple[str, str]]]:
             queue.done(key)
             looks.after(key, outcome)
         assert (key, outcome.action) == (KEY_OF_WEB, "rolled")
+        await controller.events.flush()  # its Events, posted in the background: not walked
         return files, sent
     finally:
         await http.aclose()
