@@ -40,6 +40,11 @@ def book_over(
     return book, metrics
 
 
+def followed(book: RolloutBook) -> Phase | None:
+    """The phase APP's rollout was last seen in, as a pass reads it (starts its record)."""
+    return book.page(APP, workload(), capped=True).followed
+
+
 def counted(metrics: Metrics, state: str) -> float:
     """``kube_nudge_workloads{state}`` as scraped."""
     return metrics.registry.get_sample_value("kube_nudge_workloads", {"state": state}) or 0.0
@@ -66,8 +71,9 @@ def test_a_write_whose_echo_is_on_its_way_is_rolling_then_the_view_decides() -> 
 
 def test_a_pass_reads_the_whole_page_of_its_workload_in_one_call() -> None:
     expectations: WriteExpectations[WorkloadKey] = WriteExpectations(FakeClock())
-    book = RolloutBook({}.get, capped=lambda view: True, metrics=Metrics(), clock=FakeClock(),
-                       expectations=expectations)  # fmt: skip
+    cluster: dict[WorkloadKey, WorkloadView] = {}
+    book = RolloutBook(cluster.get, capped=lambda view: True, metrics=Metrics(),
+                       clock=FakeClock(), expectations=expectations)  # fmt: skip
     view = dataclasses.replace(rolling("h1"), resource_version=7)
     first = book.page(APP, view, capped=True)
     assert first.memory is book.memory(APP)  # started at the first pass
@@ -102,7 +108,7 @@ def test_views_update_the_rolling_set_only_when_rollouts_are_counted() -> None:
     assert book.rolling_count() == 0
     book.started(APP, followed=True)  # a rollout this controller writes is always counted
     assert book.rolling_count() == 1
-    assert book.followed(APP) is Phase.ROLLING
+    assert followed(book) is Phase.ROLLING
 
 
 def test_who_waits_is_who_was_last_held_for_another_rollout() -> None:
@@ -125,11 +131,12 @@ def test_a_deleted_workload_is_forgotten_with_its_count() -> None:
     book.started(APP, followed=True)
     book.observed(APP, dataclasses.replace(rolling("h1"), failed=("h1", 5.0)))
     assert not book.observed(APP, None)
-    assert book.memory(APP) is None and book.followed(APP) is None
+    assert book.memory(APP) is None
     assert book.waiting() == []
     assert counted(metrics, "held-turn") == 0
     book.set_state(APP, "applied")  # a pass finishing after the deletion counts nothing
     assert counted(metrics, "applied") == 0
+    assert followed(book) is None
 
 
 @pytest.mark.parametrize("error", [RuntimeError("API down"), asyncio.CancelledError()])
@@ -143,11 +150,11 @@ def test_a_write_that_raises_is_forgotten(error: BaseException) -> None:
         book.started(APP, followed=True)
         raise error
     assert (memory.applied, memory.strategy) == ("h1", "rollout")
-    assert book.followed(APP) is Phase.COMPLETE
+    assert followed(book) is Phase.COMPLETE
     with book.writing(APP, memory):  # one that returns is kept
         memory.remember_applied("rollout", "h2")
         book.started(APP, followed=True)
-    assert memory.applied == "h2" and book.followed(APP) is Phase.ROLLING
+    assert memory.applied == "h2" and followed(book) is Phase.ROLLING
 
 
 _STATES = (None, "applied", "held-order", "held-line-stopped", "held-turn", "held-missing")

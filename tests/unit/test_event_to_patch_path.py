@@ -117,9 +117,9 @@ async def walk() -> tuple[list[str], list[tuple[str, str]]]:
             queue.done(key)
             looks.after(key, outcome)
         assert (key, outcome.action) == (KEY_OF_WEB, "rolled")
-        await controller.events.flush()  # its Events, posted in the background: not walked
         return files, sent
     finally:
+        await controller.events.flush()  # its Events, posted in the background: not walked
         await http.aclose()
 
 

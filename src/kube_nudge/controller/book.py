@@ -48,7 +48,8 @@ class Page:
     memory: WorkloadMemory
     """Its memory record, started empty at its first pass (``RolloutBook.remember``)."""
     tracking: Tracking
-    """The phase of its latest rollout (``RolloutBook.tracking``)."""
+    """The phase of its latest rollout (as ``RolloutBook.tracking``, with the pass's
+    strategy's ``capped``)."""
     followed: Phase | None
     """The phase its rollout was last seen in, before this pass follows it."""
 
@@ -198,10 +199,6 @@ class RolloutBook:
         if applied is not None and applied != view.applied_hash:
             return Tracking(Phase.ROLLING, applied)
         return track(view, self._clock.now(), self._followed.get(key))
-
-    def followed(self, key: WorkloadKey) -> Phase | None:
-        """The phase ``key``'s rollout was last seen in."""
-        return self._followed.get(key)
 
     def follow(self, key: WorkloadKey, phase: Phase) -> None:
         """``key``'s rollout was seen in ``phase``."""
