@@ -254,6 +254,23 @@ def test_ignored_and_unshared_sources_do_not_count() -> None:
     assert not assess(view, ignored.get, KEY).visible
 
 
+def test_assess_looks_each_source_up_once() -> None:
+    """The lookup is the caches' read: once per source consumed and not excluded, however
+    many of the assessment's parts (visibility, states, versions, times) need it."""
+    view = workload()
+    data = {APP: configmap("2026-01-01T00:00:00Z", LEVEL="info")}
+    asked: list[SourceRef] = []
+
+    def source_of(ref: SourceRef) -> SourceView | None:
+        asked.append(ref)
+        return data.get(ref)
+
+    assessment = assess(view, source_of, KEY)
+    assert asked == [APP]
+    assert assessment == assess(view, data.get, KEY)
+    assert assessment.changed_at is not None
+
+
 def source_with(annotations: dict[str, str]) -> SourceView:
     return project_source({"metadata": {"annotations": annotations}, "data": {"a": "1"}})
 

@@ -76,17 +76,25 @@ class Assessment:
 
 
 def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Assessment:
-    """Visibility, states, desired hash and missing requirements of `view`."""
+    """Visibility, states, desired hash and missing requirements of `view`; each source
+    is looked up once (``source_of``: the caches' read, a pass's most frequent call)."""
+    read: dict[SourceRef, SourceView | None] = {}
+
+    def source_of_once(ref: SourceRef) -> SourceView | None:
+        if ref not in read:
+            read[ref] = source_of(ref)
+        return read[ref]
+
     visibility = visible_sources(
         view.consumed,
         view.namespace,
         view.settings.exclude,
-        lambda ref: s.settings if (s := source_of(ref)) is not None else None,
+        lambda ref: s.settings if (s := source_of_once(ref)) is not None else None,
         only_matched=view.settings.only_matched,
     )
     states: dict[SourceRef, SourceState] = {}
     for ref in visibility.visible:
-        source = source_of(ref)
+        source = read[ref]
         states[ref] = source.state if source is not None else ABSENT
     # A CSI class no pod has mounted yet has unknown versions, not absent ones: left out.
     hashed = {
@@ -99,7 +107,7 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
     changes = [
         source.data_changed_at
         for ref in visibility.visible
-        if (source := source_of(ref)) is not None and source.data_changed_at is not None
+        if (source := read[ref]) is not None and source.data_changed_at is not None
     ]
     return Assessment(
         visible=visibility.visible,
@@ -112,7 +120,7 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
         versions={
             ref: source.resource_version
             for ref in visibility.visible
-            if (source := source_of(ref)) is not None and source.resource_version
+            if (source := read[ref]) is not None and source.resource_version
         },
         unmounted=(
             config_hash(hmac_key, without_csi, states) if len(without_csi) < len(hashed) else None
