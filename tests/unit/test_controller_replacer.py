@@ -1,11 +1,19 @@
 """The pod replacer's passes against a fake API: it stops at the first refusal, waits for the
-replacements, warns once about pods without a controller, reports once at the end."""
+replacements, warns once about pods without a controller, reports once at the end; and the
+handler table hands it only the sources that name pods."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, cast
 
+from kube_nudge.controller.handlers import (
+    EventHandlers,
+    OptInErrors,
+    RunnerEvents,
+    SourceEvents,
+    WorkloadEvents,
+)
 from kube_nudge.controller.replacer import POLL, PodReplacer
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.resources import CONFIGMAPS, PODS
@@ -174,3 +182,29 @@ async def test_a_wait_that_lasts_is_warned_about_once() -> None:
     assert [event[2] for event in posted.events] == ["PodReplacementStalled"] * 2
     assert "(pods not Ready: web-c)" in posted.events[1][3]
     assert [name for name, _ in evicted(api)] == ["web-a"]
+
+
+def test_the_handler_table_hands_the_replacer_only_sources_that_name_pods() -> None:
+    """controller-runtime's predicate: a source with no ``pod-selector`` before or after its
+    change never reaches the replacer (every consumer still does); one that gains, keeps or
+    loses its selector does, so the replacer queues or forgets it."""
+    seen: list[tuple[SourceView | None, SourceView | None]] = []
+    consumers: list[SourceRef] = []
+    table = EventHandlers(
+        sources=cast(SourceEvents, lambda resource, ref, old, new: consumers.append(ref)),
+        source_pods=lambda ref, old, new: seen.append((old, new)),
+        workloads=cast(WorkloadEvents, None), opt_in_errors=cast(OptInErrors, None),
+        runners=cast(RunnerEvents, None),
+    )  # fmt: skip
+    plain = project_source({"metadata": {"name": "app", "namespace": NS}, "data": {"A": "1"}})
+    ignored = project_source({
+        "metadata": {"name": "app", "namespace": NS, "annotations": {
+            "kube-nudge.io/pod-selector": "app=web", "kube-nudge.io/ignore": "true"}},
+    })  # fmt: skip
+    named = source()
+    changes = [(None, plain), (plain, plain), (plain, None), (plain, ignored),
+               (plain, named), (named, named), (named, plain), (named, None)]  # fmt: skip
+    for old, new in changes:
+        table.source_changed(CONFIGMAPS, REF, old, new)
+    assert seen == changes[4:]
+    assert consumers == [REF] * len(changes)

@@ -5,8 +5,9 @@ One table, ``EventHandlers``, names a handler per kind of event:
 
 - ``sources`` (``SourceEvents``): a ConfigMap's or Secret's change → every workload
   consuming it (the cache's index), each in a debounce window the change opens or joins;
-- ``source_pods``: the same change → the source itself, on the queue of the runnable that
-  replaces its ``pod-selector`` pods (``PodReplacer.source_changed``);
+- ``source_pods``: the same change of a source that names pods (a ``pod-selector`` before
+  or after it: the filter is controller-runtime's predicate) → the source itself, on the
+  queue of the runnable that replaces those pods (``PodReplacer.source_changed``);
 - ``workloads`` (``WorkloadEvents``): a workload's own change → itself (first sight and a
   dropped hash at once, anything else a moment later but opening no window: its own events
   never shorten a change's window), and, when its rollout moved on, the workloads waiting
@@ -44,6 +45,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotations import mistyped_opt_in
 from kube_nudge.model.pacing import hold_for_change, hold_for_own_event
+from kube_nudge.model.replacement import replacement_selector
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.queue import WorkQueue
 
@@ -321,7 +323,8 @@ class EventHandlers:
         self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
     ) -> None:
         """A ConfigMap or Secret changed."""
-        self.source_pods(ref, old, new)
+        if replacement_selector(old) is not None or replacement_selector(new) is not None:
+            self.source_pods(ref, old, new)
         self.sources(resource, ref, old, new)
 
     def workload_changed(

@@ -24,7 +24,14 @@ from kube_nudge.kube.pods import matching_pods, pod_record
 from kube_nudge.kube.resources import PODDISRUPTIONBUDGETS, PODS, source_resource
 from kube_nudge.model import SourceRef, SourceView
 from kube_nudge.model.annotations import POD_SELECTOR
-from kube_nudge.model.replacement import STALL_AFTER, Floor, PodRecord, plan_replacement, stale
+from kube_nudge.model.replacement import (
+    STALL_AFTER,
+    Floor,
+    PodRecord,
+    plan_replacement,
+    replacement_selector,
+    stale,
+)
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
@@ -88,11 +95,13 @@ class PodReplacer:
     def source_changed(
         self, ref: SourceRef, old: SourceView | None, new: SourceView | None
     ) -> None:
-        """Informer callback: queue a source with a selector whose data or settings changed."""
+        """A source that names pods before or after its change (the handler table's
+        filter): queued when it still does and its data or settings changed, forgotten
+        when it no longer does."""
         queue = self._queue
         if queue is None:
             return  # not leading (or caches not synced): ``run`` queues every source
-        if new is None or _selector(new) is None:
+        if new is None or replacement_selector(new) is None:
             queue.forget(ref)
             self._progress.pop(ref, None)
             return
@@ -106,7 +115,7 @@ class PodReplacer:
         await self._synced.wait()
         queue = self._queue = WorkQueue(monotonic=self._clock.monotonic)
         for ref in self._sources():
-            if _selector(self._source(ref)) is not None:
+            if replacement_selector(self._source(ref)) is not None:
                 queue.add(ref)
         workers = [
             asyncio.create_task(self._work(queue), name=f"pod-replacer-{n}")
@@ -139,7 +148,7 @@ class PodReplacer:
     async def replace(self, ref: SourceRef) -> float | None:
         """One pass over ``ref``'s pods; the delay before the next pass, None when done."""
         view = self._source(ref)
-        selector = _selector(view)
+        selector = replacement_selector(view)
         if view is None or selector is None:
             self._progress.pop(ref, None)
             return None
@@ -267,10 +276,3 @@ class PodReplacer:
         uid = str((meta.get("metadata") or {}).get("uid") or "")
         obj = ObjectRef(resource.api_version, resource.kind, ref.namespace, ref.name, uid)
         self._events.post(obj, event_type, reason, message)
-
-
-def _selector(view: SourceView | None) -> str | None:
-    """The pod selector of a source that asks for replacement (an ignored one does not)."""
-    if view is None or view.settings.ignore:
-        return None
-    return view.settings.pod_selector

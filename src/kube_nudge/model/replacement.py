@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kube_nudge.model.projection import SourceView
 from kube_nudge.model.selectors import selector_matches
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "PodRecord",
     "Replacement",
     "plan_replacement",
+    "replacement_selector",
     "stale",
 ]
 
@@ -84,6 +86,14 @@ class Replacement:
     def done(self) -> bool:
         """Nothing left to evict for this change of the data."""
         return not self.evict and not self.waiting
+
+
+def replacement_selector(source: SourceView | None) -> str | None:
+    """The pod selector of a source that asks for its pods to be replaced (an ignored
+    source asks for nothing)."""
+    if source is None or source.settings.ignore:
+        return None
+    return source.settings.pod_selector
 
 
 def stale(pod: PodRecord, changed_at: float | None) -> bool:
