@@ -40,9 +40,22 @@ def book_over(
     return book, metrics
 
 
+def complete(config_hash: str = "h1") -> WorkloadView:
+    """A workload kube-nudge rolled to ``config_hash``, its controller done."""
+    progress = Progress(done=True, deadline_exceeded=False, detail="2/2", observed=True)
+    return dataclasses.replace(rolling(config_hash), progress=progress)
+
+
+def unobserved(view: WorkloadView) -> WorkloadView:
+    """``view`` with a status its controller has not caught up with (it says nothing)."""
+    progress = Progress(done=False, deadline_exceeded=False, detail="", observed=False)
+    return dataclasses.replace(view, progress=progress)
+
+
 def followed(book: RolloutBook) -> Phase | None:
-    """The phase APP's rollout was last seen in, as a pass reads it (starts its record)."""
-    return book.page(APP, workload(), capped=True).followed
+    """The phase APP's rollout was last seen in, as a pass reads it (starts its record;
+    over an unobserved status, so the read follows nothing itself)."""
+    return book.page(APP, unobserved(workload()), capped=True).followed
 
 
 def counted(metrics: Metrics, state: str) -> float:
@@ -78,11 +91,28 @@ def test_a_pass_reads_the_whole_page_of_its_workload_in_one_call() -> None:
     first = book.page(APP, view, capped=True)
     assert first.memory is book.memory(APP)  # started at the first pass
     assert (first.lagging, first.tracking.phase, first.followed) == (None, Phase.ROLLING, None)
-    book.follow(APP, Phase.ROLLING)
     expectations.wrote(APP, {"metadata": {"resourceVersion": "8"}})  # our write, not seen
     second = book.page(APP, view, capped=False)  # the pass's strategy restarts nothing
     assert second.memory is first.memory and second.followed is Phase.ROLLING
     assert second.lagging is not None and second.tracking.phase is Phase.IDLE
+
+
+def test_a_pass_follows_the_phase_it_sees_unless_it_waits_or_the_status_says_nothing() -> None:
+    expectations: WriteExpectations[WorkloadKey] = WriteExpectations(FakeClock())
+    cluster: dict[WorkloadKey, WorkloadView] = {}
+    book = RolloutBook(cluster.get, capped=lambda view: True, metrics=Metrics(),
+                       clock=FakeClock(), expectations=expectations)  # fmt: skip
+    book.remember(APP).remember_applied("rollout", "h1")
+    book.page(APP, unobserved(rolling("h1")), capped=True)  # nothing said: not followed
+    assert followed(book) is None
+    book.page(APP, rolling("h1"), capped=True)
+    assert followed(book) is Phase.ROLLING
+    expectations.wrote(APP, {"metadata": {"resourceVersion": "9"}})  # our write, not seen
+    assert book.page(APP, complete("h1"), capped=True).lagging is not None
+    assert followed(book) is Phase.ROLLING  # a pass that waits for its echo follows nothing
+    seen = dataclasses.replace(complete("h1"), resource_version=9)
+    assert book.page(APP, seen, capped=True).followed is Phase.ROLLING  # what it was before
+    assert followed(book) is Phase.COMPLETE
 
 
 def test_rolling_count_checks_its_superset_against_the_caches() -> None:
@@ -144,7 +174,7 @@ def test_a_write_that_raises_is_forgotten(error: BaseException) -> None:
     book, _ = book_over({})
     memory = book.remember(APP)
     memory.remember_applied("rollout", "h1")
-    book.follow(APP, Phase.COMPLETE)
+    book.page(APP, complete("h1"), capped=True)
     with pytest.raises(type(error)), book.writing(APP, memory):
         memory.remember_applied("rollout", "h2")
         book.started(APP, followed=True)

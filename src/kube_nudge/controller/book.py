@@ -1,7 +1,7 @@
 """The rollout book: what the controller remembers of each workload between passes.
 
 One object, owned by the controller, written by the workload watch handler (``observed``)
-and by the reconciler (``page``, ``follow``, ``writing``), read by both; a pass reads all
+and by the reconciler (``page``, ``writing``), read by both; a pass reads all
 it needs of its workload at its start, in one ``Page``:
 
 - each workload's memory record (``model/memory.py``): the hash written but not yet seen
@@ -145,10 +145,17 @@ class RolloutBook:
     def page(self, key: WorkloadKey, view: WorkloadView, *, capped: bool) -> Page:
         """What a pass over ``key`` (``view`` as cached; ``capped``: its strategy restarts
         pods) starts from: whether it must wait for our own write's echo, its memory
-        record, the phase of its rollout and the phase last followed."""
+        record, the phase of its rollout and the phase last followed. A pass that need not
+        wait has now seen that phase: it is followed from here."""
         memory = self.remember(key)
-        return Page(self.lagging(key, view), memory, self._tracking(key, view, capped),
-                    self._followed.get(key))  # fmt: skip
+        lagging = self.lagging(key, view)
+        tracking = self._tracking(key, view, capped)
+        before = self._followed.get(key)
+        if lagging is None and (view.progress is None or view.progress.observed):
+            # (An unobserved status says nothing: remembering it as rolling would announce
+            # a completion that was never a rollout, e.g. after an annotation write.)
+            self._followed[key] = tracking.phase
+        return Page(lagging, memory, tracking, before)
 
     # -- memory --------------------------------------------------------------------------
 
@@ -199,10 +206,6 @@ class RolloutBook:
         if applied is not None and applied != view.applied_hash:
             return Tracking(Phase.ROLLING, applied)
         return track(view, self._clock.now(), self._followed.get(key))
-
-    def follow(self, key: WorkloadKey, phase: Phase) -> None:
-        """``key``'s rollout was seen in ``phase``."""
-        self._followed[key] = phase
 
     @contextmanager
     def writing(self, key: WorkloadKey, memory: WorkloadMemory) -> Iterator[None]:

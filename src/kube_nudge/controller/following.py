@@ -9,8 +9,7 @@ import logging
 from collections.abc import Mapping
 
 from kube_nudge.controller.announcer import Announcer, display
-from kube_nudge.controller.book import Page, RolloutBook
-from kube_nudge.controller.reader import WorkloadKey
+from kube_nudge.controller.book import Page
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.workloads import Target
@@ -27,27 +26,24 @@ log = logging.getLogger(__name__)
 
 
 class RolloutFollower:
-    """Announces, records and rolls back the rollouts the book follows."""
+    """Announces, records and rolls back the rollouts the book follows (what a pass reads
+    of them is on its ``Page``)."""
 
     def __init__(
         self,
-        book: RolloutBook,
         strategies: Mapping[str, Strategy],
         announcer: Announcer,
         context: StrategyContext,
     ) -> None:
-        self._book = book
         self._strategies = strategies
         self._announcer = announcer
         self._context = context
         """For the one write of its own: the failure record."""
 
-    async def follow(
-        self, key: WorkloadKey, target: Target, page: Page, strategy: Strategy
-    ) -> None:
+    async def follow(self, target: Target, page: Page, strategy: Strategy) -> None:
         """Announce a rollout that completed; record (once) and announce one that failed,
         and roll it back if asked to (until it is: a failed rollback is tried again).
-        ``page``: what the book held of ``key`` when the pass started."""
+        ``page``: what the book held of ``target`` when the pass started."""
         tracking, before = page.tracking, page.followed
         phase = tracking.phase
         if phase is Phase.FAILED and not tracking.recorded:
@@ -62,11 +58,6 @@ class RolloutFollower:
             await self._roll_back(target, strategy, tracking.config_hash)
         elif phase is Phase.COMPLETE and before is Phase.ROLLING:
             self._completed(target, tracking)
-        progress = target.view.progress
-        if progress is None or progress.observed:
-            # (An unobserved status says nothing: remembering it as rolling would announce a
-            # completion that was never a rollout, e.g. after an annotation write.)
-            self._book.follow(key, phase)
 
     def _completed(self, target: Target, tracking: Tracking) -> None:
         kind = target.kind.resource.kind

@@ -162,7 +162,7 @@ class Reconciler:
         self.context = context
         self.windows = windows
         self.announcer = Announcer(context)
-        self.follower = RolloutFollower(book, strategies, self.announcer, context)
+        self.follower = RolloutFollower(strategies, self.announcer, context)
         self.analyser = analyser or Analyser(context, None, context.metrics)
         self.gates = SiblingGates(reader, book, hmac_key=context.hmac_key, clock=context.clock,
                                   max_concurrent=max_concurrent)  # fmt: skip
@@ -214,7 +214,7 @@ class Reconciler:
         self.announcer.input(target, assessment)
         memory, tracking = page.memory, page.tracking
         try:
-            await self.follower.follow(key, target, page, strategy)
+            await self.follower.follow(target, page, strategy)
             follow_up = await self._analyse(target, tracking)
         except ApiError as exc:
             return self._failed(target, exc)
