@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
-from kube_nudge.controller.reader import WorkloadKey
+from kube_nudge.controller.reader import Inputs, WorkloadKey
 from kube_nudge.kube.client import JSON, ApiError, KubeClient
 from kube_nudge.kube.events import EventRecorder, ObjectRef
 from kube_nudge.model import (
@@ -134,8 +134,12 @@ class CachedViews:
     def workload(self, key: WorkloadKey) -> WorkloadView | None:
         return self.workloads.get(key)
 
-    def consumers(self, ref: SourceRef) -> list[WorkloadKey]:
-        return [key for key, view in self.workloads.items() if ref in view.consumed]
+    def inputs(self, key: WorkloadKey) -> Inputs | None:
+        view = self.workloads.get(key)
+        return Inputs(view, {r: self.source(r) for r in view.consumed}) if view else None
+
+    def consumers(self, ref: SourceRef) -> list[tuple[WorkloadKey, WorkloadView]]:
+        return [(key, view) for key, view in self.workloads.items() if ref in view.consumed]
 
     def source_keys(self, kind: SourceKind) -> list[tuple[str, str]]:
         return [(ref.namespace, ref.name) for ref in self.sources if ref.kind is kind]

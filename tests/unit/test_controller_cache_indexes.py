@@ -1,6 +1,7 @@
 """The caches' indexes, kept from every workload change before any handler runs (as
 client-go's indexers): which workloads consume a source, and which record that their
-current rollout failed (what stops a line; the release gates ask on every rollout)."""
+current rollout failed (what stops a line; the release gates ask on every rollout); and
+two lookups that return the cached views with them: a source's consumers, a pass's inputs."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from kube_nudge.controller.controller import ControllerOptions
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import WorkloadView
+from kube_nudge.model import SourceKind, WorkloadView
 from kube_nudge.runtime.metrics import Metrics
-from tests.unit.fakes import APP, NS, workload
+from tests.unit.fakes import APP, NS, configmap, workload
 from tests.unit.httpx_support import HttpxTransport
 
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -63,6 +64,30 @@ def test_the_consumers_index_follows_each_view(cache: Cache) -> None:
     view = rolled("h1")
     assert APP in view.consumed
     changed(cache, WEB, None, view)
-    assert cache.consumers(APP) == {WEB}
+    assert cache.index.consumers(APP) == {WEB}
     changed(cache, WEB, view, None)
-    assert cache.consumers(APP) == frozenset()
+    assert cache.index.consumers(APP) == frozenset()
+
+
+def test_consumers_come_with_their_views_as_cached(cache: Cache) -> None:
+    """As client-go's ``ByIndex``: the objects, read from the store the index follows."""
+    informer = cache._workloads[DEPLOYMENT][0]
+    view = rolled("h1")
+    informer._apply((NS, "web"), view)  # the store, then the handler that keeps the index
+    assert cache.consumers(APP) == [(WEB, view)]
+    informer._apply((NS, "web"), None)
+    assert cache.consumers(APP) == []
+
+
+def test_a_pass_reads_its_view_and_every_source_it_consumes_at_once(cache: Cache) -> None:
+    """``Cache.inputs``: what a pass assesses, in one call; a source not cached is None."""
+    assert cache.inputs(WEB) is None
+    view = rolled("h1")
+    cache._workloads[DEPLOYMENT][0]._apply((NS, "web"), view)
+    inputs = cache.inputs(WEB)
+    assert inputs is not None and inputs.view == view
+    assert dict(inputs.sources) == {APP: None}  # consumed, not cached (yet)
+    app = configmap(LEVEL="info")
+    cache._sources[SourceKind.CONFIGMAP][0]._apply((NS, "app"), app)
+    inputs = cache.inputs(WEB)
+    assert inputs is not None and dict(inputs.sources) == {APP: app}

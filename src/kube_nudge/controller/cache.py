@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kube_nudge.controller.csi_cache import CsiClasses
 from kube_nudge.controller.options import ControllerOptions
-from kube_nudge.controller.reader import WorkloadKey
+from kube_nudge.controller.reader import Inputs, WorkloadKey
 from kube_nudge.controller.runner_cache import Runners
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Informer, InformerConfig, Key
@@ -132,6 +132,14 @@ class Cache:
                 return self._joined(view, namespace, kind, name)
         return None
 
+    def inputs(self, key: WorkloadKey) -> Inputs | None:
+        """The cached view of an opted-in workload and of every source it consumes (what a
+        pass assesses), read at once."""
+        view = self.workload(key)
+        if view is None:
+            return None
+        return Inputs(view, {ref: self.source(ref) for ref in view.consumed})
+
     def _joined(
         self, view: WorkloadView | None, namespace: str, kind: WorkloadKind, name: str
     ) -> WorkloadView | None:
@@ -144,9 +152,11 @@ class Cache:
                 return dataclasses.replace(view, progress=run_by(runner, view.generation))
         return view
 
-    def consumers(self, ref: SourceRef) -> frozenset[WorkloadKey]:
-        """The cached workloads whose templates consume ``ref``."""
-        return self.index.consumers(ref)
+    def consumers(self, ref: SourceRef) -> list[tuple[WorkloadKey, WorkloadView]]:
+        """The cached workloads whose templates consume ``ref`` (the index), with their
+        views as ``workload`` gives them."""
+        return [(key, view) for key in self.index.consumers(ref)
+                if (view := self.workload(key)) is not None]  # fmt: skip
 
     def failed(self, key: WorkloadKey) -> bool:
         """Whether ``key``'s cached view records that its current rollout failed."""

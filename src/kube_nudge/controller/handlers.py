@@ -111,13 +111,11 @@ class Enqueue:
         """Look at ``key`` now (first sight, a dropped record, a resync, a due follow-up)."""
         self._queue.add(key)
 
-    def change(self, key: WorkloadKey, writers: Iterable[str]) -> None:
-        """A config ``key`` consumes changed: it opens a debounce window, or joins the open
-        one, sized by the workload's debounce and who wrote the change."""
-        view = self._reader.workload(key)
-        if view is not None:
-            hold = hold_for_change(view.settings.debounce, tuple(writers), self._quiet_window)
-            self._queue.add(key, hold)
+    def change(self, key: WorkloadKey, view: WorkloadView, writers: Iterable[str]) -> None:
+        """A config ``key`` (cached as ``view``) consumes changed: it opens a debounce window,
+        or joins the open one, sized by the workload's debounce and who wrote the change."""
+        hold = hold_for_change(view.settings.debounce, tuple(writers), self._quiet_window)
+        self._queue.add(key, hold)
 
     def own(self, key: WorkloadKey, *, promptly: bool = False) -> None:
         """An event of ``key``'s own (its status, an edit, another's rollout it waits for):
@@ -163,8 +161,8 @@ class SourceEvents:
         if not self._synced.is_set():
             return  # every workload is queued once the initial lists are in
         writers = new.writers if new is not None else ()
-        for key in self._reader.consumers(ref):
-            self._enqueue.change(key, writers)
+        for key, view in self._reader.consumers(ref):
+            self._enqueue.change(key, view, writers)
 
     def _report_errors(self, resource: Resource, ref: SourceRef, view: SourceView) -> None:
         log.warning("%s: %s", ref, "; ".join(view.errors))

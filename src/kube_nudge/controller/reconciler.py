@@ -197,9 +197,10 @@ class Reconciler:
     async def _read(self, key: WorkloadKey) -> Reading | Outcome:
         """The view and its sources, the memory record and the rollout's phase; what the
         rollout did since the last pass is announced (and recorded, if it failed)."""
-        view = self.reader.workload(key)
-        if view is None:
+        inputs = self.reader.inputs(key)
+        if inputs is None:
             return Outcome(Action.GONE)
+        view = inputs.view
         strategy = self.strategies[view.settings.strategy]
         page = self.book.page(key, view, capped=strategy.capped)
         if page.lagging is not None:
@@ -210,7 +211,7 @@ class Reconciler:
             log.debug("%s %s/%s: waiting for our own write's echo", *key)
             return Outcome(Action.LAGGING, follow_up=page.lagging)
         target = Target(*key, view)
-        assessment = assess(view, self.reader.source, self.context.hmac_key)
+        assessment = assess(view, inputs.sources.get, self.context.hmac_key)
         self.announcer.input(target, assessment)
         memory, tracking = page.memory, page.tracking
         try:

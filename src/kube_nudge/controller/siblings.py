@@ -63,12 +63,11 @@ class SiblingGates:
         if mine is None and not reader.any_failed():
             return []
         changed = plan.changes.keys() if plan.changes else assessment.visible.keys()
-        keys = {other for ref in changed for other in reader.consumers(ref) if other != key}
+        others = {other: view for ref in changed for other, view in reader.consumers(ref)
+                  if other != key}  # fmt: skip
         found = []
-        for other in sorted(keys, key=lambda k: (str(k[0]), k[1], k[2])):
-            view = reader.workload(other)
-            if view is None:
-                continue
+        for other in sorted(others, key=lambda k: (str(k[0]), k[1], k[2])):
+            view = others[other]
             lower = (
                 mine is not None
                 and view.settings.rollout_order is not None
