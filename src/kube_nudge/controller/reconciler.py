@@ -1,9 +1,9 @@
 """Level-triggered reconcile of one workload, in four steps: read → decide → act → remember.
 
-- **read**: the workload's view and its sources from the caches (``assess``), its memory
-  record and the phase of its rollout from the rollout book (``book.py``, one ``Page``
-  read at once); what that rollout did since the last pass is announced, recorded or
-  rolled back (``following.py``);
+- **read**: the workload's view and its sources from the caches (one ``Inputs``, which
+  ``assess`` judges), its memory record and the phase of its rollout from the rollout book
+  (``book.py``, one ``Page``), each read at once; what that rollout did since the last
+  pass is announced, recorded or rolled back (``following.py``);
 - **decide**: the pure ``model.decide`` (noop, adopt, hold, apply), then the release gates
   for a rollout (``siblings.py``, over the pure ``model.gates``), unless the change's
   debounce window is still open;
