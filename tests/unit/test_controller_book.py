@@ -115,6 +115,23 @@ def test_a_pass_follows_the_phase_it_sees_unless_it_waits_or_the_status_says_not
     assert followed(book) is Phase.COMPLETE
 
 
+def test_a_failure_is_followed_once_it_is_recorded() -> None:
+    """The pass that records a failure may fail or be cancelled: until the record is on the
+    workload the rollout stays followed as rolling, so one that then completes is still
+    announced."""
+    book, _ = book_over({})
+    book.remember(APP).remember_applied("rollout", "h1")
+    book.page(APP, rolling("h1"), capped=True)
+    exceeded = Progress(done=False, deadline_exceeded=True, detail="1/2", observed=True)
+    stuck = dataclasses.replace(rolling("h1"), progress=exceeded)
+    page = book.page(APP, stuck, capped=True)
+    assert (page.tracking.phase, page.tracking.recorded) == (Phase.FAILED, False)
+    assert followed(book) is Phase.ROLLING
+    recorded = dataclasses.replace(stuck, failed=("h1", 5.0))
+    assert book.page(APP, recorded, capped=True).tracking.recorded
+    assert followed(book) is Phase.FAILED
+
+
 def test_rolling_count_checks_its_superset_against_the_caches() -> None:
     cluster = {APP: rolling(), OTHER: rolling()}
     book, _ = book_over(cluster)

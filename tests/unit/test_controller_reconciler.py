@@ -11,6 +11,7 @@ import pytest
 
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
+from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.workloads import BUILTIN_KINDS, Target
 from kube_nudge.model import (
     Adopt,
@@ -68,22 +69,26 @@ class EchoFirstStrategy:
 
 
 def reconciler_over(
-    data: dict[SourceRef, SourceView],
+    data: dict[SourceRef, SourceView], api: FakeApi | None = None
 ) -> tuple[Reconciler, EchoFirstStrategy, RecordedEvents]:
     cluster = {KEY_OF_APP: workload()}
     strategy = EchoFirstStrategy(cluster)
     recorder = RecordedEvents()
-    reconciler = reconciler_of(CachedViews(cluster, data), strategy, recorder)
+    reconciler = reconciler_of(CachedViews(cluster, data), strategy, recorder, api)
     strategy.reconciler = reconciler
     return reconciler, strategy, recorder
 
 
-def reconciler_of(reader: CachedViews, strategy: Strategy, recorder: RecordedEvents) -> Reconciler:
+def reconciler_of(
+    reader: CachedViews, strategy: Strategy, recorder: RecordedEvents, api: FakeApi | None = None
+) -> Reconciler:
     """A reconciler over ``reader`` with ``strategy`` as strategy rollout, its Events kept
-    by ``recorder`` (no API server: nothing but the strategy writes)."""
+    by ``recorder`` (no API server: nothing but the strategy writes, and ``api`` answers
+    the reconciler's own)."""
     events = BackgroundEvents(recorder.as_recorder(), on_failure=lambda: None)
     clock = FakeClock()
-    context = StrategyContext(FakeApi().as_client(), events, Metrics(), KEY, clock=clock,
+    client = (api or FakeApi()).as_client()
+    context = StrategyContext(client, events, Metrics(), KEY, clock=clock,
                               expectations=WriteExpectations(clock))  # fmt: skip
     strategies = Strategies({"rollout": strategy})
     book = RolloutBook(reader.workload, capped=strategies.capped, metrics=context.metrics,
@@ -252,3 +257,32 @@ async def test_a_higher_order_waits_while_the_lower_ones_new_template_is_not_yet
     # Low's status says nothing yet about its new template: it is rolling, not complete.
     assert strategy.high_while_low_in_flight.state == "held-order"
     assert strategy.writes == ["low"]
+
+
+async def test_a_rollout_whose_failure_could_not_be_recorded_is_announced_when_it_completes() -> (
+    None
+):
+    """The pass that finds a rollout failed records that on the workload; when that write
+    fails, the rollout is still followed as rolling, so if it then completes after all, its
+    completion is announced (a recorded failure stays a failure: ``track``)."""
+    data = sources(LEVEL="info")
+    api = FakeApi()
+    path = DEPLOYMENT.resource.path(NS, "app")
+    api.errors[path] = ApiError(500, "InternalError", "etcd is down")
+    reconciler, strategy, recorder = reconciler_over(data, api)
+    rolled_to = assess(workload(), data.get, KEY).desired
+    rolled_at = reconciler.context.clock.now() - 10
+
+    def status(done: bool, exceeded: bool) -> WorkloadView:
+        progress = Progress(done=done, deadline_exceeded=exceeded, detail="1/2", observed=True)
+        view = workload(template_hash=rolled_to, rolled_at=(rolled_at,))
+        return dataclasses.replace(view, progress=progress)
+
+    for view, action in [(status(False, False), "none"), (status(False, True), "failed"),
+                         (status(True, False), "none")]:  # fmt: skip
+        strategy.cluster[KEY_OF_APP] = view
+        assert (await reconciler.reconcile(KEY_OF_APP)).action == action
+    await reconciler.context.events.flush()
+    assert [method for method, p, _ in api.requests if p == path] == ["PATCH"]  # the record
+    assert [reason for reason, _ in recorder.posted] == ["WriteFailed", "RolloutComplete"]
+    assert strategy.writes == []

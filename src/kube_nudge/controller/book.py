@@ -146,14 +146,19 @@ class RolloutBook:
         """What a pass over ``key`` (``view`` as cached; ``capped``: its strategy restarts
         pods) starts from: whether it must wait for our own write's echo, its memory
         record, the phase of its rollout and the phase last followed. A pass that need not
-        wait has now seen that phase: it is followed from here."""
+        wait has now seen that phase, and follows it from here, unless its status is not
+        observed yet or it is a failure not recorded yet."""
         memory = self.remember(key)
         lagging = self.lagging(key, view)
         tracking = self._tracking(key, view, capped)
         before = self._followed.get(key)
-        if lagging is None and (view.progress is None or view.progress.observed):
-            # (An unobserved status says nothing: remembering it as rolling would announce
-            # a completion that was never a rollout, e.g. after an annotation write.)
+        # An unobserved status says nothing: remembering it as rolling would announce a
+        # completion that was never a rollout (e.g. after an annotation write). A failure is
+        # followed once recorded: the pass that records it may fail or be cancelled, and a
+        # rollout that then completes must still be announced.
+        said = view.progress is None or view.progress.observed
+        unrecorded_failure = tracking.phase is Phase.FAILED and not tracking.recorded
+        if lagging is None and said and not unrecorded_failure:
             self._followed[key] = tracking.phase
         return Page(lagging, memory, tracking, before)
 
