@@ -75,6 +75,10 @@ def test_consumers_come_with_their_views_as_cached(cache: Cache) -> None:
     view = rolled("h1")
     informer._apply((NS, "web"), view)  # the store, then the handler that keeps the index
     assert cache.consumers(APP) == [(WEB, view)]
+    changed(cache, OTHER, None, view)  # indexed, but not (yet) in the store: left out
+    assert cache.index.consumers(APP) == {WEB, OTHER}
+    assert cache.consumers(APP) == [(WEB, view)]
+    changed(cache, OTHER, view, None)
     informer._apply((NS, "web"), None)
     assert cache.consumers(APP) == []
 

@@ -186,8 +186,8 @@ async def test_a_wait_that_lasts_is_warned_about_once() -> None:
 
 def test_the_handler_table_hands_the_replacer_only_sources_that_name_pods() -> None:
     """controller-runtime's predicate: a source with no ``pod-selector`` before or after its
-    change never reaches the replacer (every consumer still does); one that gains, keeps or
-    loses its selector does, so the replacer queues or forgets it."""
+    change never reaches the replacer (its consumers still hear of it); one that gains,
+    keeps or loses its selector does (to be queued, or forgotten)."""
     seen: list[tuple[SourceView | None, SourceView | None]] = []
     consumers: list[SourceRef] = []
     table = EventHandlers(

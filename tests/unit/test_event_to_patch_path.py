@@ -47,7 +47,9 @@ class Stay:
 
     file: str
     entered: bool
-    """Begun by a call into the file (not by a return to it)."""
+    """Begun by a call into the file (not by a return to it). The profiler reports a
+    coroutine resumed after a suspension as a call too: nothing suspends on the way to the
+    PATCH today (the fake API answers at once), but an await that did would count."""
 
 
 @contextmanager

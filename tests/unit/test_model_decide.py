@@ -25,6 +25,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import key_id as key_id_of
+from kube_nudge_dev import manifests
 from tests.unit.fakes import (
     APP,
     CAP,
@@ -35,6 +36,7 @@ from tests.unit.fakes import (
     configmap,
     desired,
     sources,
+    stored,
     workload,
 )
 
@@ -255,10 +257,16 @@ def test_ignored_and_unshared_sources_do_not_count() -> None:
 
 
 def test_assess_looks_each_source_up_once() -> None:
-    """The lookup is the caches' read: once per source consumed and not excluded, however
-    many of the assessment's parts (visibility, states, versions, times) need it."""
-    view = workload()
-    data = {APP: configmap("2026-01-01T00:00:00Z", LEVEL="info")}
+    """Once per source consumed (present or absent), however many of the assessment's
+    parts (visibility, states, versions, times) need it; an excluded one, never."""
+    absent = SourceRef(SourceKind.CONFIGMAP, NS, "absent")
+    excluded = SourceRef(SourceKind.CONFIGMAP, NS, "excluded")
+    annotations = {"kube-nudge.io/enabled": "true", "kube-nudge.io/configmaps": "absent,excluded",
+                   "kube-nudge.io/exclude": "configmap/excluded"}  # fmt: skip
+    obj = manifests.deployment("web", spec=manifests.env_consumer("LEVEL"), annotations=annotations)
+    view = project_workload(stored(obj), PATH, CAP)
+    assert view is not None and set(view.consumed) == {APP, absent}  # excluded: not consumed
+    data = {APP: configmap("2026-01-01T00:00:00Z", LEVEL="info"), excluded: configmap(a="1")}
     asked: list[SourceRef] = []
 
     def source_of(ref: SourceRef) -> SourceView | None:
@@ -266,9 +274,9 @@ def test_assess_looks_each_source_up_once() -> None:
         return data.get(ref)
 
     assessment = assess(view, source_of, KEY)
-    assert asked == [APP]
+    assert sorted(asked) == sorted([APP, absent])
     assert assessment == assess(view, data.get, KEY)
-    assert assessment.changed_at is not None
+    assert assessment.changed_at is not None and set(assessment.visible) == {APP, absent}
 
 
 def source_with(annotations: dict[str, str]) -> SourceView:

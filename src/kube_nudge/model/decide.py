@@ -77,7 +77,8 @@ class Assessment:
 
 def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Assessment:
     """Visibility, states, desired hash and missing requirements of `view`; each source
-    is looked up once (``source_of``: the caches' read, a pass's most frequent call)."""
+    is looked up once (``source_of`` may be the caches' read: the release gates assess
+    their siblings with it)."""
     read: dict[SourceRef, SourceView | None] = {}
 
     def source_of_once(ref: SourceRef) -> SourceView | None:
