@@ -14,7 +14,7 @@ from kube_nudge.model.annotations import (
     FAILED,
     RELEASED_AT,
 )
-from kube_nudge.model.gates import TURN_RETRY, WINDOW_RECHECK, Sibling, gate
+from kube_nudge.model.gates import TURN_RETRY, WINDOW_RECHECK, Sibling, display_workload, gate
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE, progress_of, rollout_complete
 from kube_nudge.model.records import format_failed, parse_failed
 from kube_nudge.model.tracking import Phase, Tracking, track
@@ -273,7 +273,9 @@ def test_a_failed_sibling_stops_the_line_until_released_or_changed_again() -> No
 
 def test_approval_counts_for_changes_made_before_it_or_in_its_second() -> None:
     me = view(deployment(annotations={"kube-nudge.io/approval": "required"}))
-    hold = gate(me, now=T0 + 10, changed_at=T0, workload_name="-n shop deployment/web")
+    name = display_workload("Deployment", "shop", "web")
+    assert name == "-n shop deployment/web"  # as the CLI takes it
+    hold = gate(me, now=T0 + 10, changed_at=T0, workload_name=name)
     assert hold is not None and hold.reason == "approval" and hold.retry_after is None
     assert "kube-nudge approve -n shop deployment/web" in hold.message
     approved = view(deployment(annotations={"kube-nudge.io/approval": "required",

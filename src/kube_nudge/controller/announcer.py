@@ -13,18 +13,13 @@ from kube_nudge.model import Assessment, Hold
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import StrategyContext, notification
 
-__all__ = ["ROUTINE_HOLDS", "Announcer", "display"]
+__all__ = ["ROUTINE_HOLDS", "Announcer"]
 
 log = logging.getLogger(__name__)
 
 #: Holds that are the release working as configured (its order, a turn, a window): Events
 #: and metrics, but no notification (receivers hear what needs a human).
 ROUTINE_HOLDS = frozenset({"order", "turn", "window"})
-
-
-def display(target: Target) -> str:
-    """The workload as ``kube-nudge release`` and ``approve`` take it (in messages)."""
-    return f"-n {target.namespace} {target.kind.resource.kind.lower()}/{target.name}"
 
 
 class Announcer:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from kube_nudge.controller.announcer import Announcer, display
+from kube_nudge.controller.announcer import Announcer
 from kube_nudge.controller.book import Page
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model.annotations import FAILED
+from kube_nudge.model.gates import display_workload
 from kube_nudge.model.records import format_failed
 from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.notifications.model import NotificationKind
@@ -85,7 +86,7 @@ class RolloutFollower:
         message = (
             f"rollout to config {tracking.config_hash} failed: {tracking.detail or 'no progress'}"
             f"; workloads rolling the same change are held (kube-nudge release "
-            f"{display(target)} restarts the line)"
+            f"{display_workload(kind, target.namespace, target.name)} restarts the line)"
         ) + self._after_failure(target, strategy)
         log.warning("%s: %s", target, message, extra=target.log_fields("failed"))
         self._announcer.post(target, WARNING, "RolloutFailed", message)

@@ -6,12 +6,11 @@ book."""
 
 from __future__ import annotations
 
-from kube_nudge.controller.announcer import display
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reader import Reader, WorkloadKey
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import Apply, Assessment, Decision, WorkloadMemory, WorkloadView, assess
-from kube_nudge.model.gates import Sibling, gate
+from kube_nudge.model.gates import Sibling, display_workload, gate
 from kube_nudge.runtime.clock import Clock
 
 __all__ = ["SiblingGates"]
@@ -44,10 +43,11 @@ class SiblingGates:
         rolling = 0
         if self._max_concurrent is not None:
             rolling = self._book.rolling_count(exclude=key)
+        name = display_workload(target.kind.resource.kind, target.namespace, target.name)
         hold = gate(
             view, now=self._clock.now(), changed_at=assessment.changed_at, siblings=siblings,
             rolling_elsewhere=rolling, window=view.settings.window,
-            max_concurrent=self._max_concurrent, workload_name=display(target),
+            max_concurrent=self._max_concurrent, workload_name=name,
         )  # fmt: skip
         return plan if hold is None else hold
 

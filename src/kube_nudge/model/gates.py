@@ -25,7 +25,7 @@ from kube_nudge.model.decide import MIN_RETRY, Hold
 from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.tracking import Phase, Tracking
 
-__all__ = ["TURN_RETRY", "WINDOW_RECHECK", "Sibling", "Window", "gate"]
+__all__ = ["TURN_RETRY", "WINDOW_RECHECK", "Sibling", "Window", "display_workload", "gate"]
 
 TURN_RETRY = 10.0
 """Seconds between looks while waiting for a turn; a rollout ending also wakes waiters."""
@@ -34,6 +34,12 @@ WINDOW_RECHECK = 86400.0
 (an internal timer: a window that never opens, or a clock set wrong, is looked at daily).
 What the hold shows is the window's real next opening (``Hold.until``), however far."""
 _MAX_NAMED = 3
+
+
+def display_workload(kind: str, namespace: str, name: str) -> str:
+    """A workload as ``kube-nudge release`` and ``approve`` take it (``-n NS kind/name``),
+    for the messages that tell an operator what to run."""
+    return f"-n {namespace} {kind.lower()}/{name}"
 
 
 class Window(Protocol):

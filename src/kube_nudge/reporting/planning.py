@@ -15,7 +15,7 @@ from typing import Any
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import SourceRef, SourceView, WorkloadView, assess
 from kube_nudge.model.extensions import StrategyModel
-from kube_nudge.model.gates import Sibling
+from kube_nudge.model.gates import Sibling, display_workload
 from kube_nudge.model.preview import ACTING, Prediction, Verb, predict
 from kube_nudge.model.tracking import track
 from kube_nudge.reporting.hmackey import THROWAWAY_KEY
@@ -59,7 +59,7 @@ class Candidate:
     @property
     def display(self) -> str:
         """As the CLI takes it: ``-n NS kind/name``."""
-        return f"-n {self.view.namespace} {self.kind.resource.kind.lower()}/{self.name}"
+        return display_workload(self.kind.resource.kind, self.view.namespace, self.name)
 
 
 @dataclass(frozen=True, slots=True)
