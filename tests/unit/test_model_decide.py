@@ -20,6 +20,7 @@ from kube_nudge.model import (
     describe_apply,
     describe_changes,
     describe_versions,
+    input_warnings,
     project_source,
     project_workload,
 )
@@ -254,6 +255,27 @@ def test_ignored_and_unshared_sources_do_not_count() -> None:
         other: source_with({"kube-nudge.io/share-with": "*", "kube-nudge.io/ignore": "true"})
     }
     assert not assess(view, ignored.get, KEY).visible
+
+
+def test_a_pass_warns_of_annotations_that_do_not_parse_and_of_each_source_refused() -> None:
+    """One InvalidAnnotation for all the errors, one SourceNotShared per refused source, in
+    that order; nothing for a workload read cleanly."""
+    refused = [SourceRef(SourceKind.CONFIGMAP, "other", name) for name in ("a", "b")]
+    annotations = {"kube-nudge.io/enabled": "true", "kube-nudge.io/debounce": "soon",
+                   "kube-nudge.io/rollout-order": "x",
+                   "kube-nudge.io/configmaps": "other/a,other/b"}  # fmt: skip
+    obj = {"metadata": {"namespace": NS, "annotations": annotations},
+           "spec": {"template": {"spec": {"containers": []}}}}  # fmt: skip
+    view = project_workload(obj, PATH, CAP)
+    assert view is not None and len(view.errors) == 2
+    nothing: dict[SourceRef, SourceView] = {}
+    warnings = input_warnings(view, assess(view, nothing.get, KEY))
+    assert warnings == [("InvalidAnnotation", "; ".join(view.errors))] + [
+        ("SourceNotShared", f"ignoring {ref}: it does not list namespace {NS!r} in "
+         "kube-nudge.io/share-with (or does not exist)") for ref in refused
+    ]  # fmt: skip
+    clean = workload()
+    assert input_warnings(clean, assess(clean, sources(LEVEL="info").get, KEY)) == []
 
 
 def test_assess_looks_each_source_up_once() -> None:

@@ -9,7 +9,7 @@ import logging
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import WARNING
 from kube_nudge.kube.workloads import Target
-from kube_nudge.model import Assessment, Hold
+from kube_nudge.model import Hold
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import StrategyContext, notification
 
@@ -45,18 +45,6 @@ class Announcer:
         """Tell the configured receivers (in the background; never blocks)."""
         now = self._context.clock.now()
         self._context.notify(notification(target, kind, reason, message, config_hash or "", now))
-
-    def input(self, target: Target, assessment: Assessment) -> None:
-        """Warning Events for annotations that don't parse and sources not shared."""
-        view = target.view
-        if view.errors:
-            self.post(target, WARNING, "InvalidAnnotation", "; ".join(view.errors))
-        for ref in assessment.refused:
-            self.post(
-                target, WARNING, "SourceNotShared",
-                f"ignoring {ref}: it does not list namespace {target.namespace!r} in "
-                "kube-nudge.io/share-with (or does not exist)",
-            )  # fmt: skip
 
     def write_failed(self, target: Target, exc: ApiError) -> None:
         """A write the API refused (retried with backoff)."""

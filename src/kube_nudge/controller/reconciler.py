@@ -32,6 +32,7 @@ from kube_nudge.controller.following import RolloutFollower
 from kube_nudge.controller.reader import Reader, WorkloadKey
 from kube_nudge.controller.siblings import SiblingGates
 from kube_nudge.kube.client import ApiError
+from kube_nudge.kube.events import WARNING
 from kube_nudge.kube.pods import oldest_container_start
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
@@ -45,6 +46,7 @@ from kube_nudge.model import (
     assess,
     decide,
     describe_apply,
+    input_warnings,
 )
 from kube_nudge.model.tracking import Phase, Tracking, progress_deadline
 from kube_nudge.notifications.model import NotificationKind
@@ -212,7 +214,8 @@ class Reconciler:
             return Outcome(Action.LAGGING, follow_up=page.lagging)
         target = Target(*key, view)
         assessment = assess(view, inputs.sources.get, self.context.hmac_key)
-        self.announcer.input(target, assessment)
+        for reason, message in input_warnings(view, assessment):
+            self.announcer.post(target, WARNING, reason, message)
         memory, tracking = page.memory, page.tracking
         try:
             await self.follower.follow(target, page, strategy)

@@ -23,6 +23,7 @@ from kube_nudge.model.decide import (
     describe_apply,
     describe_changes,
     describe_versions,
+    input_warnings,
 )
 from kube_nudge.model.digests import Digest, key_digests
 from kube_nudge.model.hashing import (
@@ -96,6 +97,7 @@ __all__ = [
     "discover",
     "get_pod_spec",
     "get_template",
+    "input_warnings",
     "key_digests",
     "merge",
     "missing_requirements",

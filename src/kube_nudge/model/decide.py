@@ -42,6 +42,7 @@ __all__ = [
     "describe_apply",
     "describe_changes",
     "describe_versions",
+    "input_warnings",
 ]
 
 MAX_RECORDED_ROLLOUTS = 10
@@ -127,6 +128,20 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
             config_hash(hmac_key, without_csi, states) if len(without_csi) < len(hashed) else None
         ),
     )
+
+
+def input_warnings(view: WorkloadView, assessment: Assessment) -> list[tuple[str, str]]:
+    """The Warning Events (reason, message) a pass posts about what it read: annotations
+    that don't parse, and sources it may not read (not shared with the workload's
+    namespace, or absent). None for a workload read cleanly."""
+    warnings = [("InvalidAnnotation", "; ".join(view.errors))] if view.errors else []
+    for ref in assessment.refused:
+        warnings.append((
+            "SourceNotShared",
+            f"ignoring {ref}: it does not list namespace {view.namespace!r} in "
+            "kube-nudge.io/share-with (or does not exist)",
+        ))  # fmt: skip
+    return warnings
 
 
 @dataclass(frozen=True, slots=True)
