@@ -17,7 +17,7 @@ from kube_nudge.model.annotations import (
 from kube_nudge.model.gates import TURN_RETRY, WINDOW_RECHECK, Sibling, display_workload, gate
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE, progress_of, rollout_complete
 from kube_nudge.model.records import format_failed, parse_failed
-from kube_nudge.model.tracking import Phase, Tracking, track
+from kube_nudge.model.tracking import Phase, Tracking, rollout_news, track
 from kube_nudge.strategies.registry import product_defaults
 
 T0 = 1_700_000_000.0
@@ -354,3 +354,22 @@ def test_a_status_not_yet_observed_neither_fails_nor_reopens_a_finished_rollout(
     assert progress is not None and not progress.observed
     observed_stuck = rolled(generation=3, observed=3, deadline_seconds=60)
     assert track(view(observed_stuck), later, Phase.COMPLETE).phase is Phase.FAILED
+
+
+def test_a_rollout_has_news_when_it_fails_or_first_completes_after_rolling() -> None:
+    """Every phase before, and now: FAILED is news for as long as it stands, COMPLETE only
+    after ROLLING, nothing else is (the reconciler skips the follower without news)."""
+    before_phases: list[Phase | None] = [None, *Phase]
+    news = {
+        (before, now): rollout_news(before, Tracking(now, recorded=recorded))
+        for before in before_phases
+        for now in Phase
+        for recorded in (False, True)
+    }
+    assert {key for key, found in news.items() if found is Phase.FAILED} == {
+        (before, Phase.FAILED) for before in before_phases
+    }
+    assert {key for key, found in news.items() if found is Phase.COMPLETE} == {
+        (Phase.ROLLING, Phase.COMPLETE)
+    }
+    assert set(news.values()) == {None, Phase.FAILED, Phase.COMPLETE}

@@ -1,7 +1,8 @@
-"""Following the rollouts kube-nudge started, at the start of each pass (the read step):
-a rollout that completed is announced; one that failed is recorded on the workload (once:
-``kube-nudge.io/failed``, so a restart or a new leader stops the same line and announces
-nothing twice), announced, and rolled back when asked to and the strategy can."""
+"""Following the rollouts kube-nudge started, at the start of a pass (the read step) whose
+rollout has news (``model.tracking.rollout_news``): a rollout that completed is announced;
+one that failed is recorded on the workload (once: ``kube-nudge.io/failed``, so a restart
+or a new leader stops the same line and announces nothing twice), announced, and rolled
+back when asked to and the strategy can."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import logging
 from collections.abc import Mapping
 
 from kube_nudge.controller.announcer import Announcer
-from kube_nudge.controller.book import Page
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.workloads import Target
@@ -41,24 +41,24 @@ class RolloutFollower:
         self._context = context
         """For the one write of its own: the failure record."""
 
-    async def follow(self, target: Target, page: Page, strategy: Strategy) -> None:
+    async def follow(
+        self, target: Target, tracking: Tracking, news: Phase, strategy: Strategy
+    ) -> None:
         """Announce a rollout that completed; record (once) and announce one that failed,
         and roll it back if asked to (until it is: a failed rollback is tried again).
-        ``page``: what the book held of ``target`` when the pass started."""
-        tracking, before = page.tracking, page.followed
-        phase = tracking.phase
-        if phase is Phase.FAILED and not tracking.recorded:
+        ``news``: what the rollout did (``model.tracking.rollout_news``)."""
+        if news is Phase.COMPLETE:
+            self._completed(target, tracking)
+            return
+        if not tracking.recorded:
             await self._record_failure(target, tracking, strategy)
         if (
-            phase is Phase.FAILED
-            and target.view.settings.rollback_on_failure
+            target.view.settings.rollback_on_failure
             and isinstance(strategy, RollingBack)
             and tracking.config_hash is not None
             and not target.view.rolled_back
         ):
             await self._roll_back(target, strategy, tracking.config_hash)
-        elif phase is Phase.COMPLETE and before is Phase.ROLLING:
-            self._completed(target, tracking)
 
     def _completed(self, target: Target, tracking: Tracking) -> None:
         kind = target.kind.resource.kind

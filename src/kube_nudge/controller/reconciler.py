@@ -48,7 +48,7 @@ from kube_nudge.model import (
     describe_apply,
     input_warnings,
 )
-from kube_nudge.model.tracking import Phase, Tracking, progress_deadline
+from kube_nudge.model.tracking import Phase, Tracking, progress_deadline, rollout_news
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import (
     ExtendsModel,
@@ -217,8 +217,10 @@ class Reconciler:
         for reason, message in input_warnings(view, assessment):
             self.announcer.post(target, WARNING, reason, message)
         memory, tracking = page.memory, page.tracking
+        news = rollout_news(page.followed, tracking)
         try:
-            await self.follower.follow(target, page, strategy)
+            if news is not None:  # the follower's predicate: a pass with no news skips it
+                await self.follower.follow(target, tracking, news, strategy)
             follow_up = await self._analyse(target, tracking)
         except ApiError as exc:
             return self._failed(target, exc)

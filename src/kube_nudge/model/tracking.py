@@ -16,7 +16,14 @@ from kube_nudge.model.analysis import AnalysisPhase
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE
 from kube_nudge.model.projection import WorkloadView
 
-__all__ = ["Phase", "Tracking", "failure_recorded", "progress_deadline", "track"]
+__all__ = [
+    "Phase",
+    "Tracking",
+    "failure_recorded",
+    "progress_deadline",
+    "rollout_news",
+    "track",
+]
 
 
 class Phase(StrEnum):
@@ -48,6 +55,18 @@ class Tracking:
     """With ``kube-nudge.io/analysis``, once the workload's own rollout completed: where
     its analysis is (Pending until it starts). Until Successful the phase stays rolling;
     Failed is failed; Error and Inconclusive hold (rolling, with no deadline) for a person."""
+
+
+def rollout_news(before: Phase | None, tracking: Tracking) -> Phase | None:
+    """What a rollout did that a pass acts on (``before``: the phase it was last followed
+    in): FAILED for as long as its failure stands (recorded once, rolled back until it
+    is), COMPLETE at the first pass that sees it complete after rolling; None when there
+    is nothing to announce, record or roll back."""
+    if tracking.phase is Phase.FAILED:
+        return Phase.FAILED
+    if tracking.phase is Phase.COMPLETE and before is Phase.ROLLING:
+        return Phase.COMPLETE
+    return None
 
 
 def progress_deadline(view: WorkloadView) -> float:
