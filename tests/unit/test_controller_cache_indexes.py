@@ -1,22 +1,28 @@
 """The caches' indexes, kept from every workload change before any handler runs (as
 client-go's indexers): which workloads consume a source, and which record that their
 current rollout failed (what stops a line; the release gates ask on every rollout); and
-two lookups that return the cached views with them: a source's consumers, a pass's inputs."""
+two lookups that return the cached views with them: a source's consumers, a pass's inputs;
+and where each source informer's changes go (to the handlers, registered on it)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2 as httpx
 import pytest
 
 from kube_nudge.controller.cache import Cache
 from kube_nudge.controller.controller import ControllerOptions
+from kube_nudge.controller.csi_cache import CsiClasses
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
+from kube_nudge.kube.informer import Handler
+from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import SourceKind, WorkloadView
+from kube_nudge.model import SourceKind, SourceRef, SourceView, WorkloadView
+from kube_nudge.model.csi import PodStatus
 from kube_nudge.runtime.metrics import Metrics
 from tests.unit.fakes import APP, NS, configmap, workload
 from tests.unit.httpx_support import HttpxTransport
@@ -95,3 +101,53 @@ def test_a_pass_reads_its_view_and_every_source_it_consumes_at_once(cache: Cache
     cache._sources[SourceKind.CONFIGMAP][0]._apply((NS, "app"), app)
     inputs = cache.inputs(WEB)
     assert inputs is not None and dict(inputs.sources) == {APP: app}
+
+
+class Recorded:
+    """Handlers that record each source change as the caches hand it on."""
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[Resource, SourceRef, SourceView | None]] = []
+
+    def source_changed(
+        self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
+    ) -> None:
+        self.changes.append((resource, ref, new))
+
+    def source_handler(self, kind: SourceKind, resource: Resource) -> Handler[SourceView]:
+        def handler(key: tuple[str, str], old: SourceView | None, new: SourceView | None) -> None:
+            self.source_changed(resource, SourceRef(kind, *key), old, new)
+
+        return handler
+
+    def workload_changed(self, *_: Any) -> None: ...
+
+    def left_out(self, *_: Any) -> None: ...
+
+    def runner_changed(self, *_: Any) -> None: ...
+
+
+async def test_each_source_informer_hands_its_changes_to_the_handlers_itself() -> None:
+    """Registered on the informer (client-go's ``AddEventHandler``), one per kind and
+    scope; a Secrets Store CSI class's change too. Before ``add_handlers``: dropped."""
+    http = httpx.AsyncClient(base_url="https://api.invalid")
+    csi = dataclasses.replace(ControllerOptions().defaults, csi_secrets=True)
+    options = ControllerOptions(namespaces=(NS, "other"), defaults=csi)
+    cache = Cache(KubeClient(HttpxTransport(http)), options, Metrics())
+    app, secret = configmap(LEVEL="info"), configmap(a="1")
+    cache._sources[SourceKind.CONFIGMAP][0]._apply((NS, "early"), app)  # nobody listens yet
+    handlers = Recorded()
+    cache.add_handlers(handlers)
+    cache._sources[SourceKind.CONFIGMAP][0]._apply((NS, "app"), app)
+    cache._sources[SourceKind.SECRET][1]._apply(("other", "db"), secret)
+    assert cache._csi is not None
+    status = PodStatus(NS, "vault", "web-1", (("db-password", "v1"),), resource_version=3)
+    cache._csi.informers[0]._apply((NS, "web-1-status"), status)
+    vault = SourceRef(SourceKind.CSI, NS, "vault")
+    assert cache.source(vault) is not None
+    assert handlers.changes == [
+        (CONFIGMAPS, APP, app),
+        (SECRETS, SourceRef(SourceKind.SECRET, "other", "db"), secret),
+        (CsiClasses.resource, vault, cache.source(vault)),
+    ]
+    await http.aclose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.controller.reader import Inputs, WorkloadKey
 from kube_nudge.controller.runner_cache import Runners
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.kube.informer import Informer, InformerConfig, Key
+from kube_nudge.kube.informer import Handler, Informer, InformerConfig, Key
 from kube_nudge.kube.resources import Resource, source_resource
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
@@ -43,6 +44,10 @@ __all__ = ["Cache", "Handlers"]
 log = logging.getLogger(__name__)
 
 
+def _dropped(*_: object) -> None:
+    """What an informer calls before ``Cache.add_handlers``: nothing (it is not running)."""
+
+
 class Handlers(Protocol):
     """What the cache calls on every change of what it keeps (``handlers.py``)."""
 
@@ -50,6 +55,10 @@ class Handlers(Protocol):
         self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
     ) -> None:
         """A ConfigMap or Secret changed (None: absent)."""
+        ...
+
+    def source_handler(self, kind: SourceKind, resource: Resource) -> Handler[SourceView]:
+        """``source_changed`` as an informer of ``kind``'s objects calls it, by key."""
         ...
 
     def workload_changed(
@@ -107,8 +116,16 @@ class Cache:
         self._gauges()
 
     def add_handlers(self, handlers: Handlers) -> None:
-        """What each change enqueues (before ``run``; events before it are dropped)."""
+        """What each change enqueues (before ``run``; events before it are dropped). A
+        source's informer calls its handler itself, as client-go's ``AddEventHandler``
+        registers one: the caches index no sources, so a source's change makes no stop
+        here; a workload's goes through ``on_change``, which updates the indexes first."""
         self._handlers = handlers
+        for kind, informers in self._sources.items():
+            for informer in informers:
+                informer.handler = handlers.source_handler(kind, informer.resource)
+        if self._csi is not None:
+            self._csi.handler = functools.partial(handlers.source_changed, CsiClasses.resource)
 
     # -- lookups (Reader) ------------------------------------------------------------------
 
@@ -196,7 +213,7 @@ class Cache:
     # -- the informers ---------------------------------------------------------------------
 
     def _source_informer(self, row: SourceKindRow, namespace: str | None) -> Informer[SourceView]:
-        kind, resource = row.kind, source_resource(row.kind)
+        resource = source_resource(row.kind)
         config = InformerConfig(
             namespace=namespace,
             label_selector=self._options.source_selector,
@@ -204,10 +221,6 @@ class Cache:
             page_size=self._options.page_size,
             inactivity_timeout=self._options.watch_inactivity,
         )
-
-        def on_change(key: Key, old: SourceView | None, new: SourceView | None) -> None:
-            if self._handlers is not None:
-                self._handlers.source_changed(resource, SourceRef(kind, *key), old, new)
 
         compat = self._options.defaults.compat
         owned = owned_source_labels()
@@ -220,7 +233,7 @@ class Cache:
             return None if not owned.isdisjoint(labels) else project_source(obj, compat=compat)
 
         return Informer(
-            self._client, resource, project, on_change, config,
+            self._client, resource, project, _dropped, config,
             on_restart=self._restart_counter(resource),
         )  # fmt: skip
 
@@ -238,14 +251,9 @@ class Cache:
 
     def _csi_classes(self) -> CsiClasses:
         """The informers of the Secrets Store CSI driver's pod statuses (--csi-secrets)."""
-        configs = self._unfiltered_configs()
         resource = CsiClasses.resource
-
-        def on_change(ref: SourceRef, old: SourceView | None, new: SourceView | None) -> None:
-            if self._handlers is not None:
-                self._handlers.source_changed(resource, ref, old, new)
-
-        return CsiClasses(self._client, configs, on_change, self._restart_counter(resource))
+        restarts = self._restart_counter(resource)
+        return CsiClasses(self._client, self._unfiltered_configs(), _dropped, restarts)
 
     def _workload_informer(
         self, kind: WorkloadKind, namespace: str | None

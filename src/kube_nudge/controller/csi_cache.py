@@ -16,7 +16,7 @@ from kube_nudge.model.csi import PodStatus, advance, project_pod_status
 
 __all__ = ["ClassChanged", "CsiClasses"]
 
-#: (class, its view before, after): the cache hands it on as a source's change.
+#: (class, its view before, after): a source's change, as the handlers take it.
 ClassChanged = Callable[[SourceRef, SourceView | None, SourceView | None], None]
 
 
@@ -30,10 +30,11 @@ class CsiClasses:
         self,
         client: KubeClient,
         configs: list[InformerConfig],
-        on_change: ClassChanged,
+        handler: ClassChanged,
         on_restart: Any,
     ) -> None:
-        self._on_change = on_change
+        self.handler = handler
+        """What each class's change is handed to (``Cache.add_handlers`` registers it)."""
         self._views: dict[SourceRef, SourceView] = {}
         self.informers: list[Informer[PodStatus]] = [
             Informer(
@@ -63,4 +64,4 @@ class CsiClasses:
         view = advance(current, old, new)
         if view is not None:
             self._views[ref] = view
-            self._on_change(ref, current, view)
+            self.handler(ref, current, view)

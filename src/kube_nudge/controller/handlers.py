@@ -27,6 +27,7 @@ A handler knows what it asks of the rest only by the protocols below (``OwnWrite
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,9 +35,11 @@ from typing import Any, Protocol
 
 from kube_nudge.controller.reader import Reader, WorkloadKey
 from kube_nudge.kube.events import WARNING, ObjectRef
+from kube_nudge.kube.informer import Handler, Key
 from kube_nudge.kube.resources import Resource
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
+    SourceKind,
     SourceRef,
     SourceView,
     WorkloadDefaults,
@@ -324,6 +327,21 @@ class EventHandlers:
         if replacement_selector(old) is not None or replacement_selector(new) is not None:
             self.source_pods(ref, old, new)
         self.sources(resource, ref, old, new)
+
+    def source_handler(self, kind: SourceKind, resource: Resource) -> Handler[SourceView]:
+        """``source_changed`` as one informer of ``kind``'s objects calls it, by (namespace,
+        name): the cache registers it on the informer itself."""
+        return functools.partial(self._source_keyed, kind, resource)
+
+    def _source_keyed(
+        self,
+        kind: SourceKind,
+        resource: Resource,
+        key: Key,
+        old: SourceView | None,
+        new: SourceView | None,
+    ) -> None:
+        self.source_changed(resource, SourceRef(kind, *key), old, new)
 
     def workload_changed(
         self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
