@@ -49,7 +49,8 @@ def _dropped(*_: object) -> None:
 
 
 class Handlers(Protocol):
-    """What the cache calls on every change of what it keeps (``handlers.py``)."""
+    """What every change of what the caches keep is handed to (``handlers.py``): by the
+    cache, or, for a source, by its informer (``source_handler``, registered on it)."""
 
     def source_changed(
         self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None

@@ -16,7 +16,7 @@ from kube_nudge.kube.workloads import Target
 from kube_nudge.model.annotations import FAILED
 from kube_nudge.model.gates import display_workload
 from kube_nudge.model.records import format_failed
-from kube_nudge.model.tracking import Phase, Tracking
+from kube_nudge.model.tracking import Phase, RolloutNews, Tracking
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import RollingBack, Strategy, StrategyContext
 from kube_nudge.strategies.writes import annotate_workload
@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 
 class RolloutFollower:
-    """Announces, records and rolls back the rollouts the book follows (what a pass reads
-    of them is on its ``Page``)."""
+    """Announces, records and rolls back the rollouts the book follows, when a pass finds
+    news of one (``model.tracking.rollout_news``, from the phase on its ``Page``)."""
 
     def __init__(
         self,
@@ -42,7 +42,7 @@ class RolloutFollower:
         """For the one write of its own: the failure record."""
 
     async def follow(
-        self, target: Target, tracking: Tracking, news: Phase, strategy: Strategy
+        self, target: Target, tracking: Tracking, news: RolloutNews, strategy: Strategy
     ) -> None:
         """Announce a rollout that completed; record (once) and announce one that failed,
         and roll it back if asked to (until it is: a failed rollback is tried again).
@@ -50,6 +50,7 @@ class RolloutFollower:
         if news is Phase.COMPLETE:
             self._completed(target, tracking)
             return
+        # Failed (the only other news, as its type says).
         if not tracking.recorded:
             await self._record_failure(target, tracking, strategy)
         if (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Literal
 
 from kube_nudge.model.analysis import AnalysisPhase
 from kube_nudge.model.progress import DEFAULT_PROGRESS_DEADLINE
@@ -18,6 +19,7 @@ from kube_nudge.model.projection import WorkloadView
 
 __all__ = [
     "Phase",
+    "RolloutNews",
     "Tracking",
     "failure_recorded",
     "progress_deadline",
@@ -57,7 +59,11 @@ class Tracking:
     Failed is failed; Error and Inconclusive hold (rolling, with no deadline) for a person."""
 
 
-def rollout_news(before: Phase | None, tracking: Tracking) -> Phase | None:
+RolloutNews = Literal[Phase.FAILED, Phase.COMPLETE]
+"""What a rollout did that a pass acts on (``rollout_news``)."""
+
+
+def rollout_news(before: Phase | None, tracking: Tracking) -> RolloutNews | None:
     """What a rollout did that a pass acts on (``before``: the phase it was last followed
     in): FAILED for as long as its failure stands (recorded once, rolled back until it
     is), COMPLETE at the first pass that sees it complete after rolling; None when there
