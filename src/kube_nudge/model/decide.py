@@ -133,7 +133,7 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
 def input_warnings(view: WorkloadView, assessment: Assessment) -> list[tuple[str, str]]:
     """The Warning Events (reason, message) a pass posts about what it read: annotations
     that don't parse, and sources it may not read (not shared with the workload's
-    namespace, or absent). None for a workload read cleanly."""
+    namespace, or absent). Empty for a workload read cleanly."""
     warnings = [("InvalidAnnotation", "; ".join(view.errors))] if view.errors else []
     for ref in assessment.refused:
         warnings.append((
