@@ -290,7 +290,7 @@ async def test_an_address_not_allowed_is_never_contacted(
                     objs["web-1"], AnalysisPhase.ERROR))  # fmt: skip
                 [refused] = await posted(kube, namespace, "AnalysisError")
                 assert (
-                    f"127.0.0.1:{elsewhere.port}/metadata, which is not a --prometheus-url"
+                    f"127.0.0.1:{elsewhere.port}/metadata is not a --prometheus-url"
                     in (refused["message"])
                 )
                 await running.controller.settled(timeout=30)

@@ -3,7 +3,9 @@ value, exit code 2."""
 
 from __future__ import annotations
 
+import logging
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +142,48 @@ def test_help_shows_no_docstring_markup(
     assert "``" not in out
     if command is None:
         assert "\nThe kube-nudge command line.\n" in out
+
+
+def _credentials(folder: Path, **files: str) -> str:
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return f"--prometheus-credentials={folder}"
+
+
+def test_a_prometheus_credentials_folder_must_say_which_server_it_is_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With two servers, a token with no url could go to either: refused (exit 2), never
+    sent to both as it once was."""
+    two = ["--prometheus-url=https://a.example", "--prometheus-url=https://b.example"]
+    cases = [
+        ([_credentials(tmp_path / "bare", token="t")], "with 2 --prometheus-url, say which one "
+         "it is for in a file url beside the token"),
+        ([_credentials(tmp_path / "other", token="t", url="https://c.example")],
+         "its url 'https://c.example' is not a --prometheus-url; add it there"),
+        ([_credentials(tmp_path / "one", url="https://a.example:443/"),
+          _credentials(tmp_path / "again", url="https://A.example")],
+         "https://a.example:443 has --prometheus-credentials already; one each"),
+    ]  # fmt: skip
+    for flags, says in cases:
+        assert main(["run", *NO_CLUSTER, *two, *flags]) == 2
+        err = capsys.readouterr().err
+        assert says in err and err.count("\n") == 1, err
+
+
+def test_a_token_for_a_plain_http_server_is_warned_of_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flags = ["--prometheus-url=http://prometheus.monitoring:9090",
+             _credentials(tmp_path / "creds", token="s3cret-t0ken")]  # fmt: skip
+    config = RUN.config(build_parser().parse_args(["run", *flags]))
+    assert config.controller.prometheus is not None
+    assert config.controller.prometheus.cleartext_tokens() == ["http://prometheus.monitoring:9090"]
+    with caplog.at_level(logging.WARNING):
+        assert main(["run", *NO_CLUSTER, *flags]) == 2  # no kubeconfig: after the warning
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "--prometheus-url http://prometheus.monitoring:9090 is plain http:// and has a token: "
+        "the token crosses the network unencrypted; use https:// with a CA (ca.crt)"
+    ]
+    assert "s3cret-t0ken" not in caplog.text

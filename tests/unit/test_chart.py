@@ -329,16 +329,44 @@ def test_analysis_queries_only_the_given_servers_with_credentials_of_its_own_nam
     ]  # fmt: skip
     args = container_args(docs)
     assert "--prometheus-url=http://prometheus.monitoring:9090" in args
-    assert "--prometheus-credentials=/etc/kube-nudge/prometheus" in args
+    assert "--prometheus-credentials=/etc/kube-nudge/prometheus/prom-token" in args
     pod = only(docs, "Deployment")["spec"]["template"]["spec"]
-    assert {"name": "prometheus", "secret": {"secretName": "prom-token"}} in pod["volumes"]
+    assert {"name": "prometheus-0", "secret": {"secretName": "prom-token"}} in pod["volumes"]
     (tmp_path / "token").write_text("t0ken\n")
     given = [a if not a.startswith("--prometheus-credentials") else
              f"--prometheus-credentials={tmp_path}" for a in args]  # fmt: skip
     config = RUN.config(build_parser().parse_args(given))  # raises on a flag it rejects
     access = config.controller.prometheus
     assert access is not None and access.allowed == ("http://prometheus.monitoring:9090",)
-    assert (access.token, access.ca_file) == ("t0ken", None)
+    credentials = access.credentials["http://prometheus.monitoring:9090"]
+    assert (credentials.token(), credentials.folder) == ("t0ken", tmp_path)
+
+
+def test_each_prometheus_server_gets_the_secret_that_names_it(tmp_path: Path) -> None:
+    docs = render(
+        "analysis.prometheusUrls={http://a.monitoring:9090,https://b.example/prom}",
+        "analysis.credentialsSecret=for-a",
+        "analysis.credentialsSecrets={for-b,for-a}",
+    )
+    args = container_args(docs)
+    flags = [a for a in args if a.startswith("--prometheus-credentials")]
+    assert flags == ["--prometheus-credentials=/etc/kube-nudge/prometheus/for-a",
+                     "--prometheus-credentials=/etc/kube-nudge/prometheus/for-b"]  # fmt: skip
+    container = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    mounts = [(m["name"], m["mountPath"]) for m in container["volumeMounts"]
+              if m["name"].startswith("prometheus")]  # fmt: skip
+    assert mounts == [("prometheus-0", "/etc/kube-nudge/prometheus/for-a"),
+                      ("prometheus-1", "/etc/kube-nudge/prometheus/for-b")]  # fmt: skip
+    for name, url in (("for-a", "http://a.monitoring:9090/"), ("for-b", "https://b.example/prom")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "url").write_text(url)
+        (tmp_path / name / "token").write_text(f"token-of-{name}")
+    given = [a.replace("/etc/kube-nudge/prometheus", str(tmp_path)) for a in args]
+    access = RUN.config(build_parser().parse_args(given)).controller.prometheus
+    assert access is not None
+    tokens = {server: c.token() for server, c in access.credentials.items()}
+    assert tokens == {"http://a.monitoring:9090": "token-of-for-a",
+                      "https://b.example:443/prom": "token-of-for-b"}  # fmt: skip
 
 
 def test_the_analysis_template_crd_ships_in_the_chart_and_the_plain_manifests() -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,9 +15,11 @@ from kube_nudge.runtime.prometheus import (
     PrometheusAccess,
     PrometheusClient,
     QueryError,
+    ServerCredentials,
     _value,
     normalised,
 )
+from tests.webhook_receiver import Answer, Server
 
 ADDRESS = "http://prometheus.monitoring:9090"
 
@@ -57,11 +61,8 @@ def test_only_the_allowed_servers_may_be_asked() -> None:
     assert access.allows("http://prometheus.monitoring:9090")
     assert access.allows("http://PROMETHEUS.monitoring:9090/")
     for other in (
-        "http://prometheus.monitoring:9091",
         "http://169.254.169.254/latest",
         "https://prometheus.monitoring:9090",
-        "http://prometheus.monitoring:9090/x",
-        "http://user:pw@prometheus.monitoring:9090",
         "file:///etc/passwd",
         "nonsense",
     ):
@@ -69,10 +70,70 @@ def test_only_the_allowed_servers_may_be_asked() -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://x", "http://", "http://x/?q=1", "http://u:p@x", "prometheus:9090"]
-)
+    ("address", "says"),
+    [
+        ("http://prometheus.monitoring:9090@evil.example/",
+         "http://***@evil.example/ carries userinfo (user@host)"),
+        ("http://user:pw@prometheus.monitoring:9090",
+         "http://***@prometheus.monitoring:9090 carries userinfo"),
+        ("http://prometheus.monitoring:9091",
+         "http://prometheus.monitoring:9091 is not a --prometheus-url of kube-nudge run (it is "
+         "none of the allowed ones)"),
+        ("http://prometheus.monitoring",
+         "http://prometheus.monitoring is not a --prometheus-url of kube-nudge run (it is none"),
+        ("http://prometheus.monitoring:9090/api/v1/admin",
+         "http://prometheus.monitoring:9090/api/v1/admin is not a --prometheus-url of kube-nudge "
+         "run (its path differs from the allowed ones)"),
+        ("http://prometheus.monitoring:9090/?query=up",
+         "http://prometheus.monitoring:9090/?query=up has a query or fragment"),
+        ("http://prometheus.monitoring:9090#x", "has a query or fragment"),
+        ("http://prometheus.monitoring:99999", "the port is no number 0-65535"),
+    ],
+)  # fmt: skip
+def test_each_way_of_naming_another_address_is_refused_with_its_reason(
+    address: str, says: str
+) -> None:
+    """Userinfo, another port (the scheme's default included), a longer path, a query:
+    each refused, named in the message without any password it carried."""
+    access = PrometheusAccess((ADDRESS,))
+    refusal = access.refusal(address)
+    assert refusal is not None and says in refusal
+    assert "pw" not in refusal
+
+
+def test_localhost_is_not_127_0_0_1_nothing_is_resolved() -> None:
+    access = PrometheusAccess((normalised("http://127.0.0.1:9090"),))
+    assert access.allows("http://127.0.0.1:9090/")
+    assert access.refusal("http://localhost:9090") == (
+        "http://localhost:9090 is not a --prometheus-url of kube-nudge run (it is none of the "
+        "allowed ones)"
+    )
+
+
+def test_the_schemes_default_port_is_the_same_server() -> None:
+    access = PrometheusAccess((normalised("https://thanos.example/prom/"),))
+    assert access.allowed == ("https://thanos.example:443/prom",)
+    assert access.allows("https://thanos.example:443/prom")
+    assert access.allows("HTTPS://Thanos.Example/prom/")
+    assert not access.allows("https://thanos.example/prom/api")
+    assert not access.allows("https://thanos.example/")
+    assert not access.allows("http://thanos.example:443/prom")
+
+
+def test_an_ipv6_literal_keeps_its_brackets() -> None:
+    assert normalised("http://[::1]:9090/") == "http://[::1]:9090"
+    assert normalised("https://[FD00::A]") == "https://[fd00::a]:443"
+    access = PrometheusAccess((normalised("http://[::1]:9090"),))
+    assert access.allows("http://[::1]:9090")
+    assert not access.allows("http://[::2]:9090")
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://x", "http://", "http://x/?q=1", "http://u:p@x", "prometheus:9090",
+            "http://x:port"]
+)  # fmt: skip
 def test_a_flag_value_that_is_no_plain_http_url_is_refused(url: str) -> None:
-    with pytest.raises(ValueError, match="URL"):
+    with pytest.raises(ValueError, match=r"URL|port"):
         normalised(url)
 
 
@@ -81,3 +142,102 @@ async def test_an_address_not_allowed_is_refused_before_any_connection() -> None
     with pytest.raises(QueryError, match="is not a --prometheus-url"):
         await client.query("http://169.254.169.254", "up")
     assert client._session is None  # no connection was ever made
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_a_redirect_is_an_error_and_the_other_server_gets_nothing(status: int) -> None:
+    """An allowed server that answers with a redirect can't send the query (nor a 307's
+    re-POST, nor its token) anywhere else."""
+    allowed, elsewhere = Server(), Server()
+    await allowed.start()
+    await elsewhere.start()
+    target = f"http://127.0.0.1:{elsewhere.port}/api/v1/query"
+    allowed.scripts["api"] = [Answer(status, {"Location": target})]
+    client = PrometheusClient(PrometheusAccess((normalised(f"http://127.0.0.1:{allowed.port}"),)))
+    try:
+        with pytest.raises(QueryError) as caught:
+            await client.query(f"http://127.0.0.1:{allowed.port}", "up")
+        assert str(caught.value) == (
+            f"http://127.0.0.1:{allowed.port}: answered {status}, a redirect to {target}; "
+            "redirects are never followed (give the server's own URL as --prometheus-url)"
+        )
+        assert len(allowed.hits["api"]) == 1
+        assert dict(elsewhere.hits) == {}
+    finally:
+        await client.aclose()
+        await allowed.close()
+        await elsewhere.close()
+
+
+def _mount(folder: Path, files: dict[str, str]) -> None:
+    """Write ``files`` as kubelet updates a mounted Secret: a new timestamped folder, then
+    the ``..data`` symlink swapped to it, each key a symlink through ``..data``."""
+    version = folder / f"..{time.time_ns()}"
+    version.mkdir()
+    for name, text in files.items():
+        (version / name).write_text(text)
+    swap = folder / "..data_tmp"
+    swap.symlink_to(version.name)
+    swap.replace(folder / "..data")
+    for name in files:
+        if not (folder / name).is_symlink():
+            (folder / name).symlink_to(f"..data/{name}")
+
+
+async def test_each_server_gets_its_own_token_and_a_rotated_one_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    one, two = Server(), Server()
+    await one.start()
+    await two.start()
+    url_one, url_two = (f"http://127.0.0.1:{s.port}" for s in (one, two))
+    folder_one, folder_two = tmp_path / "one", tmp_path / "two"
+    folder_one.mkdir()
+    folder_two.mkdir()
+    _mount(folder_one, {"token": "tok-one-a\n"})
+    _mount(folder_two, {"token": "tok-two"})
+    access = PrometheusAccess(
+        (normalised(url_one), normalised(url_two)),
+        credentials={normalised(url_one): ServerCredentials(folder_one),
+                     normalised(url_two): ServerCredentials(folder_two)},
+    )  # fmt: skip
+    client = PrometheusClient(access)
+    try:
+        for url in (url_one, url_two):
+            with pytest.raises(QueryError, match="not Prometheus JSON"):  # the server says "ok"
+                await client.query(url, "up")
+        _mount(folder_one, {"token": "tok-one-b"})  # rotated
+        with pytest.raises(QueryError):
+            await client.query(url_one, "up")
+        sent = {name: [hit.headers.get("authorization") for hit in server.hits["api"]]
+                for name, server in (("one", one), ("two", two))}  # fmt: skip
+        assert sent == {
+            "one": ["Bearer tok-one-a", "Bearer tok-one-b"],
+            "two": ["Bearer tok-two"],
+        }
+    finally:
+        await client.aclose()
+        await one.close()
+        await two.close()
+
+
+async def test_a_server_without_credentials_gets_no_token(tmp_path: Path) -> None:
+    one, two = Server(), Server()
+    await one.start()
+    await two.start()
+    url_one, url_two = (f"http://127.0.0.1:{s.port}" for s in (one, two))
+    _mount(tmp_path, {"token": "only-for-one"})
+    access = PrometheusAccess(
+        (normalised(url_one), normalised(url_two)),
+        credentials={normalised(url_one): ServerCredentials(tmp_path)},
+    )
+    client = PrometheusClient(access)
+    try:
+        with pytest.raises(QueryError):
+            await client.query(url_two, "up")
+        assert [hit.headers.get("authorization") for hit in two.hits["api"]] == [None]
+        assert access.cleartext_tokens() == [normalised(url_one)]
+    finally:
+        await client.aclose()
+        await one.close()
+        await two.close()

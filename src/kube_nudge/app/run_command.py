@@ -40,7 +40,7 @@ from kube_nudge.notifications.config import load_receivers
 from kube_nudge.notifications.model import Receiver
 from kube_nudge.runtime.http import TlsFiles, parse_address
 from kube_nudge.runtime.leader import LeaseConfig
-from kube_nudge.runtime.prometheus import PrometheusAccess, normalised
+from kube_nudge.runtime.prometheus import PrometheusAccess, ServerCredentials, normalised
 from kube_nudge.strategies.registry import product_defaults
 
 __all__ = ["RUN", "RunCommand", "parse_max_rollouts"]
@@ -211,26 +211,62 @@ def _webhook(args: argparse.Namespace) -> WebhookConfig | None:
 
 
 def _prometheus(args: argparse.Namespace) -> PrometheusAccess | None:
-    """--prometheus-url (each an http(s) URL), and the credentials, read now."""
+    """--prometheus-url (each an http(s) URL), and each --prometheus-credentials folder with
+    the one server it is for: the URL in its file ``url``, or the only --prometheus-url."""
     allowed = []
     for url in args.prometheus_url:
         try:
             allowed.append(normalised(url))
         except ValueError as exc:
             raise ValueError(f"--prometheus-url: {exc}") from None
-    token, ca_file = None, None
-    if args.prometheus_credentials:
-        if not allowed:
-            raise ValueError("--prometheus-credentials needs --prometheus-url")
-        folder = Path(args.prometheus_credentials)
+    allowed = list(dict.fromkeys(allowed))
+    if args.prometheus_credentials and not allowed:
+        raise ValueError("--prometheus-credentials needs --prometheus-url")
+    credentials: dict[str, ServerCredentials] = {}
+    for given in args.prometheus_credentials:
+        folder = Path(given)
+        flag = f"--prometheus-credentials {given!r}"
         if not folder.is_dir():
-            raise ValueError(f"--prometheus-credentials {str(folder)!r}: not a directory")
-        if (folder / "token").is_file():
-            token = (folder / "token").read_text(encoding="utf-8").strip() or None
-        ca_file = str(folder / "ca.crt") if (folder / "ca.crt").is_file() else None
+            raise ValueError(f"{flag}: not a directory")
+        server = _credentials_server(flag, folder, allowed)
+        if server in credentials:
+            raise ValueError(f"{flag}: {server} has --prometheus-credentials already; one each")
+        credentials[server] = ServerCredentials(folder)
     if not allowed:
         return None
-    return PrometheusAccess(tuple(dict.fromkeys(allowed)), token=token, ca_file=ca_file)
+    return PrometheusAccess(tuple(allowed), credentials=credentials)
+
+
+def _credentials_server(flag: str, folder: Path, allowed: list[str]) -> str:
+    """The allowed server a credentials folder is for: its file ``url``, or the one
+    --prometheus-url there is (a token is never sent to a server it wasn't meant for)."""
+    named = folder / "url"
+    if not named.is_file():
+        if len(allowed) == 1:
+            return allowed[0]
+        raise ValueError(
+            f"{flag}: with {len(allowed)} --prometheus-url, say which one it is for in a "
+            "file url beside the token (a key url of its Secret)"
+        )
+    url = named.read_text(encoding="utf-8").strip()
+    try:
+        server = normalised(url)
+    except ValueError as exc:
+        raise ValueError(f"{flag}: its url: {exc}") from None
+    if server not in allowed:
+        raise ValueError(f"{flag}: its url {url!r} is not a --prometheus-url; add it there")
+    return server
+
+
+def _warn_of_cleartext_tokens(access: PrometheusAccess | None) -> None:
+    """A warning at start for each plain-http server given a token (allowed, not refused:
+    a Prometheus inside the cluster network is often served so)."""
+    for server in access.cleartext_tokens() if access is not None else []:
+        logging.getLogger("kube_nudge").warning(
+            "--prometheus-url %s is plain http:// and has a token: the token crosses the "
+            "network unencrypted; use https:// with a CA (ca.crt)",
+            server,
+        )
 
 
 def _positive(flag: str, value: float) -> None:
@@ -368,9 +404,13 @@ class RunCommand:
         )
         add(
             "--prometheus-credentials",
+            action="append",
+            default=[],
             metavar="DIR",
             help="a mounted Secret of kube-nudge's own namespace with a bearer token (file "
-            "token) and/or a CA bundle (file ca.crt) for the --prometheus-url servers",
+            "token) and/or a CA bundle (file ca.crt) for one --prometheus-url: the one its "
+            "file url names, or the only one (repeatable, one per server; files are read "
+            "again when they change)",
         )
         add("--leader-elect", action="store_true", help="take a Lease; only the leader writes")
         add("--lease-duration", default="15s", help="how long a Lease is valid (default 15s)")
@@ -464,6 +504,7 @@ class RunCommand:
             except ValueError as exc:
                 raise ValueError(f"--log-level: {exc}") from None
             config = self.config(args)
+            _warn_of_cleartext_tokens(config.controller.prometheus)
             load_kubeconfig(config.kubeconfig, config.context)  # in-cluster when none is given
         except (ValueError, KubeconfigError, UsageError) as exc:
             print(f"kube-nudge: {one_line(exc)}", file=sys.stderr)

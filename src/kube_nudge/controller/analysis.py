@@ -173,11 +173,11 @@ class Analyser:
         except TemplateError as exc:
             return f"refused: {exc}"
         for metric in template.metrics:
-            if not self._prometheus.access.allows(metric.provider.address):
+            refused = self._prometheus.access.refusal(metric.provider.address)
+            if refused is not None:
                 return (
-                    f"refused: {template.source}: metric {metric.name} names "
-                    f"{metric.provider.address}, which is not a --prometheus-url of kube-nudge "
-                    "run (nothing was sent there)"
+                    f"refused: {template.source}: metric {metric.name}: {refused} (nothing "
+                    "was sent there)"
                 )
         return template
 
