@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"  # JSON is valid YAML
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 _RETRYABLE = {429, 500, 502, 503, 504}
 
@@ -292,11 +291,6 @@ class KubeClient:
     async def create(self, path: str, body: JSON) -> JSON:
         """POST a new object to a collection path."""
         return await self.request("POST", path, body=body)
-
-    async def apply(self, path: str, body: JSON, *, field_manager: str, force: bool = True) -> JSON:
-        """Server-side apply ``body`` as ``field_manager``."""
-        params = {"fieldManager": field_manager, "force": "true" if force else "false"}
-        return await self.request("PATCH", path, params=params, body=body, content_type=APPLY_PATCH)
 
     async def list_pages(
         self,
