@@ -263,6 +263,7 @@ FLAGS: dict[str, dict[str, Kind]] = {
             st.sampled_from(["http://prometheus.monitoring:9090", "https://p.example/prom/"]),
             st.sampled_from(["ftp://p", "prometheus:9090", "http://u:p@p", "http://p/?q=1", ""]),
         ),
+        "--analysis-error-interval": duration(1.0, 600.0),
         "--prometheus-credentials": Kind(
             st.just(str(Path(__file__).resolve().parent)),
             st.sampled_from([MISSING, KEY_FILE]),

@@ -59,6 +59,7 @@ MIN_LEASE_TIMING = 0.1  # --renew-deadline, --retry-period
 MAX_LEASE_TIMING = 3600.0
 MAX_CLUSTER_NAME = 100
 MAX_QUIET_WINDOW = 10.0
+MIN_ERROR_INTERVAL, MAX_ERROR_INTERVAL = 1.0, 600.0
 
 
 #: How --max-rollouts words each part the model's rule (``rollout_cap``) refuses.
@@ -403,6 +404,13 @@ class RunCommand:
             "are held",
         )
         add(
+            "--analysis-error-interval",
+            default="10s",
+            help="how long after a measurement that errored (Prometheus unreachable, say) it is "
+            "tried again, or the metric's interval where shorter, as Argo Rollouts paces it "
+            "(1s to 10m, default 10s)",
+        )
+        add(
             "--prometheus-credentials",
             action="append",
             default=[],
@@ -464,6 +472,12 @@ class RunCommand:
         lease = _lease(args, state_namespace, lease_name)
         metrics_addr = _metrics_address(args.metrics_addr)
         prometheus = _prometheus(args)
+        error_interval = check_duration(
+            "--analysis-error-interval",
+            args.analysis_error_interval,
+            MIN_ERROR_INTERVAL,
+            MAX_ERROR_INTERVAL,
+        )
         return RunConfig(
             kubeconfig=args.kubeconfig,
             context=args.context,
@@ -482,6 +496,7 @@ class RunCommand:
                 max_concurrent_rollouts=int(concurrent) or None,
                 quiet_window=quiet_window,
                 prometheus=prometheus,
+                analysis_error_interval=error_interval,
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=metrics_addr,

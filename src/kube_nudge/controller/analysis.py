@@ -31,6 +31,7 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model.analysis import (
+    DEFAULT_ERROR_INTERVAL,
     AnalysisPhase,
     AnalysisRecord,
     AnalysisRef,
@@ -114,9 +115,15 @@ class Analyser:
     """Measures the analyses of workloads whose rollouts completed."""
 
     def __init__(
-        self, context: StrategyContext, prometheus: PrometheusClient | None, metrics: Metrics
+        self,
+        context: StrategyContext,
+        prometheus: PrometheusClient | None,
+        metrics: Metrics,
+        *,
+        error_interval: float = DEFAULT_ERROR_INTERVAL,
     ) -> None:
         self._context = context
+        self._error_interval = error_interval
         self._prometheus = prometheus
         self._metrics = metrics
         self._templates = TemplateCache(context.client, context.clock)
@@ -169,7 +176,7 @@ class Analyser:
             "wave": str(target.view.settings.rollout_order or 0),
         }
         try:
-            template = read_template(raw, supplied)
+            template = read_template(raw, supplied, error_interval=self._error_interval)
         except TemplateError as exc:
             return f"refused: {exc}"
         for metric in template.metrics:

@@ -94,7 +94,8 @@ class Controller:
         self.reconciler = Reconciler(
             self.cache, strategies, self.book, context,
             windows=self.queue, max_concurrent=options.max_concurrent_rollouts,
-            analyser=Analyser(context, self.prometheus, metrics),
+            analyser=Analyser(context, self.prometheus, metrics,
+                              error_interval=options.analysis_error_interval),
         )  # fmt: skip
         enqueue = Enqueue(self.queue, self.cache, quiet_window=options.quiet_window)
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=enqueue.own)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from kube_nudge.kube.workloads import BUILTIN_KINDS, WorkloadKind, WorkloadSpec
 from kube_nudge.model import WorkloadDefaults
+from kube_nudge.model.analysis import DEFAULT_ERROR_INTERVAL
 from kube_nudge.model.pacing import DEFAULT_QUIET_WINDOW
 from kube_nudge.runtime.prometheus import PrometheusAccess
 from kube_nudge.strategies.registry import product_defaults
@@ -35,3 +36,5 @@ class ControllerOptions:
     quiet_window: float = DEFAULT_QUIET_WINDOW
     # The Prometheus servers analyses may query (--prometheus-url; None: analysis is off).
     prometheus: PrometheusAccess | None = None
+    # Seconds before a measurement that errored is tried again (--analysis-error-interval).
+    analysis_error_interval: float = DEFAULT_ERROR_INTERVAL

@@ -25,7 +25,10 @@ metric run until its rollout ends; a gate would then never open), and defaults t
 without one. The next measurement of a metric is due ``initialDelay`` after the analysis
 started, then ``interval`` after the last one (Argo's rule): what is recorded on the
 workload (``AnalysisRecord``) is all a restarted controller needs to go on without
-measuring twice or skipping one.
+measuring twice or skipping one. After an Error the next try waits the error interval
+instead (``--analysis-error-interval``, 10 s by default: Argo's ``DefaultErrorRetryInterval``),
+or ``interval`` where that is shorter, as Argo paces it: ``consecutiveErrorLimit`` then
+reaches Error after about limit times that interval, not at once.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from kube_nudge.model.conditions import (
 from kube_nudge.model.parsing import parse_duration
 
 __all__ = [
+    "DEFAULT_ERROR_INTERVAL",
     "KUBE_NUDGE_TEMPLATE",
     "SUPPLIED_ARGS",
     "TEMPLATE_KINDS",
@@ -76,6 +80,9 @@ __all__ = [
 #: What kube-nudge supplies as ``{{args.NAME}}``: one template serves a whole fleet.
 SUPPLIED_ARGS: Final = ("namespace", "kind", "name", "config-hash", "wave")
 DEFAULT_CONSECUTIVE_ERROR_LIMIT: Final = 4
+#: Seconds before a measurement that errored is tried again (Argo's
+#: ``DefaultErrorRetryInterval``); ``--analysis-error-interval`` sets it.
+DEFAULT_ERROR_INTERVAL: Final = 10.0
 MAX_COUNT: Final = 1000
 _ARG = re.compile(r"\{\{\s*args\.([A-Za-z0-9_.-]+)\s*\}\}")
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
@@ -162,6 +169,9 @@ class Metric:
     inconclusive_limit: int = 0
     consecutive_error_limit: int = DEFAULT_CONSECUTIVE_ERROR_LIMIT
     dry_run: bool = False
+    error_interval: float = DEFAULT_ERROR_INTERVAL
+    """Seconds from an Error to the next try: the error interval, or ``interval`` where it
+    is shorter (Argo's rule)."""
 
     def conditions(self) -> str:
         """The conditions, for messages: ``success: …; failure: …``."""
@@ -188,10 +198,16 @@ class Template:
 # -- reading a template ----------------------------------------------------------------------
 
 
-def read_template(obj: Mapping[str, Any], supplied: Mapping[str, str]) -> Template:
+def read_template(
+    obj: Mapping[str, Any],
+    supplied: Mapping[str, str],
+    *,
+    error_interval: float = DEFAULT_ERROR_INTERVAL,
+) -> Template:
     """``obj`` (an AnalysisTemplate or ClusterAnalysisTemplate, kube-nudge's or Argo's) for
-    a workload whose ``supplied`` args (``SUPPLIED_ARGS``) are given; ``TemplateError``
-    (one line) on anything that can't be evaluated."""
+    a workload whose ``supplied`` args (``SUPPLIED_ARGS``) are given, an Error retried after
+    ``error_interval`` seconds (or a shorter ``interval``); ``TemplateError`` (one line) on
+    anything that can't be evaluated."""
     metadata = obj.get("metadata") or {}
     where = "/".join(p for p in (metadata.get("namespace"), metadata.get("name")) if p)
     source = f"{obj.get('kind') or 'AnalysisTemplate'} {where}"
@@ -204,7 +220,7 @@ def read_template(obj: Mapping[str, Any], supplied: Mapping[str, str]) -> Templa
         metrics = spec.get("metrics")
         if not isinstance(metrics, list) or not metrics:
             raise TemplateError("spec.metrics: want a non-empty list")
-        read = tuple(_metric(m, n, args, dry) for n, m in enumerate(metrics))
+        read = tuple(_metric(m, n, args, dry, error_interval) for n, m in enumerate(metrics))
     except TemplateError as exc:
         raise TemplateError(f"{source}: {exc}") from None
     names = [m.name for m in read]
@@ -257,7 +273,9 @@ def _dry_run(entries: object) -> set[str]:
     return names
 
 
-def _metric(raw: object, number: int, args: Mapping[str, str], dry: set[str]) -> Metric:
+def _metric(
+    raw: object, number: int, args: Mapping[str, str], dry: set[str], error_interval: float
+) -> Metric:
     where = f"spec.metrics[{number}]"
     if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str) or not raw["name"]:
         raise TemplateError(f"{where}: want a name")
@@ -289,6 +307,7 @@ def _metric(raw: object, number: int, args: Mapping[str, str], dry: set[str]) ->
                 DEFAULT_CONSECUTIVE_ERROR_LIMIT,
             ),
             dry_run=name in dry or metric.get("dryRun") is True,
+            error_interval=min(interval, error_interval) if interval else error_interval,
         )
     except TemplateError as exc:
         raise TemplateError(f"{where}: {exc}") from None
@@ -484,6 +503,8 @@ def next_due(metric: Metric, state: MetricState, started: float) -> float | None
         return None
     if state.last is None:
         return started + metric.initial_delay
+    if state.last.phase is AnalysisPhase.ERROR:
+        return state.last.at + metric.error_interval
     return state.last.at + metric.interval
 
 
