@@ -40,13 +40,13 @@ def until_ended(template: Template, outcomes: list[AnalysisPhase]) -> list[float
     """The times of the measurements taken, each as soon as due, with ``outcomes`` in turn
     (the last repeating), until the analysis ends; the record goes through its annotation
     after each, as a restarted controller would read it."""
-    record, times = AnalysisRecord("h", started=0.0), []
-    while (at := next_look(template, record)) is not None:
+    record: AnalysisRecord | None = AnalysisRecord("h", started=0.0)
+    times: list[float] = []
+    while record is not None and (at := next_look(template, record)) is not None:
         assert due_metrics(template, record, at - 0.001) == []  # nothing early
         [due] = due_metrics(template, record, at)
         outcome = outcomes[min(len(times), len(outcomes) - 1)]
         record = parse_record(record.measured(due.name, Measurement(outcome, at, "")).encode())
-        assert record is not None
         times.append(at)
         assert len(times) < 100
     return times
