@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kube_nudge.app.manifest_files import Manifest, read_manifests
+from tests.manifest_verdicts_support import CASES, Case
 
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {LEVEL: info}\n"
 SECRET = "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: shop}\n"
@@ -49,7 +50,6 @@ def test_standard_input_is_dash() -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("kind: [unclosed\n", "x.yaml: not valid YAML or JSON (line 2)"),
         ("- a\n- b\n", "x.yaml document 1: want a Kubernetes object (a mapping), got a list"),
         ("kind: ConfigMap\nmetadata: {name: a}\n", "x.yaml document 1: want apiVersion and kind"),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: a-}\n",
@@ -96,57 +96,39 @@ def refused(tmp_path: Path, text: str) -> str:
     return message.removeprefix(f"-f {path} document 1: ")
 
 
-CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"
-
-
-@pytest.mark.parametrize(
-    ("text", "says"),
-    [
-        (f"{CM}data: {{SIZE: 10}}\n", "ConfigMap app: data.SIZE: want a string, got a number"),
-        (f"{CM}data: {{on: true}}\n", "ConfigMap app: data.true: want a string, got a boolean"),
-        (f"{CM}data: [a, b]\n", "ConfigMap app: data: want a mapping, got a list"),
-        ("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: 'hunter2!'}\n",
-         "Secret db: data.password: not base64"),
-        ("apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {port: 5432}\n",
-         "Secret db: stringData.port: want a string, got a number"),
-        (f"{CM}binaryData: {{blob: '%%%'}}\n", "ConfigMap app: binaryData.blob: not base64"),
-        (f"{CM}data: {{'my key': a}}\n", 'ConfigMap app: data["my key"]: not a valid key'),
-        (f"{CM}data: {{'..x': a}}\n", "data[\"..x\"]: not a valid key: must not start with '..'"),
-        (f"{CM}data: {{a: x}}\nbinaryData: {{a: eA==}}\n",
-         "binaryData.a: also in data (a key may be in only one)"),
-        ("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  annotations:\n"
-         "    kube-nudge.io/enabled: true\n",
-         'Deployment web: metadata.annotations["kube-nudge.io/enabled"]: want a string, '
-         "got a boolean (quote it)"),
-        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: Web_1}\n",
-         "Deployment Web_1: metadata.name: not a valid name"),
-        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, labels: {a: 'b c'}}\n",
-         "metadata.labels.a: not a valid label value"),
-        ("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, annotations: {'a b': x}}\n",
-         'metadata.annotations["a b"]: not a valid key'),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("case", [c for c in CASES if c.refused is not None], ids=lambda c: c.id)
 def test_what_the_api_server_refuses_is_refused_naming_object_and_field(
-    tmp_path: Path, text: str, says: str
+    tmp_path: Path, case: Case
 ) -> None:
-    assert says in refused(tmp_path, text)
+    """The refused cases the integration test holds to the API server's verdict."""
+    assert case.refused is not None
+    assert case.refused in refused(tmp_path, case.text)
 
 
-def test_what_the_api_server_takes_is_taken(tmp_path: Path) -> None:
-    """Line breaks in base64 (Go skips them), nulls (unset), keys with dots and dashes,
-    prefixed annotation keys, and a workload's spec, which is not checked here."""
+@pytest.mark.parametrize("case", [c for c in CASES if c.refused is None], ids=lambda c: c.id)
+def test_what_the_api_server_takes_is_taken(tmp_path: Path, case: Case) -> None:
+    """The taken cases the integration test holds to the API server's verdict."""
+    (tmp_path / "ok.yaml").write_text(case.text)
+    assert len(read_manifests([str(tmp_path / "ok.yaml")])) == 1
+
+
+def test_a_workloads_spec_is_not_checked(tmp_path: Path) -> None:
+    """Only ConfigMaps and Secrets are checked whole (the API server would refuse this)."""
     (tmp_path / "ok.yaml").write_text(
-        "apiVersion: v1\nkind: Secret\nmetadata: {name: db, labels: null}\n"
-        "data:\n  tls.crt: |\n    aGVsbG8g\n    d29ybGQ=\n  empty: ''\n"
-        "---\n" + CM + "data: {app.conf: x, LOG-level_1: y, empty: ''}\n"
-        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web.v2\n"
-        "  annotations: {kube-nudge.io/strategy: hot, example.com/x: ''}\nspec: {replicas: 'x'}\n"
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 'x'}\n"
     )
-    assert names(read_manifests([str(tmp_path)])) == [
-        "Secret/db",
-        "ConfigMap/app",
-        "Deployment/web.v2",
-    ]
+    assert names(read_manifests([str(tmp_path)])) == ["Deployment/web"]
+
+
+def test_values_are_read_as_kubectl_sends_them(tmp_path: Path) -> None:
+    """Go's YAML 1.1 scalars, and keys as sigs.k8s.io/yaml writes them."""
+    (tmp_path / "ok.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"
+        "data: {on: 'x', 1.0: 'y', 0x1F: 'z', WHEN: 2024-01-02, AT: 12:30}\n"
+    )
+    (found,) = read_manifests([str(tmp_path)])
+    assert found.obj["data"] == {"true": "x", "1": "y", "31": "z", "WHEN": "2024-01-02",
+                                 "AT": "12:30"}  # fmt: skip
 
 
 def test_no_secret_value_reaches_a_refusal(tmp_path: Path) -> None:

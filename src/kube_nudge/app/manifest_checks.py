@@ -10,10 +10,11 @@ Two sources of rules, both the API's own:
   ``stringData`` values and annotation values are strings, ``data`` and ``binaryData``
   values are base64 (``format: byte``), fields have their types.
 - **The validation the API server runs beyond its schema** (k8s.io/apimachinery's
-  ``validation`` package: ``IsConfigMapKey``, ``IsDNS1123Subdomain``,
-  ``IsQualifiedName``, ``IsValidLabelValue``; k8s.io/kubernetes' ``ValidateConfigMap``,
-  ``ValidateSecret``), which no schema carries: written here, rule for rule, each naming
-  its Go function.
+  ``validation`` package: ``IsConfigMapKey``, ``IsQualifiedName``, ``IsValidLabelValue``,
+  ``TotalAnnotationSizeLimitB``; k8s.io/kubernetes' ``ValidateConfigMap``,
+  ``ValidateSecret``; each kind's name rule, in ``manifest_names``), which no schema
+  carries: written here, rule for rule, each naming its Go function. Sizes are in bytes,
+  as Go's ``len`` counts them.
 
 Every message is one line naming the object and the field, never a value (a Secret's data
 must not reach an error message). The object is named by where it came from (file and
@@ -31,6 +32,7 @@ from collections.abc import Collection, Iterator, Mapping
 from importlib import resources
 from typing import Any, Final
 
+from kube_nudge.app.manifest_names import dns1123_subdomain, name_problem
 from kube_nudge.model import WorkloadDefaults
 from kube_nudge.model.annotations import mistyped_opt_in, parse_source, parse_workload
 
@@ -44,18 +46,18 @@ _KINDS: Final = {
 _OBJECT_META: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 # k8s.io/apimachinery/pkg/util/validation: validation.go.
-_DNS1123_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN: Final = re.compile(rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*")
-_DNS1123_SUBDOMAIN_MAX: Final = 253
+_CONFIG_MAP_KEY_MAX: Final = 253
 _CONFIG_MAP_KEY: Final = re.compile(r"[-._a-zA-Z0-9]+")
 _QUALIFIED_NAME: Final = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _QUALIFIED_NAME_MAX: Final = 63
 _LABEL_VALUE: Final = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _LABEL_VALUE_MAX: Final = 63
-# k8s.io/apimachinery/pkg/api/validation/objectmeta.go: TotalAnnotationSizeLimitB.
+# k8s.io/apimachinery/pkg/api/validation/objectmeta.go: TotalAnnotationSizeLimitB, in bytes
+# (Go's len of each key and value).
 _ANNOTATIONS_MAX: Final = 256 * 1024
 # k8s.io/kubernetes/pkg/apis/core/validation: ValidateConfigMap, ValidateSecret
-# (MaxSecretSize; a ConfigMap's data and binaryData together, the same limit).
+# (MaxSecretSize, in bytes: a ConfigMap's data and decoded binaryData together, the same
+# limit; a Secret's decoded data, stringData merged in).
 _DATA_MAX: Final = 1024 * 1024
 
 
@@ -68,7 +70,7 @@ def object_problem(obj: Mapping[str, Any]) -> str | None:
     for problem in _schema_problems(sent, schema or _OBJECT_META, schema):
         return problem
     # The schema held: the metadata is a mapping, and so is the data of a ConfigMap/Secret.
-    for problem in _metadata_problems(sent.get("metadata") or {}):
+    for problem in _metadata_problems(sent.get("metadata") or {}, kind):
         return problem
     if schema is not None:
         for problem in _data_problems(sent, kind[1]):
@@ -203,23 +205,23 @@ def _key(key: object) -> str:
 # -- the validation beyond the schema -------------------------------------------------------
 
 
-def _metadata_problems(metadata: Mapping[str, Any]) -> Iterator[str]:
-    """ObjectMeta's rules (ValidateObjectMeta): the name, annotation and label keys, label
-    values, the annotations' total size."""
+def _metadata_problems(metadata: Mapping[str, Any], kind: tuple[str, str]) -> Iterator[str]:
+    """ObjectMeta's rules (ValidateObjectMeta): the name (by the kind's rule), annotation
+    and label keys, label values, the annotations' total size in bytes."""
     name = metadata.get("name")
-    if isinstance(name, str) and not _dns1123_subdomain(name):
-        yield (
-            "metadata.name: not a valid name (lower case letters, digits, '-' and '.', "
-            "starting and ending with a letter or digit, at most 253 characters)"
-        )
+    if isinstance(name, str) and (problem := name_problem(*kind, name)) is not None:
+        yield problem
     annotations = metadata.get("annotations")
     if isinstance(annotations, Mapping):
         for key in annotations:
             if not _qualified_name(str(key)):
                 yield f"{_field(['metadata', 'annotations', key])}: not a valid key"
-        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+        size = sum(_bytes(k) + _bytes(v) for k, v in annotations.items())
         if size > _ANNOTATIONS_MAX:
-            yield f"metadata.annotations: {size} bytes, more than the API's {_ANNOTATIONS_MAX}"
+            yield (
+                f"metadata.annotations: {size} bytes (UTF-8, keys and values), more than "
+                f"the API's {_ANNOTATIONS_MAX}: move the largest out of annotations"
+            )
     labels = metadata.get("labels")
     if isinstance(labels, Mapping):
         for key, value in labels.items():
@@ -232,10 +234,12 @@ def _metadata_problems(metadata: Mapping[str, Any]) -> Iterator[str]:
 
 def _data_problems(obj: Mapping[str, Any], kind: str) -> Iterator[str]:
     """ValidateConfigMap / ValidateSecret: every key is a valid key (IsConfigMapKey), no key
-    in both a ConfigMap's data and binaryData, the data at most 1 MiB."""
+    in both a ConfigMap's data and binaryData, the data at most 1 MiB (bytes as stored:
+    base64 decoded; a Secret's stringData replaces the data of its keys, as the API server
+    merges it)."""
     fields = ("data", "binaryData") if kind == "ConfigMap" else ("data", "stringData")
     seen: dict[str, str] = {}
-    size = 0
+    sizes: dict[str, int] = {}
     for field in fields:
         values = obj.get(field)
         if not isinstance(values, Mapping):
@@ -247,15 +251,33 @@ def _data_problems(obj: Mapping[str, Any], kind: str) -> Iterator[str]:
             if kind == "ConfigMap" and key in seen:
                 yield f"{_field([field, key])}: also in {seen[key]} (a key may be in only one)"
             seen.setdefault(key, field)
-            size += len(str(value))
+            encoded = field == "binaryData" or (kind == "Secret" and field == "data")
+            sizes[f"{field}/{key}" if kind == "ConfigMap" else key] = (
+                _decoded_bytes(value) if encoded else _bytes(value)
+            )
+    size = sum(sizes.values())
     if size > _DATA_MAX:
-        yield f"data: {size} bytes, more than the API's {_DATA_MAX}"
+        yield (
+            f"data: {size} bytes (as stored: UTF-8, base64 decoded), more than the API's "
+            f"{_DATA_MAX}: split it, or mount it from elsewhere"
+        )
+
+
+def _bytes(value: object) -> int:
+    """Go's ``len`` of a string: its UTF-8 bytes."""
+    return len(str(value).encode("utf-8", "surrogatepass"))
+
+
+def _decoded_bytes(value: object) -> int:
+    """The bytes a base64 value (checked already: ``format: byte``) stands for."""
+    text = str(value).replace("\r", "").replace("\n", "")
+    return len(base64.b64decode(text, validate=True))
 
 
 def _config_map_key(key: str) -> str | None:
     """IsConfigMapKey: why ``key`` is not a valid key of a ConfigMap or Secret, or None."""
-    if len(key) > _DNS1123_SUBDOMAIN_MAX:
-        return f"longer than {_DNS1123_SUBDOMAIN_MAX} characters"
+    if len(key) > _CONFIG_MAP_KEY_MAX:
+        return f"longer than {_CONFIG_MAP_KEY_MAX} characters"
     if not _CONFIG_MAP_KEY.fullmatch(key):
         return "only letters, digits, '-', '_' and '.'"
     if key in (".", ".."):
@@ -265,14 +287,9 @@ def _config_map_key(key: str) -> str | None:
     return None
 
 
-def _dns1123_subdomain(value: str) -> bool:
-    """IsDNS1123Subdomain."""
-    return len(value) <= _DNS1123_SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
-
-
 def _qualified_name(key: str) -> bool:
     """IsQualifiedName: an optional DNS subdomain prefix and '/', then a name of at most 63."""
     prefix, slash, name = key.rpartition("/")
-    if slash and not (prefix and _dns1123_subdomain(prefix)):
+    if slash and not (prefix and dns1123_subdomain(prefix)):
         return False
     return len(name) <= _QUALIFIED_NAME_MAX and bool(_QUALIFIED_NAME.fullmatch(name))

@@ -4,10 +4,11 @@ several documents per file, ``kind: List`` (and ``*List``) unwrapped, a director
 standard input. Exactly what ``helm template``, ``kustomize build`` or a manifests folder
 gives.
 
-What ``kubectl apply`` would refuse is refused here too, before anything is planned: an
-input with no objects, the same object twice, an object the API server would refuse
-(``manifest_checks``: its published schema and its validation), and a Kustomization, which
-is rendered first (``kustomize build DIR | kube-nudge plan -f -``).
+YAML is read as kubectl reads it, Go's YAML 1.1 scalars included (``kubectl_yaml``: an
+unquoted ``y`` is a boolean). What ``kubectl apply`` would refuse is refused here too,
+before anything is planned: an input with no objects, the same object twice, an object the
+API server would refuse (``manifest_checks``: its published schema and its validation), and
+a Kustomization, which is rendered first (``kustomize build DIR | kube-nudge plan -f -``).
 
 Every problem is a ``ValueError`` of one line naming the file and the document, never a
 value from it (a Secret's data must not reach an error message).
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 
 import yaml
 
+from kube_nudge.app.kubectl_yaml import KubectlLoader, NullKey, as_sent
 from kube_nudge.app.manifest_checks import object_problem
 
 __all__ = ["Manifest", "read_manifests"]
@@ -30,7 +32,6 @@ __all__ = ["Manifest", "read_manifests"]
 _SUFFIXES = (".yaml", ".yml", ".json")
 #: The files ``kustomize build`` (``kubectl apply -k``) reads a folder from.
 _KUSTOMIZATIONS = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,15 +152,21 @@ def _texts(given: str, recursive: bool, stdin: TextIO, flag: str) -> Iterator[tu
 
 def _objects(name: str, text: str) -> Iterator[Manifest]:
     try:
-        documents = list(yaml.load_all(text, Loader=_LOADER))
+        documents = list(yaml.load_all(text, Loader=KubectlLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ValueError(f"{name}: not valid YAML or JSON{where}") from None
+        why = f": {exc.problem}" if isinstance(exc, NullKey) else ""
+        raise ValueError(f"{name}: not valid YAML or JSON{where}{why}") from None
     for index, document in enumerate(documents, start=1):
         if document is None:
             continue  # an empty document, e.g. after a trailing ---
-        yield from _unwrapped(document, f"{name} document {index}")
+        origin = f"{name} document {index}"
+        try:
+            sent = as_sent(document)
+        except ValueError as exc:
+            raise ValueError(f"{origin}: {exc}") from None
+        yield from _unwrapped(sent, origin)
 
 
 def _kustomization(flag: str, where: str, folder: str) -> str:
@@ -186,7 +193,8 @@ def _unwrapped(document: object, origin: str) -> Iterator[Manifest]:
         raise ValueError(f"{origin}: want apiVersion and kind")
     if kind == "Kustomization" and str(document["apiVersion"]).startswith("kustomize.config"):
         raise ValueError(_kustomization("", origin, "DIR").lstrip())
-    if not (isinstance(metadata, dict) and isinstance(metadata.get("name"), str)):
+    if not (isinstance(metadata, dict) and isinstance(metadata.get("name"), str)
+            and metadata["name"]):  # fmt: skip
         raise ValueError(
             f"{origin}: a {kind} without metadata.name (generateName can't be planned)"
         )
