@@ -196,13 +196,19 @@ def test_no_secret_value_in_any_output(tmp_path: Path) -> None:
         (["-f", "BASE", "--base", "-"], "--base -: the base can't be standard input"),
         (["-f", "BASE", "--base", "BASE", "-n", "Not_A_Ns"], "--namespace 'Not_A_Ns'"),
         (["-f", "BAD"], "document 1: want apiVersion and kind"),
+        # kubectl reads an unquoted y as a boolean, which the API server refuses in data.
+        (["-f", "Y", "--base", "BASE"],
+         "ConfigMap app: data.ENABLED: want a string, got a boolean (quote it)"),
     ],
 )  # fmt: skip
 def test_bad_input_is_exit_2_in_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     good = write(tmp_path / "good.yaml", fleet("info"))
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: ConfigMap\n")
-    given = [good if a == "BASE" else str(bad) if a == "BAD" else a for a in args]
+    yes = tmp_path / "y.yaml"
+    yes.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {ENABLED: y}\n")
+    files = {"BASE": good, "BAD": str(bad), "Y": str(yes)}
+    given = [files.get(a, a) for a in args]
     code, out, err = _run(["plan", *given])
     assert (code, out) == (2, "")
     assert says in err and err.count("\n") == 1
