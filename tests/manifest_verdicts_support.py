@@ -124,6 +124,9 @@ CASES: tuple[Case, ...] = (
     Case("key-hex", f"{CM}data: {{0x1F: x}}\n", None),  # the key "31"
     Case("key-null", f"{CM}data: {{~: x}}\n", "YAML or JSON (line 4): a key that is null"),
     Case(
+        "key-a-list", f"{CM}data:\n  ? [a, b]\n  : x\n", "(line 5): a key that is null (~), a list"
+    ),
+    Case(
         "label-value-y",
         f"{CM[:-2]}, labels: {{tier: y}}}}\n",
         "metadata.labels.tier: want a string, got a boolean",

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Final
 
 import yaml
 
-__all__ = ["KubectlLoader", "NullKey", "as_sent", "go_float_key"]
+__all__ = ["BadKey", "KubectlLoader", "as_sent", "go_float_key"]
 
 _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BOOL: Final = "tag:yaml.org,2002:bool"
@@ -59,8 +59,9 @@ _GO_FLOAT: Final = re.compile(
 )
 
 
-class NullKey(yaml.constructor.ConstructorError):  # type: ignore[misc]
-    """A null key (``~:``), which sigs.k8s.io/yaml refuses (``unsupported map key``)."""
+class BadKey(yaml.constructor.ConstructorError):  # type: ignore[misc]
+    """A null key (``~:``) or one that is a list or a mapping, which kubectl refuses
+    (sigs.k8s.io/yaml: ``unsupported map key``; go-yaml: ``invalid map key``)."""
 
 
 class KubectlLoader(_BASE):  # type: ignore[misc]
@@ -77,8 +78,9 @@ class KubectlLoader(_BASE):  # type: ignore[misc]
         mapping: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=True)
-            if key is None:
-                raise NullKey(None, None, "a key that is null (~): quote it", key_node.start_mark)
+            if key is None or isinstance(key, list | dict):
+                why = "a key that is null (~), a list or a mapping: quote it"
+                raise BadKey(None, None, why, key_node.start_mark)
             mapping[_key(key)] = self.construct_object(value_node, deep=deep)
         return mapping
 

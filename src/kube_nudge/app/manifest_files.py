@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from kube_nudge.app.kubectl_yaml import KubectlLoader, NullKey, as_sent
+from kube_nudge.app.kubectl_yaml import BadKey, KubectlLoader, as_sent
 from kube_nudge.app.manifest_checks import object_problem
 
 __all__ = ["Manifest", "read_manifests"]
@@ -156,7 +156,7 @@ def _objects(name: str, text: str) -> Iterator[Manifest]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        why = f": {exc.problem}" if isinstance(exc, NullKey) else ""
+        why = f": {exc.problem}" if isinstance(exc, BadKey) else ""
         raise ValueError(f"{name}: not valid YAML or JSON{where}{why}") from None
     for index, document in enumerate(documents, start=1):
         if document is None:
