@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, example, given, settings, target
 from hypothesis import strategies as st
 
 from kube_nudge.model.analysis import (
@@ -15,6 +15,7 @@ from kube_nudge.model.analysis import (
     AnalysisRecord,
     Measurement,
     MetricState,
+    Template,
     TemplateError,
     due_metrics,
     measure,
@@ -226,34 +227,75 @@ def test_the_record_survives_its_annotation() -> None:
         assert parse_record(broken) is None
 
 
+def measured(
+    read: Template, phases: list[AnalysisPhase], restart: int | None
+) -> tuple[list[float], AnalysisPhase]:
+    """The times of the measurements taken (given ``phases``, one each) and the verdict,
+    the controller restarted from the encoded record after ``restart`` of them."""
+    record, times, now = AnalysisRecord("v1-abc", 0.0), [], 0.0
+    for n in range(len(phases) + 1):
+        if n == restart:
+            record = parse_record(record.encode()) or AnalysisRecord("lost", 0.0)
+        at = next_look(read, record)
+        if at is None or n == len(phases):
+            break
+        now = max(now, at)
+        [due] = due_metrics(read, record, now)
+        record = record.measured(due.name, Measurement(phases[n], now, ""))
+        times.append(now)
+    return times, run_phase(read, record.metrics)
+
+
+def restart_points(phases: list[AnalysisPhase], failure_limit: int) -> set[tuple[int, int]]:
+    """Where a restart can fall in the runs of ``phases``: (count, measurements before it),
+    for each count from 1 to 6."""
+    points = set()
+    for count in range(1, 7):
+        read = read_template(
+            template(metric(interval="1m", count=count, failureLimit=failure_limit)), SUPPLIED
+        )
+        points |= {(count, n) for n in range(len(measured(read, phases, None)[0]) + 1)}
+    return points
+
+
+LONGEST = [P.ERROR] * 4 + [P.SUCCESSFUL] + [P.ERROR] * 4 + [P.SUCCESSFUL] + [P.ERROR] * 2
+"""Each count's longest run of at most 12 measurements: errors, never more than 4 in a row,
+delay the successes that end it."""
+RESTART_POINTS = restart_points(LONGEST, 0)
+"""Every restart point of runs of at most 12 measurements: 6 of a count of 1 (the run ends
+at its 5th measurement), 11 of a count of 2, 13 of each other count, 69 in all (checked once
+by trying every sequence of 12 phases; the property test checks no run finds another)."""
+
+
+def test_the_longest_runs_reach_69_restart_points() -> None:
+    assert len(RESTART_POINTS) == 69
+    assert {(1, 5), (2, 10), (6, 12)} <= RESTART_POINTS  # each count's last
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     phases=st.lists(st.sampled_from(list(P)[2:]), min_size=1, max_size=12),
-    restart_after=st.integers(0, 12),
-    count=st.integers(1, 6),
     failure_limit=st.integers(0, 2),
 )
+@example(phases=LONGEST, failure_limit=0)
 def test_a_restart_from_the_record_measures_nothing_twice_and_skips_nothing(
-    phases: list[AnalysisPhase], restart_after: int, count: int, failure_limit: int
+    phases: list[AnalysisPhase], failure_limit: int
 ) -> None:
     """The same measurements, at the same times, with the same verdict, whether or not the
-    controller restarted (from the encoded record) after any measurement."""
-    read = read_template(
-        template(metric(interval="1m", count=count, failureLimit=failure_limit)), SUPPLIED
-    )
-
-    def run(restart: int | None) -> tuple[list[float], AnalysisPhase]:
-        record, times, now = AnalysisRecord("v1-abc", 0.0), [], 0.0
-        for n, phase in enumerate(phases):
-            if n == restart:
-                record = parse_record(record.encode()) or AnalysisRecord("lost", 0.0)
-            at = next_look(read, record)
-            if at is None:
-                break
-            now = max(now, at)
-            [due] = due_metrics(read, record, now)
-            record = record.measured(due.name, Measurement(phase, now, ""))
-            times.append(now)
-        return times, run_phase(read, record.metrics)
-
-    assert run(restart_after) == run(None)
+    controller restarted (from the encoded record). Every example restarts, for every count
+    from 1 to 6 at each point a restart can fall in its run: before the first measurement,
+    after each, and after the last. That is all 69 restart points of ``RESTART_POINTS`` with
+    the example ``LONGEST``; the drawn ones reach them after other measurements
+    (``--hypothesis-show-statistics`` counts them)."""
+    taken = 0
+    for count in range(1, 7):
+        read = read_template(
+            template(metric(interval="1m", count=count, failureLimit=failure_limit)), SUPPLIED
+        )
+        unbroken = measured(read, phases, None)
+        taken += len(unbroken[0])
+        for restart in range(len(unbroken[0]) + 1):
+            assert (count, restart) in RESTART_POINTS
+            event(f"a restart after {restart} of {count} measurements")
+            assert measured(read, phases, restart) == unbroken, f"after {restart} of {count}"
+    target(taken)  # longer runs: later restart points, after more kinds of measurement
