@@ -14,15 +14,23 @@ import collections
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from kube_nudge.model.annotations import BASELINE_HASH
 from kube_nudge.notifications.delivery import Notifier
+from kube_nudge.strategies.snapshot.model import BASELINE_SNAPSHOTS, parse_baseline
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
-from tests.integration.controller_support import events, kube_nudge_cli, running_controller
+from tests.integration.controller_support import (
+    events,
+    kube_nudge_cli,
+    posted,
+    running_controller,
+)
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.rollout_timeline import (
     ORDERS,
@@ -182,6 +190,82 @@ async def test_a_failed_snapshot_rollout_is_rolled_back_to_the_good_copies(
         assert data == {"MODE": "v2"}
         await held_for(kube, namespace, "ConfigRolledBack")  # and the failed config not again
         assert timeline.seen["web"].template == good
+
+
+async def _adopted(kube: AdminClient, namespace: str) -> dict[str, Any]:
+    """The Deployment "web" once kube-nudge recorded its baseline."""
+
+    found: dict[str, Any] = {}
+
+    async def recorded() -> bool:
+        found.update(await kube.get(DEPLOYMENTS.path(namespace, "web")))
+        return BASELINE_HASH in (found["metadata"].get("annotations") or {})
+
+    await until(recorded, TIMEOUT)
+    return found
+
+
+def _consumed_configmap(web: dict[str, Any]) -> str:
+    env = web["spec"]["template"]["spec"]["containers"][0]["env"][0]
+    return str(env["valueFrom"]["configMapKeyRef"]["name"])
+
+
+async def test_a_failed_first_change_after_adoption_rolls_back_onto_the_adopted_config(
+    kube: AdminClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """Adopted (no copies on its template, nothing restarted), then a broken first change:
+    the revision before it names the ConfigMap itself, which now holds the broken config.
+    The rollback goes onto the copy made at adoption, so the pods start on MODE v1 again
+    (the fake kubelet reads it), once; nothing re-adopts the broken config."""
+    rollback = {"kube-nudge.io/strategy": "snapshot", "kube-nudge.io/on-failure": "rollback"}
+    async with one_web(kube, cluster, namespace, **rollback) as timeline:
+        adopted = await _adopted(kube, namespace)
+        before = timeline.seen["web"].template
+        assert _consumed_configmap(adopted) == "app"  # opting in rewrote nothing
+        baseline = parse_baseline(adopted["metadata"]["annotations"][BASELINE_SNAPSHOTS])
+        assert baseline is not None
+        [(_, copy)] = list(baseline.copies)
+        assert (await kube.get(CONFIGMAPS.path(namespace, copy)))["data"] == {"MODE": "v1"}
+        await change(kube, namespace, "broken")
+        await timeline.until(lambda: timeline.seen["web"].failed)
+        await held_for(kube, namespace, "RolledBack")
+        await timeline.until(lambda: timeline.seen["web"].template not in (None, before)
+                             and timeline.seen["web"].done)  # fmt: skip
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert _consumed_configmap(web) == copy  # the pods read v1 again: they are Ready
+        await held_for(kube, namespace, "ConfigRolledBack")  # the broken config not again
+        [rolled_back] = await events(kube, namespace, "RolledBack")
+        assert rolled_back.get("count", 1) == 1
+        assert f"configmap/{copy}" in rolled_back["message"]
+        assert "made at adoption" in rolled_back["message"]
+        assert [e.get("count", 1) for e in await events(kube, namespace, "Adopted")] == [1]
+        latest = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert BASELINE_HASH not in (latest["metadata"].get("annotations") or {})
+
+
+async def test_a_rollback_that_would_not_restore_the_config_is_never_said_to_have_happened(
+    kube: AdminClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """Adopted by a kube-nudge that kept no copy of the config (the annotation removed, as
+    before copies were kept at adoption): the failed first change can't be undone by going
+    back a revision, so it isn't. No RolledBack: a Warning that says why, and the
+    workload stays on the failed config, held."""
+    rollback = {"kube-nudge.io/strategy": "snapshot", "kube-nudge.io/on-failure": "rollback"}
+    async with one_web(kube, cluster, namespace, **rollback) as timeline:
+        await _adopted(kube, namespace)
+        kept = {"metadata": {"annotations": {BASELINE_SNAPSHOTS: None}}}
+        await kube.merge_patch(DEPLOYMENTS.path(namespace, "web"), kept)
+        await change(kube, namespace, "broken")
+        await timeline.until(lambda: timeline.seen["web"].failed)
+        [impossible] = await posted(kube, namespace, "RollbackImpossible", timeout=TIMEOUT)
+        assert (
+            "names the sources themselves, which now hold the failed config"
+            in (impossible["message"])
+        )
+        assert "held on the failed config" in impossible["message"]
+        assert await events(kube, namespace, "RolledBack") == []  # posted instead, never too
+        web = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert _consumed_configmap(web) != "app"  # still on the failed change's copy
 
 
 def next_minute_window(now: float) -> tuple[str, float]:

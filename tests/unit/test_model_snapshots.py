@@ -40,7 +40,15 @@ from kube_nudge.strategies.snapshot.copies import (
     copy_name,
     is_copy_of,
 )
-from kube_nudge.strategies.snapshot.model import ROLLED_TO, SNAPSHOT_MODEL, SNAPSHOTS
+from kube_nudge.strategies.snapshot.model import (
+    ROLLED_TO,
+    SNAPSHOT_MODEL,
+    SNAPSHOTS,
+    Baseline,
+    format_baseline,
+    parse_baseline,
+)
+from kube_nudge.strategies.snapshot.strategy import _onto_baseline
 
 KEY = b"k" * 32
 #: The workloads here use strategy snapshot: decided with what it adds to the model.
@@ -279,3 +287,37 @@ def test_the_webhook_keeps_a_reapplied_manifest_on_its_stored_or_current_copies(
     rollout = deployment(pod_spec("app", "db"), kept)
     rollout["metadata"]["annotations"]["kube-nudge.io/strategy"] = "rollout"
     assert restore(rollout, stored) is None
+
+
+def test_the_adopted_configs_copies_round_trip_and_junk_is_none() -> None:
+    baseline = Baseline("v1-abc", {(SourceKind.CONFIGMAP, "app-1"): "app",
+                                   (SourceKind.SECRET, "db-2"): "db"})  # fmt: skip
+    text = format_baseline(baseline)
+    assert text == '{"hash":"v1-abc","copies":{"configmap/app-1":"app","secret/db-2":"db"}}'
+    assert parse_baseline(text) == baseline
+    for junk in (None, "", "{", "[]", '{"copies":{"configmap/a-1":"a"}}',
+                 '{"hash":"h","copies":{}}', '{"hash":"h","copies":{"pod/x":"y"}}'):  # fmt: skip
+        assert parse_baseline(junk) is None, junk
+
+
+def test_a_rollback_onto_the_adopted_config_points_every_reference_at_its_copies() -> None:
+    """The adopted revision names the sources themselves: going back to it as it is would
+    run whatever they hold now (the failed config). Its template goes back onto the copies
+    made at adoption instead, recording them and that config's hash, as a rolled one."""
+    baseline = Baseline("v1-abc", {(SourceKind.CONFIGMAP, "app-1"): "app",
+                                   (SourceKind.SECRET, "db-2"): "db"})  # fmt: skip
+    revision = {"metadata": {"labels": {"app": "web"}, "annotations": {"a": "b"}},
+                "spec": pod_spec("app", "db")}  # fmt: skip
+    template = _onto_baseline(revision, baseline)
+    assert template == {
+        "metadata": {"labels": {"app": "web"}, "annotations": {
+            "a": "b", CONFIG_HASH: "v1-abc", SNAPSHOTS: format_baseline_copies(baseline)}},
+        "spec": pod_spec("app-1", "db-2"),
+    }  # fmt: skip
+    assert revision["spec"] == pod_spec("app", "db")  # untouched
+    other = {"spec": pod_spec("other", "db")}  # a source the adopted config had no copy of
+    assert _onto_baseline(other, baseline)["spec"] == pod_spec("other", "db-2")
+
+
+def format_baseline_copies(baseline: Baseline) -> str:
+    return format_snapshots(dict(baseline.copies))

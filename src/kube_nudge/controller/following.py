@@ -18,7 +18,7 @@ from kube_nudge.model.gates import display_workload
 from kube_nudge.model.records import format_failed
 from kube_nudge.model.tracking import Phase, RolloutNews, Tracking
 from kube_nudge.notifications.model import NotificationKind
-from kube_nudge.strategies.base import RollingBack, Strategy, StrategyContext
+from kube_nudge.strategies.base import CannotRollBack, RollingBack, Strategy, StrategyContext
 from kube_nudge.strategies.writes import annotate_workload
 
 __all__ = ["RolloutFollower"]
@@ -121,6 +121,12 @@ class RolloutFollower:
     async def _roll_back(self, target: Target, strategy: RollingBack, failed_hash: str) -> None:
         try:
             done = await strategy.rollback(target, failed_hash)
+        except CannotRollBack as exc:
+            # Never "RolledBack" when the earlier config is not what the pods get back.
+            message = f"not rolled back: {exc}; held on the failed config"
+            log.warning("%s: %s", target, message, extra=target.log_fields("rollback-impossible"))
+            self._announcer.post(target, WARNING, "RollbackImpossible", message)
+            return
         except ApiError as exc:
             if exc.not_found:
                 return
@@ -130,10 +136,6 @@ class RolloutFollower:
                 f"could not roll back (tried again at the next look): {exc}",
             )  # fmt: skip
             raise
-        if done is None:
-            message = "no earlier revision to roll back to: held on the failed config"
-            self._announcer.post(target, WARNING, "RollbackImpossible", message)
-            return
         log.warning("%s: %s", target, done, extra=target.log_fields("rolled-back"))
         message = f"{done}, after a failed rollout"
         self._announcer.post(target, WARNING, "RolledBack", message)

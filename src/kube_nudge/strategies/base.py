@@ -49,6 +49,7 @@ from kube_nudge.runtime.http import HttpServer
 from kube_nudge.runtime.metrics import Metrics
 
 __all__ = [
+    "CannotRollBack",
     "ExtendsModel",
     "Host",
     "Maintaining",
@@ -192,6 +193,12 @@ class Maintaining(Protocol):
         ...
 
 
+class CannotRollBack(Exception):
+    """A rollback that would not restore the earlier config (no earlier revision, or one
+    whose config nothing holds any more): nothing is written, and the workload stays held
+    on the failed config; the message (one line) says why."""
+
+
 @runtime_checkable
 class RollingBack(Protocol):
     """Optional: a strategy that keeps earlier configs (snapshot copies) can put a
@@ -200,9 +207,9 @@ class RollingBack(Protocol):
     #: What it goes back to, for the RolloutFailed Event ("rolling back to ...").
     rolls_back_to: str
 
-    async def rollback(self, target: Target, failed_hash: str) -> str | None:
-        """Go back to the latest revision not running ``failed_hash``; what was done, or
-        None when there is none."""
+    async def rollback(self, target: Target, failed_hash: str) -> str:
+        """Go back to the latest revision not running ``failed_hash``, with the config it
+        ran; what was done. ``CannotRollBack`` when that config can't be restored."""
         ...
 
 

@@ -141,10 +141,16 @@ def adopt_patch(uid: str, config_hash: str, key_id: str) -> dict[str, Any]:
 
 
 async def record_baseline(
-    context: StrategyContext, target: Target, plan: Adopt, assessment: Assessment
+    context: StrategyContext,
+    target: Target,
+    plan: Adopt,
+    assessment: Assessment,
+    also: Mapping[str, str] | None = None,
 ) -> None:
-    """Record the baseline on the workload's metadata (not the template): restarts nothing."""
+    """Record the baseline on the workload's metadata (not the template): restarts nothing.
+    ``also``: more annotations of the strategy's, in the same patch."""
     patch = adopt_patch(target.view.uid, plan.config_hash, assessment.key_id)
+    patch["metadata"]["annotations"].update(also or {})
     await patch_workload(context, target, patch)
     log.info(
         "adopted %s at %s%s",

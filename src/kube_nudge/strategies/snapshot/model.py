@@ -7,6 +7,9 @@ says it rolls onto new copies)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from kube_nudge.model.annotations import PREFIX
@@ -14,11 +17,21 @@ from kube_nudge.model.decide import Apply, Assessment, Hold
 from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.model.memory import WorkloadMemory
 from kube_nudge.model.projection import WorkloadView
-from kube_nudge.model.references import SourceRef
+from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.shapes import Annotation, By, On
+from kube_nudge.model.standins import format_stand_ins, parse_stand_ins
 from kube_nudge.strategies.snapshot.copies import COPY_ANNOTATIONS
 
-__all__ = ["NAME", "ROLLED_TO", "SNAPSHOTS", "SNAPSHOT_MODEL"]
+__all__ = [
+    "BASELINE_SNAPSHOTS",
+    "NAME",
+    "ROLLED_TO",
+    "SNAPSHOTS",
+    "SNAPSHOT_MODEL",
+    "Baseline",
+    "format_baseline",
+    "parse_baseline",
+]
 
 NAME: Final = "snapshot"
 
@@ -39,9 +52,48 @@ _ROLLED_TO = Annotation(
     "with strategies that name copies: the hash it last rolled to; a template that differs "
     "was reverted on purpose",
 )
+#: Copies of the config a workload ran when it was adopted, made then without touching its
+#: template (opting in restarts nothing): what a failed first change rolls back onto, since
+#: the revision before it names the sources themselves, which hold the failed config by then.
+_BASELINE_SNAPSHOTS = Annotation(
+    PREFIX + "baseline-snapshots", On.WORKLOAD_METADATA, By.CONTROLLER,
+    "with strategy snapshot: copies of the config adopted, for rolling back a failed first "
+    "change; dropped by the next change after one rolled onto copies",
+    values='JSON, e.g. {"hash":"v1-…","copies":{"configmap/app-1a2b3c4d5e6f":"app"}}',
+)
 # fmt: on
 SNAPSHOTS: Final = _SNAPSHOTS.name
 ROLLED_TO: Final = _ROLLED_TO.name
+BASELINE_SNAPSHOTS: Final = _BASELINE_SNAPSHOTS.name
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """``kube-nudge.io/baseline-snapshots``: the adopted config's hash, and which copy
+    holds each of its sources (stand-in to source, as ``kube-nudge.io/snapshots``)."""
+
+    config_hash: str
+    copies: Mapping[tuple[SourceKind, str], str]
+
+
+def format_baseline(baseline: Baseline) -> str:
+    """The annotation's value (compact JSON)."""
+    copies = json.loads(format_stand_ins(baseline.copies))
+    return json.dumps({"hash": baseline.config_hash, "copies": copies}, separators=(",", ":"))
+
+
+def parse_baseline(text: object) -> Baseline | None:
+    """The annotation read back; None when absent or unreadable (nothing to roll back onto)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("hash"), str):
+        return None
+    copies = parse_stand_ins(json.dumps(raw.get("copies")))
+    return Baseline(raw["hash"], copies) if copies else None
 
 
 def _held_if_rolled_back(
@@ -103,7 +155,7 @@ def _copied(ref: SourceRef, assessment: Assessment) -> bool:
 SNAPSHOT_MODEL: Final = StrategyModel(
     NAME,
     doc="snapshot rolls onto immutable copies of the config",
-    annotations=(_SNAPSHOTS, _ROLLED_TO, *COPY_ANNOTATIONS),
+    annotations=(_SNAPSHOTS, _ROLLED_TO, _BASELINE_SNAPSHOTS, *COPY_ANNOTATIONS),
     hold=_held_if_rolled_back,
     hold_reasons=("rolled-back", "refused"),
     rolls_back=True,

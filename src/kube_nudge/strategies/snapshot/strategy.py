@@ -28,6 +28,7 @@ from kube_nudge.kube.resources import Resource, source_resource
 from kube_nudge.kube.workloads import Revisions, Target
 from kube_nudge.model import (
     CONFIG_HASH,
+    Adopt,
     Apply,
     Assessment,
     Hold,
@@ -48,6 +49,7 @@ from kube_nudge.model.standins import (
     referenced_sources,
 )
 from kube_nudge.strategies.base import (
+    CannotRollBack,
     Host,
     NotYet,
     Refused,
@@ -61,13 +63,22 @@ from kube_nudge.strategies.snapshot.copies import (
     copy_name,
     is_copy_of,
 )
-from kube_nudge.strategies.snapshot.model import ROLLED_TO, SNAPSHOT_MODEL, SNAPSHOTS
+from kube_nudge.strategies.snapshot.model import (
+    BASELINE_SNAPSHOTS,
+    ROLLED_TO,
+    SNAPSHOT_MODEL,
+    SNAPSHOTS,
+    Baseline,
+    format_baseline,
+    parse_baseline,
+)
 from kube_nudge.strategies.snapshot.webhook import REVIEW_RESULTS, SnapshotWebhook
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     AdoptsBaseline,
     analysed,
     patch_fresh,
+    record_baseline,
     rollout_annotations,
     workload_preconditions,
 )
@@ -95,8 +106,11 @@ REVISION = "deployment.kubernetes.io/revision"
 
 
 class SnapshotStrategy(AdoptsBaseline):
-    """Roll the workload onto immutable copies of its config. Adoption is the rollout
-    strategy's (a baseline, no restart): copies are made from the first change on."""
+    """Roll the workload onto immutable copies of its config. Adoption records a baseline
+    as the rollout strategy does (no restart), and copies the config the pods run without
+    touching the template (``kube-nudge.io/baseline-snapshots``): a failed first change
+    rolls back onto those copies, where the revision before it names the sources
+    themselves, which by then hold the failed config."""
 
     name = "snapshot"
     capped = True
@@ -145,6 +159,20 @@ class SnapshotStrategy(AdoptsBaseline):
         }
         return patch
 
+    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+        """Record the baseline (nothing restarts) with copies of the config the pods run,
+        unless the template names copies already (its revision keeps them)."""
+        also: dict[str, str] = {}
+        if not target.view.stand_ins:
+            workload = await self._context.client.get(
+                target.kind.resource.path(target.namespace, target.name)
+            )
+            copies = await self._make_copies(target, workload, assessment, {})
+            if copies:
+                mapping = {(kind, copy): source for (kind, source), copy in copies.items()}
+                also[BASELINE_SNAPSHOTS] = format_baseline(Baseline(plan.config_hash, mapping))
+        await record_baseline(self._context, target, plan, assessment, also)
+
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Make the copies, point the template at them: the workload rolls."""
         what = describe_apply(plan, assessment.states, target.namespace)
@@ -186,18 +214,7 @@ class SnapshotStrategy(AdoptsBaseline):
         path = target.kind.template_path
         pod_spec = get_pod_spec(workload, path) or {}
         current = parse_stand_ins(template_annotation(workload, path, SNAPSHOTS))
-        owner = _reference_to(target.kind.resource, workload)
-        renames: dict[tuple[SourceKind, str], str] = {}
-        referenced = referenced_sources(pod_spec, current, target.namespace)
-        for ref in sorted(referenced & set(assessment.visible)):
-            state = assessment.states.get(ref)
-            if state is None or not state.present:
-                continue  # an optional source that doesn't exist: nothing to copy
-            if not source_row(ref.kind).holds_data:
-                continue  # a CSI class: no object holds its data, each pod fetches it
-            copy = copy_name(self._context.hmac_key, ref, state, target.view.uid)
-            await self._ensure_copy(target, ref, copy, state.digests, owner)
-            renames[(ref.kind, ref.name)] = copy
+        renames = await self._make_copies(target, workload, assessment, current)
 
         def rename(kind: SourceKind, name: str) -> str | None:
             source = current.get((kind, name))
@@ -220,9 +237,36 @@ class SnapshotStrategy(AdoptsBaseline):
                     analysed=analysed(target),
                 ),
                 ROLLED_TO: plan.config_hash,
+                # Copies of the adopted config serve until a revision keeps copies of its
+                # own: the one this template names, which a failure now rolls back to.
+                **({BASELINE_SNAPSHOTS: None} if current else {}),
             },
         }
         return patch, mapping
+
+    async def _make_copies(
+        self,
+        target: Target,
+        workload: JSON,
+        assessment: Assessment,
+        current: Mapping[tuple[SourceKind, str], str],
+    ) -> dict[tuple[SourceKind, str], str]:
+        """Ensure a copy of each source ``workload``'s template references (through its
+        ``current`` stand-ins or directly) as the caches know it; each source's copy."""
+        pod_spec = get_pod_spec(workload, target.kind.template_path) or {}
+        owner = _reference_to(target.kind.resource, workload)
+        renames: dict[tuple[SourceKind, str], str] = {}
+        referenced = referenced_sources(pod_spec, current, target.namespace)
+        for ref in sorted(referenced & set(assessment.visible)):
+            state = assessment.states.get(ref)
+            if state is None or not state.present:
+                continue  # an optional source that doesn't exist: nothing to copy
+            if not source_row(ref.kind).holds_data:
+                continue  # a CSI class: no object holds its data, each pod fetches it
+            copy = copy_name(self._context.hmac_key, ref, state, target.view.uid)
+            await self._ensure_copy(target, ref, copy, state.digests, owner)
+            renames[(ref.kind, ref.name)] = copy
+        return renames
 
     async def _ensure_copy(
         self,
@@ -340,6 +384,8 @@ class SnapshotStrategy(AdoptsBaseline):
             if any(o.get("uid") in mine for o in metadata.get("ownerReferences") or ())
         }
         me = _reference_to(target.kind.resource, workload)
+        baseline = parse_baseline(_annotations(workload).get(BASELINE_SNAPSHOTS))
+        kept = set(baseline.copies) if baseline is not None else set()
         settled = True
         for copy in sorted(current - set(copies)):
             settled &= await self._replace_deleted(target, copy, mapping[copy], assessment, me)
@@ -347,7 +393,11 @@ class SnapshotStrategy(AdoptsBaseline):
             if (metadata := copies.get(copy)) is None:
                 continue  # gone already
             wanted = list(users.get(copy, ()))
-            keep = (copy in current and not current_revision) or (copy in held and not observed)
+            keep = (
+                (copy in current and not current_revision)
+                or (copy in held and not observed)
+                or copy in kept  # the adopted config's, for rolling back a first change
+            )
             if keep:
                 wanted.append(me)
             settled &= await self._set_owners(target, copy, metadata, wanted, mine)
@@ -374,14 +424,17 @@ class SnapshotStrategy(AdoptsBaseline):
             )
         ]
 
-    async def rollback(self, target: Target, failed_hash: str) -> str | None:
+    async def rollback(self, target: Target, failed_hash: str) -> str:
         """Put ``target`` back on the template (and so the copies) of its latest revision
         that doesn't run ``failed_hash``, as ``kubectl rollout undo`` does; a description
-        of it, or None when there is no earlier revision to go back to. The patch tests
-        the resourceVersion read, so an edit made meanwhile is never overwritten."""
+        of it. A revision that names the sources themselves (the one adopted) goes back
+        onto the copies made at adoption; without them (adopted before they were kept),
+        or with no earlier revision, ``CannotRollBack``: the sources now hold the failed
+        config, and going back would say so while changing nothing. The patch tests the
+        resourceVersion read, so an edit made meanwhile is never overwritten."""
         revisions = target.kind.revisions
         if revisions is None:
-            return None
+            raise CannotRollBack(f"kube-nudge reads no revisions of a {target.kind.resource.kind}")
         client = self._context.client
         workload = await client.get(target.kind.resource.path(target.namespace, target.name))
         metadata = workload.get("metadata") or {}
@@ -396,13 +449,23 @@ class SnapshotStrategy(AdoptsBaseline):
                 continue
             candidates.append((_revision_number(revision), revision, template))
         if not candidates:
-            return None
+            raise CannotRollBack("no earlier revision to roll back to")
         number, revision, template = max(candidates, key=lambda found: found[0])
-        template = dict(template)
-        template.pop("$patch", None)  # a ControllerRevision's strategic-merge marker
-        labels = dict((template.get("metadata") or {}).get("labels") or {})
-        labels.pop("pod-template-hash", None)  # the ReplicaSet's own label
-        template["metadata"] = {**(template.get("metadata") or {}), "labels": labels}
+        name = (revision.get("metadata") or {}).get("name")
+        which = f"revision {number} ({revisions.resource.kind} {name})"
+        copies = parse_stand_ins(template_annotation(revision, revisions.template_path, SNAPSHOTS))
+        template = _as_template(template)
+        if not copies:
+            baseline = parse_baseline(_annotations(workload).get(BASELINE_SNAPSHOTS))
+            if baseline is None:
+                raise CannotRollBack(
+                    f"{which} names the sources themselves, which now hold the failed config, "
+                    "and no copy of its config was kept (adopted before kube-nudge kept one): "
+                    "revert the source to roll back"
+                )
+            await self._check_copies_exist(target, baseline, which)
+            template, copies = _onto_baseline(template, baseline), dict(baseline.copies)
+            which += " with the copies of its config made at adoption"
         undo = [
             {"op": "test", "path": "/metadata/resourceVersion",
              "value": metadata.get("resourceVersion")},
@@ -412,14 +475,22 @@ class SnapshotStrategy(AdoptsBaseline):
         written = await send(client, Patch(path, undo, PatchType.JSON))
         self._context.expectations.wrote(target.key, written)
         self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
-        copies = _copy_names(
-            parse_stand_ins(template_annotation(revision, revisions.template_path, SNAPSHOTS))
-        )
-        name = (revision.get("metadata") or {}).get("name")
-        return (
-            f"rolled back to revision {number} ({revisions.resource.kind} {name}) and its "
-            f"config snapshots {', '.join(copies) or '(none)'}"
-        )
+        return f"rolled back to {which}: config snapshots {', '.join(_copy_names(copies))}"
+
+    async def _check_copies_exist(self, target: Target, baseline: Baseline, which: str) -> None:
+        """``CannotRollBack`` when a copy of the adopted config is gone (deleted by hand):
+        pods of a template naming it could not start."""
+        for kind, copy in sorted(baseline.copies):
+            try:
+                await self._context.client.get(source_resource(kind).path(target.namespace, copy))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                raise CannotRollBack(
+                    f"{which} names the sources themselves, which now hold the failed config, "
+                    f"and {kind.value}/{copy}, the copy of its config, was deleted: revert the "
+                    "source to roll back"
+                ) from None
 
     async def _replace_deleted(
         self,
@@ -548,6 +619,31 @@ def _revision_number(revision: Mapping[str, Any]) -> int:
         return number
     text = ((revision.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")
     return int(text) if isinstance(text, str) and text.isdigit() else 0
+
+
+def _as_template(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A revision's pod template as a workload's: without a ControllerRevision's
+    strategic-merge marker or the ReplicaSet's own ``pod-template-hash`` label."""
+    found = dict(template)
+    found.pop("$patch", None)
+    labels = dict((found.get("metadata") or {}).get("labels") or {})
+    labels.pop("pod-template-hash", None)
+    found["metadata"] = {**(found.get("metadata") or {}), "labels": labels}
+    return found
+
+
+def _onto_baseline(template: Mapping[str, Any], baseline: Baseline) -> dict[str, Any]:
+    """``template`` (naming the sources themselves) pointed at the adopted config's copies,
+    recording them and that config's hash, as a template rolled onto copies does."""
+    by_source = {(kind, source): copy for (kind, copy), source in baseline.copies.items()}
+    spec = rename_references(
+        template.get("spec") or {}, lambda kind, name: by_source.get((kind, name))
+    )
+    metadata = dict(template.get("metadata") or {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations.update({CONFIG_HASH: baseline.config_hash,
+                        SNAPSHOTS: format_stand_ins(baseline.copies)})  # fmt: skip
+    return {**template, "metadata": {**metadata, "annotations": annotations}, "spec": spec}
 
 
 def _copy_names(mapping: Mapping[tuple[SourceKind, str], str]) -> list[str]:
