@@ -77,6 +77,7 @@ async def running_controller(
     notify: Callable[[Notification], None] | None = None,
     csi_secrets: bool = False,
     prometheus: PrometheusAccess | None = None,
+    analysis_namespace_label: str | None = None,
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
     it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
@@ -99,6 +100,7 @@ async def running_controller(
         watch_inactivity=watch_inactivity,
         max_concurrent_rollouts=max_concurrent_rollouts,
         prometheus=prometheus,
+        analysis_namespace_label=analysis_namespace_label,
     )
     controller = Controller(
         client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client),

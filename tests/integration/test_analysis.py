@@ -126,8 +126,13 @@ async def controlled(
     task = asyncio.create_task(notifier.run())
     access = PrometheusAccess(tuple(normalised(a) for a in allowed))
     try:
+        # The documented template selects its own namespace only: it passes the tenancy check.
         async with running_controller(
-            cluster, namespace, prometheus=access, notify=notifier.notify
+            cluster,
+            namespace,
+            prometheus=access,
+            notify=notifier.notify,
+            analysis_namespace_label="namespace",
         ) as running:
             exporter.also = lambda: running.metrics.render()[0]
             yield running, receiver
@@ -297,6 +302,42 @@ async def test_an_address_not_allowed_is_never_contacted(
         assert sum(len(hits) for hits in elsewhere.hits.values()) == 0
     finally:
         await elsewhere.close()
+
+
+async def test_a_query_that_may_read_another_namespace_is_refused_before_it_is_sent(
+    kube: AdminClient, cluster: LocalCluster, namespace: str
+) -> None:
+    """With --analysis-namespace-label namespace, a template's query must select only the
+    workload's namespace: one that selects another's, or every namespace's, is refused
+    with a Warning naming the selector, and the (allowed) server gets nothing."""
+    server = Server()  # allowed: it would record the query if one were sent
+    await server.start()
+    address = f"http://127.0.0.1:{server.port}"
+    template = example_template(address)
+    [ratio, *_] = template["spec"]["metrics"]
+    ratio["provider"]["prometheus"]["query"] = (
+        f'sum(rate(http_requests_total{{namespace="{namespace}"}}[1m])) '
+        '/ sum(rate(http_requests_total{namespace=~".+"}[1m]))'
+    )
+    access = PrometheusAccess((normalised(address),))
+    try:
+        await fleet(kube, namespace, template, {"web-1": 1})
+        async with running_controller(
+            cluster, namespace, prometheus=access, analysis_namespace_label="namespace"
+        ) as running:
+            await change(kube, namespace, "v2")
+            await deployments(kube, namespace, lambda objs: analysed(
+                objs["web-1"], AnalysisPhase.ERROR))  # fmt: skip
+            [refused] = await posted(kube, namespace, "AnalysisError")
+            assert (
+                f"metric {ratio['name']}: its query may read series outside namespace "
+                f'{namespace}: http_requests_total{{namespace=~".+"}}; every selector needs '
+                f'namespace="{namespace}" (--analysis-namespace-label)'
+            ) in refused["message"]
+            await running.controller.settled(timeout=30)
+        assert dict(server.hits) == {}
+    finally:
+        await server.close()
 
 
 async def test_a_controller_killed_mid_analysis_resumes_without_measuring_twice(

@@ -41,6 +41,11 @@ NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
         ),
         (["--max-concurrent-rollouts=two"], "--max-concurrent-rollouts 'two': want a whole"),
         (
+            ["--analysis-namespace-label=kubernetes.io/ns"],
+            "--analysis-namespace-label 'kubernetes.io/ns': not a Prometheus label name",
+        ),
+        (["--analysis-error-interval=0s"], "--analysis-error-interval"),
+        (
             ["--notify-receivers-file=/no/receivers.json"],
             "cannot read notification receivers from file /no/receivers.json",
         ),

@@ -264,6 +264,10 @@ FLAGS: dict[str, dict[str, Kind]] = {
             st.sampled_from(["ftp://p", "prometheus:9090", "http://u:p@p", "http://p/?q=1", ""]),
         ),
         "--analysis-error-interval": duration(1.0, 600.0),
+        "--analysis-namespace-label": Kind(
+            st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,20}", fullmatch=True),
+            st.sampled_from(["", "9ns", "kubernetes.io/ns", "name-space", "a b"]),
+        ),
         "--prometheus-credentials": Kind(
             st.just(str(Path(__file__).resolve().parent)),
             st.sampled_from([MISSING, KEY_FILE]),

@@ -347,6 +347,7 @@ def test_each_prometheus_server_gets_the_secret_that_names_it(tmp_path: Path) ->
         "analysis.prometheusUrls={http://a.monitoring:9090,https://b.example/prom}",
         "analysis.credentialsSecret=for-a",
         "analysis.credentialsSecrets={for-b,for-a}",
+        "analysis.namespaceLabel=namespace",
     )
     args = container_args(docs)
     flags = [a for a in args if a.startswith("--prometheus-credentials")]
@@ -362,7 +363,9 @@ def test_each_prometheus_server_gets_the_secret_that_names_it(tmp_path: Path) ->
         (tmp_path / name / "url").write_text(url)
         (tmp_path / name / "token").write_text(f"token-of-{name}")
     given = [a.replace("/etc/kube-nudge/prometheus", str(tmp_path)) for a in args]
-    access = RUN.config(build_parser().parse_args(given)).controller.prometheus
+    controller = RUN.config(build_parser().parse_args(given)).controller
+    assert controller.analysis_namespace_label == "namespace"
+    access = controller.prometheus
     assert access is not None
     tokens = {server: c.token() for server, c in access.credentials.items()}
     assert tokens == {"http://a.monitoring:9090": "token-of-for-a",

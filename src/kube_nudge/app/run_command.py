@@ -35,6 +35,7 @@ from kube_nudge.model.annotations import (
     debounce_seconds,
     rollout_cap,
 )
+from kube_nudge.model.query_scope import LABEL_NAME
 from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.notifications.config import load_receivers
 from kube_nudge.notifications.model import Receiver
@@ -259,6 +260,16 @@ def _credentials_server(flag: str, folder: Path, allowed: list[str]) -> str:
     return server
 
 
+def _namespace_label(label: str | None) -> str | None:
+    """--analysis-namespace-label: a Prometheus label name."""
+    if label is not None and not LABEL_NAME.fullmatch(label):
+        raise ValueError(
+            f"--analysis-namespace-label {label!r}: not a Prometheus label name "
+            "([a-zA-Z_][a-zA-Z0-9_]*), e.g. namespace"
+        )
+    return label
+
+
 def _warn_of_cleartext_tokens(access: PrometheusAccess | None) -> None:
     """A warning at start for each plain-http server given a token (allowed, not refused:
     a Prometheus inside the cluster network is often served so)."""
@@ -411,6 +422,14 @@ class RunCommand:
             "(1s to 10m, default 10s)",
         )
         add(
+            "--analysis-namespace-label",
+            metavar="LABEL",
+            help="require every series selector of an analysis query to set LABEL to the "
+            'workload\'s namespace (e.g. namespace: up{namespace="shop"}), as prom-label-proxy '
+            "would; a query that can't be shown to is refused. Default: queries may read any "
+            "series the servers hold",
+        )
+        add(
             "--prometheus-credentials",
             action="append",
             default=[],
@@ -497,6 +516,7 @@ class RunCommand:
                 quiet_window=quiet_window,
                 prometheus=prometheus,
                 analysis_error_interval=error_interval,
+                analysis_namespace_label=_namespace_label(args.analysis_namespace_label),
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
             metrics_addr=metrics_addr,

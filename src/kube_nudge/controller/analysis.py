@@ -47,6 +47,7 @@ from kube_nudge.model.analysis import (
     shown,
 )
 from kube_nudge.model.annotations import ANALYSIS_RUN
+from kube_nudge.model.query_scope import QueryScopeError, unscoped_selectors
 from kube_nudge.runtime.clock import Clock
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.prometheus import PrometheusClient, QueryError
@@ -121,9 +122,11 @@ class Analyser:
         metrics: Metrics,
         *,
         error_interval: float = DEFAULT_ERROR_INTERVAL,
+        namespace_label: str | None = None,
     ) -> None:
         self._context = context
         self._error_interval = error_interval
+        self._namespace_label = namespace_label
         self._prometheus = prometheus
         self._metrics = metrics
         self._templates = TemplateCache(context.client, context.clock)
@@ -180,13 +183,33 @@ class Analyser:
         except TemplateError as exc:
             return f"refused: {exc}"
         for metric in template.metrics:
-            refused = self._prometheus.access.refusal(metric.provider.address)
+            refused = self._prometheus.access.refusal(metric.provider.address) or self._unscoped(
+                metric.provider.query, target.namespace
+            )
             if refused is not None:
                 return (
                     f"refused: {template.source}: metric {metric.name}: {refused} (nothing "
                     "was sent there)"
                 )
         return template
+
+    def _unscoped(self, query: str, namespace: str) -> str | None:
+        """Why ``query`` may read series of other namespaces than ``namespace``
+        (``--analysis-namespace-label``), or None."""
+        label = self._namespace_label
+        if label is None:
+            return None
+        try:
+            found = unscoped_selectors(query, label, namespace)
+        except QueryScopeError as exc:
+            return f"its query can't be checked for --analysis-namespace-label: {exc}"
+        if not found:
+            return None
+        return (
+            f"its query may read series outside namespace {namespace}: "
+            f'{"; ".join(found)[:300]}; every selector needs {label}="{namespace}" '
+            "(--analysis-namespace-label)"
+        )
 
     async def _measure(
         self, template: Template, record: AnalysisRecord, now: float

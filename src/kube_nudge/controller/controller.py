@@ -95,7 +95,8 @@ class Controller:
             self.cache, strategies, self.book, context,
             windows=self.queue, max_concurrent=options.max_concurrent_rollouts,
             analyser=Analyser(context, self.prometheus, metrics,
-                              error_interval=options.analysis_error_interval),
+                              error_interval=options.analysis_error_interval,
+                              namespace_label=options.analysis_namespace_label),
         )  # fmt: skip
         enqueue = Enqueue(self.queue, self.cache, quiet_window=options.quiet_window)
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=enqueue.own)

@@ -38,3 +38,6 @@ class ControllerOptions:
     prometheus: PrometheusAccess | None = None
     # Seconds before a measurement that errored is tried again (--analysis-error-interval).
     analysis_error_interval: float = DEFAULT_ERROR_INTERVAL
+    # A label every series selector of an analysis query must set to the workload's namespace
+    # (--analysis-namespace-label; None: queries may read any series).
+    analysis_namespace_label: str | None = None
