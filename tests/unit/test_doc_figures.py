@@ -103,6 +103,8 @@ SETTINGS: dict[str, str] = {
     "re-applies the manifest every 2 s": "the GitOps test's re-apply loop",
     "down for 8 s": "a fault scenario's outage",
     "a 1 MiB ConfigMap": "a bad-input test's object",
+    "256 KiB of annotations": "the API server's TotalAnnotationSizeLimitB (plan's check)",
+    "1 MiB of a ConfigMap's": "the API server's MaxSecretSize (plan's check)",
     "a second for 15 minutes": "an alert rule's duration (alerts.yaml)",
     "not been served for 30 minutes": "an alert rule's duration (alerts.yaml)",
     "No replica scraped for 5 minutes": "an alert rule's duration (alerts.yaml)",
