@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from kube_nudge.runtime.prometheus import (
     PrometheusAccess,
@@ -241,3 +242,25 @@ async def test_a_server_without_credentials_gets_no_token(tmp_path: Path) -> Non
         await client.aclose()
         await one.close()
         await two.close()
+
+
+async def test_an_ipv6_server_is_asked_at_its_bracketed_address() -> None:
+    """--prometheus-url http://[::1]:PORT once lost its brackets: the query went nowhere."""
+
+    async def query(request: web.Request) -> web.Response:
+        return web.Response(body=answer("scalar", [1.5, "42"]), content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/api/v1/query", query)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "::1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    address = f"http://[::1]:{port}"
+    client = PrometheusClient(PrometheusAccess((normalised(address),)))
+    try:
+        assert await client.query(address, "up") == 42.0
+    finally:
+        await client.aclose()
+        await runner.cleanup()
