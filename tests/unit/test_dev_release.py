@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kube_nudge_dev.cli import main
+from kube_nudge_dev.cli import build_parser, main
 from kube_nudge_dev.release import (
     CHART_DIR,
     ReleaseError,
     check_image_version,
     check_versions,
     declared_versions,
+    parse_request,
     pushed_digest,
     sbom_package_kinds,
     stage_chart,
@@ -130,7 +131,10 @@ def test_the_sboms_packages_are_counted_by_kind() -> None:
         (["--key", "/nonexistent.key"], "--key '/nonexistent.key': want a cosign private key"),
         (["--keyless"], "--keyless: needs --registry and --identity"),
         (["--tag", "0.1.0"], "--tag '0.1.0': want vX.Y.Z"),
-        (["--base", ""], "--base '': want dev or an image reference"),
+        (["--base", ""], "--base '': want dev or an image pinned by digest, NAME@sha256:<64"),
+        (["--base", "python:3.11-slim"], "--base 'python:3.11-slim': want dev or an image pinned"),
+        (["--base", "python@sha256:abc"], "--base 'python@sha256:abc': want dev or an image"),
+        (["--base", f"python {DIGEST}"], "--base 'python sha256:"),
         (["--repo", "/"], "--repo '/': not a kube-nudge checkout"),
         (["--platforms", "linux/arm64,linux/arm64"], "--platforms 'linux/arm64,linux/arm64': want"),
         (["--platforms", "linux/s390x"], "--platforms 'linux/s390x': want some of linux/amd64,"),
@@ -147,3 +151,10 @@ def test_every_flag_is_checked_in_one_line_with_exit_code_2(
     assert main(["release", "--repo", str(REPO), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"kube-nudge-dev release: {message}") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("base", ["dev", f"python:3.11-slim@{DIGEST}",
+                                  f"docker.io/library/python@{DIGEST}"])  # fmt: skip
+def test_the_base_is_dev_or_pinned_by_digest(base: str) -> None:
+    args = build_parser().parse_args(["release", "--repo", str(REPO), "--base", base])
+    assert parse_request(args).base == base

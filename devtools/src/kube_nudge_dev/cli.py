@@ -154,7 +154,8 @@ def _add_release(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                          "CHANGELOG entry must be dated and the tree clean")  # fmt: skip
     release.add_argument("--base", default="dev",
                          help="the Dockerfile's PYTHON_IMAGE: dev (the Debian base made here "
-                         "with mmdebstrap) or an image such as python:3.11-slim")  # fmt: skip
+                         "with mmdebstrap) or an image pinned by digest, "
+                         "NAME@sha256:<64 hex>")  # fmt: skip
     release.add_argument("--platforms", default="linux/amd64,linux/arm64",
                          metavar="linux/ARCH,...",
                          help="the image's platforms, of linux/amd64 and linux/arm64 (both, the "

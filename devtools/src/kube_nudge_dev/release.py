@@ -560,6 +560,8 @@ def make_key_pair(directory: Path, log: Path) -> Signing:
 _PLATFORMS = {"linux/amd64": "amd64", "linux/arm64": "arm64"}
 _PREFIX = re.compile(r"^[a-z0-9.-]+(:\d{1,5})?(/[a-z0-9._-]+)*$")
 _TAG = re.compile(r"^v\d+\.\d+\.\d+$")
+#: A base image a release may build on: by digest, so a tag that moves can't change it.
+_PINNED = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
 
 
 class UsageError(ValueError):
@@ -594,8 +596,9 @@ def parse_request(args: argparse.Namespace) -> Request:
         raise UsageError("--keyless: needs --registry and --identity (or a GitHub Actions run)")
     if args.tag is not None and not _TAG.match(args.tag):
         raise UsageError(f"--tag {args.tag!r}: want vX.Y.Z")
-    if not args.base or any(c.isspace() for c in args.base):
-        raise UsageError(f"--base {args.base!r}: want dev or an image reference")
+    if args.base != "dev" and not _PINNED.match(args.base):
+        raise UsageError(f"--base {args.base!r}: want dev or an image pinned by digest, "
+                         "NAME@sha256:<64 hex>")  # fmt: skip
     platforms = args.platforms.split(",")
     if not set(platforms) <= set(_PLATFORMS) or len(set(platforms)) != len(platforms):
         raise UsageError(f"--platforms {args.platforms!r}: want some of {','.join(_PLATFORMS)}")
