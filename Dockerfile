@@ -6,7 +6,7 @@
 #
 # No image is published yet; tests/unit/test_packaging.py checks this file against the wheel
 # and the Helm chart (entrypoint, user), since no container engine runs in CI.
-ARG PYTHON_IMAGE=python:3.11-slim
+ARG PYTHON_IMAGE=docker.io/library/python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_NO_INPUT=1

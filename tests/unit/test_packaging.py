@@ -6,6 +6,7 @@ from __future__ import annotations
 import configparser
 import email.parser
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -91,6 +92,28 @@ def test_image_base_is_the_argument_make_image_replaces() -> None:
     assert [line for line in lines if line.startswith("ARG PYTHON_IMAGE=")]
     stages = [line.split()[1] for line in lines if line.startswith("FROM ")]
     assert stages and set(stages) == {"${PYTHON_IMAGE}"}
+
+
+# A release builds on the Dockerfile's default base by digest: a tag can move.
+_PINNED_BASE = re.compile(r"python:3\.11-slim@sha256:[0-9a-f]{64}")
+_PINNED_ANYWHERE = re.compile(r"\S*python[\w.:-]*@sha256:[0-9a-f]*")
+
+
+def test_the_release_base_is_one_reference_pinned_by_digest() -> None:
+    [default] = [line.removeprefix("ARG PYTHON_IMAGE=") for line in
+                 DOCKERFILE.read_text().splitlines() if line.startswith("ARG PYTHON_IMAGE=")]  # fmt: skip
+    assert _PINNED_BASE.search(default) and default.startswith("docker.io/library/"), default
+    workflow = yaml.safe_load((REPO / ".github/workflows/release.yml").read_text())
+    runs = [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
+    [release] = [run for run in runs if "make release" in run]
+    assert re.findall(r"--base (\S+)", release) == [default]
+    # every other place that names a python base by digest names the same one
+    places = [REPO / "README.md", REPO / "RELEASING.md", REPO / "CHANGELOG.md",
+              *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / ".github").rglob("*.yml")),
+              *sorted((REPO / "devtools/src").rglob("*.py"))]  # fmt: skip
+    named = {(path.relative_to(REPO).as_posix(), found)
+             for path in places for found in _PINNED_ANYWHERE.findall(path.read_text())}  # fmt: skip
+    assert {found.strip("`'\"()") for _, found in named} <= {default}, named
 
 
 def test_image_runs_as_the_user_the_chart_asks_for() -> None:
