@@ -1,6 +1,7 @@
 """``kube-nudge-dev release`` (``make release``): every step of a release, against a real OCI
 registry. The local target and the publishing workflow (``.github/workflows/release.yml``)
-both run this, so the steps the tests run are the steps that publish.
+both call this, so the steps the tests run are the steps that would publish (the workflow, and
+keyless signing, have never run: RELEASING.md, "What has run").
 
 1. **One version.** ``pyproject.toml``'s version is the release's; the chart's ``version`` and
    ``appVersion``, the dev tools' version, the CHANGELOG's newest heading and the git tag (when
