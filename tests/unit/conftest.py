@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.one_writer_support import guarded
+from tests.unit.httpx_support import HttpxTransport
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Build outputs and caches are not sources. setuptools copies all of an existing build/lib
@@ -34,6 +37,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     [built] = out.glob("kube_nudge-*.whl")
     return built
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_writer_on_httpx() -> Iterator[None]:
+    """The unit tests' transport refuses, as the product's does in every session, a PATCH
+    that product code sends other than through ``kube/patches.py``."""
+    with guarded(HttpxTransport):
+        yield
 
 
 @pytest.fixture(autouse=True)
