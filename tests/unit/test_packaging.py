@@ -100,8 +100,9 @@ _PINNED_ANYWHERE = re.compile(r"\S*python[\w.:-]*@sha256:[0-9a-f]*")
 
 
 def test_the_release_base_is_one_reference_pinned_by_digest() -> None:
-    [default] = [line.removeprefix("ARG PYTHON_IMAGE=") for line in
-                 DOCKERFILE.read_text().splitlines() if line.startswith("ARG PYTHON_IMAGE=")]  # fmt: skip
+    arg = "ARG PYTHON_IMAGE="
+    lines = DOCKERFILE.read_text().splitlines()
+    [default] = [line.removeprefix(arg) for line in lines if line.startswith(arg)]
     assert _PINNED_BASE.search(default) and default.startswith("docker.io/library/"), default
     workflow = yaml.safe_load((REPO / ".github/workflows/release.yml").read_text())
     runs = [step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"]]
@@ -111,8 +112,11 @@ def test_the_release_base_is_one_reference_pinned_by_digest() -> None:
     places = [REPO / "README.md", REPO / "RELEASING.md", REPO / "CHANGELOG.md",
               *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / ".github").rglob("*.yml")),
               *sorted((REPO / "devtools/src").rglob("*.py"))]  # fmt: skip
-    named = {(path.relative_to(REPO).as_posix(), found)
-             for path in places for found in _PINNED_ANYWHERE.findall(path.read_text())}  # fmt: skip
+    named = {
+        (path.relative_to(REPO).as_posix(), found)
+        for path in places
+        for found in _PINNED_ANYWHERE.findall(path.read_text())
+    }
     assert {found.strip("`'\"()") for _, found in named} <= {default}, named
 
 
