@@ -12,7 +12,9 @@ change comes out the same); ``python -m bench.docfigures`` does it alone, and
 ``python -m bench.docfigures --check`` (and a unit test) fails when a block differs from what
 its file gives, so no figure is copied by hand. A results file measured on a dirty tree (or
 a dirty companion run standing in for a scenario of the latest run) is refused: its figures
-belong to no commit (docs/contributing.md, "Figures").
+belong to no commit (docs/contributing.md, "Figures"). Each block ends with how many commits
+since its figures' commit changed src/ (``bench.gitstate.src_changes_since``, as the
+compatibility page says of its proof), so a block is regenerated after every such commit.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 from bench import companions, targets
 from bench.companions import dirty, with_companions
 from bench.config import ROOT
+from bench.gitstate import src_changes_since, src_lag
 from bench.profile import HTTP, LABELS, category_names
 from bench.report import fmt, provenance
 from bench.targets import KUBE_NUDGE
@@ -291,6 +294,28 @@ RENDERERS: dict[str, Render] = {
 }
 
 
+#: What measures a block's figures again, when the product has moved on since.
+REMEASURE = {"http-cost": "make bench-http"}
+
+
+def figures_commit(name: str, document: dict[str, Any]) -> str:
+    """The commit a block's figures were measured at: the companion run's when one stands
+    in for the block's scenario, else the results file's (its ``tree``, else its machine's)."""
+    companion = companions.stands_in(document, name)
+    if companion is not None:
+        return str(companion["commit"])
+    return str((document.get("tree") or {}).get("commit") or _commit(document))
+
+
+def lag(name: str, commit: str, behind: int) -> str:
+    """The sentence ending block ``name``: how far its figures are behind src/ at HEAD."""
+    again = REMEASURE.get(name, "make bench")
+    return src_lag(
+        commit, behind, current="these figures measure the product as it is", what="this block",
+        stale=f"these figures are that far behind the product; `{again}` measures them again",
+    )  # fmt: skip
+
+
 def documents(root: Path = ROOT) -> list[Path]:
     """The files whose figures come from results: README.md, CHANGELOG.md and docs/*.md."""
     return sorted(path for pattern in DOCUMENTS for path in root.glob(pattern))
@@ -312,8 +337,9 @@ def _refuse_dirty(source: str, document: dict[str, Any]) -> None:
         )
 
 
-def render(text: str, root: Path = ROOT) -> str:
-    """``text`` with every block generated again from its results file."""
+def render(text: str, root: Path = ROOT, behind: Callable[[str], int] = src_changes_since) -> str:
+    """``text`` with every block generated again from its results file, ending with how many
+    commits since its figures' commit changed src/ (``behind``)."""
 
     def block(match: re.Match[str]) -> str:
         name, source = match["name"], match["source"]
@@ -324,7 +350,11 @@ def render(text: str, root: Path = ROOT) -> str:
         if path.stem == "latest":
             document = with_companions(document, path.parent)
         _refuse_dirty(source, document)
-        return match["open"] + RENDERERS[name](document) + match["close"]
+        commit = figures_commit(name, document)
+        figures = RENDERERS[name](document)
+        gap = "\n" if figures.splitlines()[-1].startswith("|") else ""  # a table ends first
+        figures += gap + lag(name, commit, behind(commit)) + "\n"
+        return match["open"] + figures + match["close"]
 
     return BLOCK.sub(block, text)
 

@@ -74,3 +74,29 @@ def refusal(state: TreeState, most: int = 5) -> str:
         f"the tree differs from {state.commit} ({files}): commit or stash the changes, or set "
         f"{ALLOW_ENV}=1 to measure it anyway (the results and the page then say it was dirty)"
     )
+
+
+#: The checkout this module is in: where the results' commits are counted from.
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def src_changes_since(commit: str, root: Path = CHECKOUT) -> int:
+    """How many commits since ``commit`` changed src/ (the product a run measured or proved):
+    ``git rev-list --count COMMIT..HEAD -- src/``. ValueError when git can't count them (a
+    commit not in the history, no checkout)."""
+    out = _git(root, "rev-list", "--count", f"{commit}..HEAD", "--", "src/")
+    if out is None or not out.strip().isdigit():
+        raise ValueError(f"can't count the commits changing src/ since {commit!r} in {root}")
+    return int(out.strip())
+
+
+def src_lag(commit: str, behind: int, *, current: str, stale: str, what: str) -> str:
+    """One sentence on how far a generated ``what`` ("this page") is behind the product:
+    ``current`` when no commit since ``commit`` changed src/, else ``behind`` and ``stale``."""
+    if not behind:
+        return f"No commit since {commit} changed src/: {current}."
+    commits = "commit" if behind == 1 else "commits"
+    return (
+        f"Since {commit}, {behind} {commits} changed src/ (`git rev-list --count "
+        f"{commit}..HEAD -- src/`, counted when {what} was generated): {stale}."
+    )

@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.gitstate import tree_state
+from bench.gitstate import src_changes_since, tree_state
 
 from kube_nudge_dev.build import COMPONENTS, HELM_VERSION, NODE_COMPONENTS, ensure_binaries
 from kube_nudge_dev.releases import ENV, KubeRelease, UnknownRelease, every, parse_release
-from tests.integration.compat_report import check_outcome, render, src_changes_since
+from tests.integration.compat_report import check_outcome, render
 from tests.integration.compat_suite import CHECKS, node_ids
 
 REPO = Path(__file__).resolve().parents[2]

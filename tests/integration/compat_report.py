@@ -9,26 +9,17 @@ is not what this renders.
 from __future__ import annotations
 
 import json
-import subprocess  # nosec B404 # git, to count what changed since the run
 import sys
 from pathlib import Path
 from typing import Any
+
+from bench.gitstate import src_changes_since, src_lag
 
 from kube_nudge.model.kubeversion import SUPPORTED_MINORS, support_window
 from kube_nudge_dev.releases import DEFAULT_MINOR, PINNED, release
 from tests.integration.compat_suite import CHECKS, DIFFERENCES
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def src_changes_since(commit: str) -> int:
-    """How many commits since ``commit`` changed src/ (the product the matrix proved):
-    ``git rev-list --count COMMIT..HEAD -- src/``."""
-    out = subprocess.run(  # nosec B603 # fixed git arguments
-        ["git", "rev-list", "--count", f"{commit}..HEAD", "--", "src/"],
-        cwd=REPO, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    return int(out.strip())
 
 
 __all__ = ["check_outcome", "render"]
@@ -137,14 +128,10 @@ def _differences() -> list[str]:
 
 def _lag(commit: str, behind: int | None) -> str:
     """What the proof is behind: the commits since it that changed the product."""
-    if not behind:
-        return f"No commit since {commit} changed src/: the run proves the product as it is."
-    commits = "commit" if behind == 1 else "commits"
-    return (
-        f"Since {commit}, {behind} {commits} changed src/ (`git rev-list --count "
-        f"{commit}..HEAD -- src/`, counted when this page was generated): the proof is that "
-        "far behind the product; `make test-matrix` brings it to HEAD."
-    )
+    return src_lag(
+        commit, behind or 0, current="the run proves the product as it is", what="this page",
+        stale="the proof is that far behind the product; `make test-matrix` brings it to HEAD",
+    )  # fmt: skip
 
 
 def render(results: dict[str, Any] | None, behind: int | None = None) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from bench import companions, docfigures, report
 from bench.config import outputs
+from bench.gitstate import src_changes_since
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -188,3 +189,76 @@ def test_a_summary_row_from_a_companion_run_names_it() -> None:
     assert "(reloader, wave: the full run)" in row
     [latency] = [line for line in rows if line.startswith("| Reaction latency p50 / p99, `--")]
     assert "commit" not in latency
+
+
+LAG = re.compile(
+    r"^(No commit since (?P<none>[0-9a-f]{7,}) changed src/: these figures measure the product "
+    r"as it is\.|Since (?P<commit>[0-9a-f]{7,}), (?P<behind>\d+) commits? changed src/ "
+    r"\(`git rev-list --count (?P=commit)\.\.HEAD -- src/`, counted when this block was "
+    r"generated\): these figures are that far behind the product; `make bench(-http)?` "
+    r"measures them again\.)$"
+)
+
+
+def test_every_block_ends_with_how_many_src_commits_it_is_behind() -> None:
+    """As the compatibility page says of its proof: the count is git's, at HEAD, from the
+    commit the block's figures were measured at."""
+    seen = 0
+    for path in docfigures.documents(REPO):
+        for block in _blocks(path.read_text()):
+            last = block["body"].rstrip("\n").splitlines()[-1]
+            found = LAG.match(last)
+            assert found, f"{path.name} {block['name']}: ends with {last!r}"
+            commit = found["commit"] or found["none"]
+            assert int(found["behind"] or 0) == src_changes_since(commit), (path.name, commit)
+            document = json.loads((REPO / block["source"]).read_text())
+            if block["source"].endswith("latest.json"):
+                document = companions.with_companions(document, REPO / "bench/results")
+            assert commit == docfigures.figures_commit(block["name"], document)
+            seen += 1
+    assert seen >= 6
+
+
+@pytest.mark.parametrize(("behind", "said"), [
+    (0, "No commit since abc1234 changed src/: these figures measure the product as it is."),
+    (1, "Since abc1234, 1 commit changed src/ (`git rev-list --count abc1234..HEAD -- src/`"),
+    (12, "Since abc1234, 12 commits changed src/"),
+])  # fmt: skip
+def test_a_block_is_rendered_with_the_count_it_is_given(
+    tmp_path: Path, behind: int, said: str
+) -> None:
+    (tmp_path / "agent.json").write_text(json.dumps(_results("2026-11-24 02:15 UTC", 24.5)))
+    asked: list[str] = []
+
+    def count(commit: str) -> int:
+        asked.append(commit)
+        return behind
+
+    rendered = docfigures.render(_block("agent-node", "agent.json"), tmp_path, count)
+    assert asked == ["abc1234"]
+    last = rendered.splitlines()[-2]
+    assert last.startswith(said) and LAG.match(last), last
+
+
+def test_a_table_ends_before_the_count() -> None:
+    """A sentence right under a table's last row would be read as one more row."""
+    text = (REPO / "docs" / "benchmarks.md").read_text()
+    block = next(b for b in _blocks(text) if b["name"] == "latest-summary")
+    lines = block["body"].rstrip("\n").splitlines()
+    assert lines[-2] == "" and lines[-3].startswith("|")
+
+
+def test_src_changes_since_counts_as_git_does() -> None:
+    git = shutil.which("git")
+    if git is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert src_changes_since("HEAD") == 0
+    last = subprocess.run([git, "-C", str(REPO), "log", "--format=%h", "-1", "--", "src/"],  # nosec
+                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    counted = subprocess.run(  # nosec
+        [git, "-C", str(REPO), "rev-list", "--count", f"{last}~1..HEAD", "--", "src/"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert src_changes_since(f"{last}~1") == int(counted) >= 1
+    with pytest.raises(ValueError, match="can't count the commits changing src/ since 'fffffff'"):
+        src_changes_since("fffffff")

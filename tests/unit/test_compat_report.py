@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from bench.gitstate import src_changes_since
 
 from kube_nudge.model.kubeversion import SUPPORTED_MINORS
 from kube_nudge_dev.releases import PINNED
 from tests.integration.compat_matrix import OUTPUTS, by_check, junit_tests, selects
-from tests.integration.compat_report import check_outcome, render, src_changes_since
+from tests.integration.compat_report import check_outcome, render
 from tests.integration.compat_suite import CHECKS, DIFFERENCES, node_ids
 
 REPO = Path(__file__).resolve().parents[2]
