@@ -3,16 +3,22 @@ through an API proxy that holds every event back (``ApiProxy.delay_watches``), s
 cache lags its own writes by seconds; an edit of the workload made just before the
 controller writes reaches the cache after that write and before the write's echo, and
 the pass it brings reads what the write has already changed. That pass must do nothing
-(``runtime/expectations.py``); the echo brings the workload back."""
+(``runtime/expectations.py``): each test sees it return ``LAGGING`` with the edit in the
+cache and the write not yet, so it fails if the proxy's delay never took effect. The echo
+brings the workload back."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kube_nudge.agentwire import LOADED_AT
+from kube_nudge.controller.reader import WorkloadKey
+from kube_nudge.controller.reconciler import Action, Outcome
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
@@ -55,6 +61,35 @@ def cached(running: Running, namespace: str) -> Any:
     return running.controller.cache.workload((DEPLOYMENT, namespace, "web"))
 
 
+@contextlib.contextmanager
+def lagging_passes(running: Running, namespace: str) -> Iterator[list[int]]:
+    """The resourceVersion of `web` in the cache at each pass over it that returned
+    ``LAGGING`` (our own write not seen yet) while the block ran. No metric counts those
+    passes (``kube_nudge_workloads`` leaves them out) and their DEBUG record carries the
+    workload only in its message's arguments, so the running controller's reconciler is
+    wrapped here: the product is unchanged. The version is read as the pass returns,
+    before anything else runs: the one the pass read."""
+    reconciler = running.controller.reconciler
+    reconcile = reconciler.reconcile
+    found: list[int] = []
+
+    async def observed(key: WorkloadKey) -> Outcome:
+        outcome = await reconcile(key)
+        if outcome.action is Action.LAGGING and key == (DEPLOYMENT, namespace, "web"):
+            found.append(cached(running, namespace).resource_version)
+        return outcome
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reconciler, "reconcile", observed)
+        yield found
+
+
+def saw_the_lag(lagging: list[int], edit: int, write: int) -> bool:
+    """Whether a pass returned LAGGING reading `web` with ``edit`` and without ``write``:
+    the edit had reached the cache, the write's echo had not."""
+    return any(edit <= seen < write for seen in lagging)
+
+
 async def caught_up(running: Running, namespace: str, version: int) -> None:
     """Until the controller's cache shows `web` at ``version`` or later, then settled."""
     await eventually(
@@ -83,14 +118,16 @@ async def roll_behind_a_poke(
     """Poke ``web``, then change ``app``: the poke reaches the lagging cache after the
     rollout is written, before its echo. The rolled workload, and the latest once the
     cache shows it and the controller settled."""
-    poked = await poke(kube, namespace, "before-the-rollout")
-    await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "x"}})
-    rolled = await wait_for_object(
-        kube, DEPLOYMENTS.path(namespace), "web",
-        lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
-    )  # fmt: skip
-    assert resource_version(rolled["metadata"]) > poked
-    await caught_up(running, namespace, resource_version(rolled["metadata"]))
+    with lagging_passes(running, namespace) as lagging:
+        poked = await poke(kube, namespace, "before-the-rollout")
+        await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "x"}})
+        rolled = await wait_for_object(
+            kube, DEPLOYMENTS.path(namespace), "web",
+            lambda o: template_hash(o, DEPLOYMENT) is not None, timeout=30,
+        )  # fmt: skip
+        assert resource_version(rolled["metadata"]) > poked
+        await caught_up(running, namespace, resource_version(rolled["metadata"]))
+    assert saw_the_lag(lagging, poked, resource_version(rolled["metadata"])), lagging
     latest = await kube.get(DEPLOYMENTS.path(namespace, "web"))
     await caught_up(running, namespace, resource_version(latest["metadata"]))
     return rolled, latest
@@ -111,18 +148,21 @@ async def test_a_hot_reload_is_confirmed_once_while_the_cache_lags(
             found = await nudged(kube, namespace)
             await eventually(lambda: hot_reload(cached(running, namespace)) is not None,
                              timeout=30)  # fmt: skip
-            poked = await poke(kube, namespace, "before-the-confirmation")
-            for pod in found:
-                await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT,
-                                    {**DATA, "app.conf": "port 81"})  # fmt: skip
-            confirmed = await wait_for_object(
-                kube, DEPLOYMENTS.path(namespace), "web",
-                lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}), timeout=30,
-            )  # fmt: skip
-            # The poke reaches the cache after the confirmation was written: the pass it
-            # brings still sees the hot-reload record.
-            assert resource_version(confirmed["metadata"]) > poked
-            await caught_up(running, namespace, resource_version(confirmed["metadata"]))
+            with lagging_passes(running, namespace) as lagging:
+                poked = await poke(kube, namespace, "before-the-confirmation")
+                for pod in found:
+                    await agent_reports(kube, namespace, pod["metadata"]["name"], LOADED_AT,
+                                        {**DATA, "app.conf": "port 81"})  # fmt: skip
+                confirmed = await wait_for_object(
+                    kube, DEPLOYMENTS.path(namespace), "web",
+                    lambda o: HOT_RELOAD not in (o["metadata"].get("annotations") or {}),
+                    timeout=30,
+                )  # fmt: skip
+                # The poke reaches the cache after the confirmation was written: the pass it
+                # brings still sees the hot-reload record.
+                assert resource_version(confirmed["metadata"]) > poked
+                await caught_up(running, namespace, resource_version(confirmed["metadata"]))
+            assert saw_the_lag(lagging, poked, resource_version(confirmed["metadata"])), lagging
             [reloaded] = await posted(kube, namespace, "HotReloaded")
             assert (reloads._value.get(), reloaded.get("count", 1)) == (1, 1)
 
