@@ -25,7 +25,7 @@ from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import BASELINE_HASH, template_annotation
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
-from kube_nudge.strategies.snapshot.model import SNAPSHOTS
+from kube_nudge.strategies.snapshot.model import BASELINE_SNAPSHOTS, SNAPSHOTS, parse_baseline
 from kube_nudge_dev import manifests
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
@@ -223,13 +223,18 @@ class Fleet:
 
     async def snapshots_settled(self, timeout: float) -> tuple[list[str], list[str]]:
         """Strategy snapshot: wait until the copies are exactly those the surviving
-        ReplicaSets reference; (referenced but missing, left over without a use)."""
+        ReplicaSets reference and the Deployments keep of their adopted config (until their
+        second rollout onto copies); (referenced but missing, left over without a use)."""
 
         async def state() -> tuple[set[str], set[str]]:
             used: set[str] = set()
             for rs in (await self.kube.get(REPLICASETS.path(self.namespace)))["items"]:
                 text = template_annotation(rs, DEPLOYMENT.template_path, SNAPSHOTS)
                 used |= {name for _, name in parse_snapshots(text)}
+            for obj in (await self.kube.get(DEPLOYMENTS.path(self.namespace)))["items"]:
+                kept = (obj["metadata"].get("annotations") or {}).get(BASELINE_SNAPSHOTS)
+                baseline = parse_baseline(kept)
+                used |= {name for _, name in baseline.copies} if baseline is not None else set()
             copies = await self.kube.get(
                 CONFIGMAPS.path(self.namespace), labelSelector=SNAPSHOT_LABEL
             )

@@ -26,7 +26,7 @@ from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.reporting.status import collect
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL, copy_name
-from kube_nudge.strategies.snapshot.model import SNAPSHOTS
+from kube_nudge.strategies.snapshot.model import BASELINE_SNAPSHOTS, SNAPSHOTS, parse_baseline
 from kube_nudge_dev import manifests
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
@@ -35,6 +35,7 @@ from kube_nudge_dev.waiting import deployment_complete, wait_for_object, wait_fo
 from tests.integration.controller_support import (
     events,
     expected_hash,
+    posted,
     running_controller,
     template_hash,
 )
@@ -112,12 +113,22 @@ async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restore
     await kube.create(SECRETS.path(namespace), manifests.secret("db", {"password": "p0"}))
     await kube.create(DEPLOYMENTS.path(namespace), web())
     async with running_controller(cluster, namespace) as running:
-        await wait_for_object(
+        adopted = await wait_for_object(
             kube, DEPLOYMENTS.path(namespace), "web",
             lambda o: "kube-nudge.io/baseline-hash" in o["metadata"].get("annotations", {}),
             timeout=30,
         )  # fmt: skip
-        assert await all_copies(kube, namespace) == {}  # adoption copies and restarts nothing
+        # Adoption restarts nothing (the template names the sources still) and copies the
+        # config the pods run, for rolling back a failed first change.
+        assert copies_of(adopted) == set() and template_hash(adopted, DEPLOYMENT) is None
+        baseline = parse_baseline(adopted["metadata"]["annotations"][BASELINE_SNAPSHOTS])
+        assert baseline is not None
+        kept = {f"{kind.value}/{name}" for kind, name in baseline.copies}
+        copies = await all_copies(kube, namespace)
+        assert set(copies) == kept and {c.split("/")[0] for c in kept} == {"configmap", "secret"}
+        assert [c["data"] for n, c in copies.items() if n.startswith("configmap/")] == [
+            {"LEVEL": "v0"}
+        ]
 
         # Change 1: both sources. One rollout onto copies of the new data.
         await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"LEVEL": "v1"}})
@@ -135,7 +146,7 @@ async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restore
         secret_copy = template["containers"][0]["env"][0]["valueFrom"]["secretKeyRef"]["name"]
         assert {f"configmap/{cm_copy}", f"secret/{secret_copy}"} == v1
         copies = await all_copies(kube, namespace)
-        assert set(copies) == v1
+        assert set(copies) == v1 | kept  # the adopted config's until the next change
         assert copies[f"configmap/{cm_copy}"]["data"] == {"LEVEL": "v1"}
         assert copies[f"configmap/{cm_copy}"]["immutable"] is True
         secret_data = copies[f"secret/{secret_copy}"]["data"]
@@ -153,7 +164,9 @@ async def test_a_config_change_is_a_rolling_release_onto_copies_and_undo_restore
         assert f"secret/{secret_copy}" in v2 and f"configmap/{cm_copy}" not in v2
         await running.controller.settled(timeout=30)
         owners = await owned_by_revisions(kube, namespace)
-        assert set(owners) == v1 | v2
+        assert set(owners) == v1 | v2  # the adopted config's copies went with change 2
+        latest = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+        assert BASELINE_SNAPSHOTS not in latest["metadata"]["annotations"]
         sets = {rs["metadata"]["name"]: rs for rs in await replica_sets(kube, namespace)}
         assert len(sets) == 3  # the original, change 1, change 2
         for copy, names in owners.items():
@@ -466,6 +479,10 @@ async def test_a_copy_the_api_refuses_holds_the_workload_with_the_reason(
         obj = await kube.get(DEPLOYMENTS.path(namespace, "web"))
         assert template_hash(obj, DEPLOYMENT) is None  # no rollout to a broken template
         assert running.metrics.holds.labels(reason="refused")._value.get() >= 1
+        # Adopted all the same, without a copy of its config, and said so.
+        [adopted] = await posted(kube, namespace, "AdoptedWithoutSnapshot")
+        assert "could not copy configmap/app" in adopted["message"]
+        assert "can't undo a failed first change" in adopted["message"]
 
 
 async def test_an_old_pod_replaced_mid_rollout_gets_the_old_copy(

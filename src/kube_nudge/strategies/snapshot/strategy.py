@@ -167,11 +167,26 @@ class SnapshotStrategy(AdoptsBaseline):
             workload = await self._context.client.get(
                 target.kind.resource.path(target.namespace, target.name)
             )
-            copies = await self._make_copies(target, workload, assessment, {})
+            try:
+                copies = await self._make_copies(target, workload, assessment, {})
+            except Refused as refusal:  # adopted all the same: opting in must not wait
+                self._adopted_without_copies(target, refusal.hold.message)
+                copies = {}
             if copies:
                 mapping = {(kind, copy): source for (kind, source), copy in copies.items()}
                 also[BASELINE_SNAPSHOTS] = format_baseline(Baseline(plan.config_hash, mapping))
         await record_baseline(self._context, target, plan, assessment, also)
+
+    def _adopted_without_copies(self, target: Target, why: str) -> None:
+        """Say (a Warning, a log line) that the adopted config has no copy: a failed first
+        change can't be rolled back onto it."""
+        why = why.removeprefix("not rolling: ")
+        message = (
+            f"adopted without a copy of the config its pods run ({why}): on-failure: rollback "
+            "can't undo a failed first change"
+        )
+        log.warning("%s: %s", target, message, extra=target.log_fields("adopted-without-copies"))
+        self._context.events.post(target.ref, WARNING, "AdoptedWithoutSnapshot", message)
 
     async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         """Make the copies, point the template at them: the workload rolls."""
@@ -384,22 +399,17 @@ class SnapshotStrategy(AdoptsBaseline):
             if any(o.get("uid") in mine for o in metadata.get("ownerReferences") or ())
         }
         me = _reference_to(target.kind.resource, workload)
-        baseline = parse_baseline(_annotations(workload).get(BASELINE_SNAPSHOTS))
-        kept = set(baseline.copies) if baseline is not None else set()
+        # The workload itself keeps: its template's copies until their revision exists,
+        # what it held until its controller saw the template, and the adopted config's.
+        kept = (set() if current_revision else current) | (set() if observed else held)
+        kept |= _baseline_copies(workload)
         settled = True
         for copy in sorted(current - set(copies)):
             settled &= await self._replace_deleted(target, copy, mapping[copy], assessment, me)
         for copy in sorted(owned | set(users) | current):
             if (metadata := copies.get(copy)) is None:
                 continue  # gone already
-            wanted = list(users.get(copy, ()))
-            keep = (
-                (copy in current and not current_revision)
-                or (copy in held and not observed)
-                or copy in kept  # the adopted config's, for rolling back a first change
-            )
-            if keep:
-                wanted.append(me)
+            wanted = [*users.get(copy, ()), *([me] if copy in kept else [])]
             settled &= await self._set_owners(target, copy, metadata, wanted, mine)
         waiting = (current and not current_revision) or (held and not observed) or not settled
         # A paused Deployment makes no revision until it is resumed, and resuming it is a
@@ -619,6 +629,13 @@ def _revision_number(revision: Mapping[str, Any]) -> int:
         return number
     text = ((revision.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")
     return int(text) if isinstance(text, str) and text.isdigit() else 0
+
+
+def _baseline_copies(workload: Mapping[str, Any]) -> set[tuple[SourceKind, str]]:
+    """The copies of the adopted config (``kube-nudge.io/baseline-snapshots``): what a
+    failed first change rolls back onto, kept while the annotation names them."""
+    baseline = parse_baseline(_annotations(workload).get(BASELINE_SNAPSHOTS))
+    return set(baseline.copies) if baseline is not None else set()
 
 
 def _as_template(template: Mapping[str, Any]) -> dict[str, Any]:
