@@ -260,6 +260,11 @@ def _credentials_server(flag: str, folder: Path, allowed: list[str]) -> str:
     return server
 
 
+def _error_interval(text: str) -> float:
+    """--analysis-error-interval: seconds, 1s to 10m."""
+    return check_duration("--analysis-error-interval", text, MIN_ERROR_INTERVAL, MAX_ERROR_INTERVAL)
+
+
 def _namespace_label(label: str | None) -> str | None:
     """--analysis-namespace-label: a Prometheus label name."""
     if label is not None and not LABEL_NAME.fullmatch(label):
@@ -489,14 +494,6 @@ class RunCommand:
             key_from_file(args)
         # Checked with or without --leader-elect: a bad value is a mistake either way.
         lease = _lease(args, state_namespace, lease_name)
-        metrics_addr = _metrics_address(args.metrics_addr)
-        prometheus = _prometheus(args)
-        error_interval = check_duration(
-            "--analysis-error-interval",
-            args.analysis_error_interval,
-            MIN_ERROR_INTERVAL,
-            MAX_ERROR_INTERVAL,
-        )
         return RunConfig(
             kubeconfig=args.kubeconfig,
             context=args.context,
@@ -514,12 +511,12 @@ class RunCommand:
                 workload_selector=_selector("--workload-selector", args.workload_selector),
                 max_concurrent_rollouts=int(concurrent) or None,
                 quiet_window=quiet_window,
-                prometheus=prometheus,
-                analysis_error_interval=error_interval,
+                prometheus=_prometheus(args),
+                analysis_error_interval=_error_interval(args.analysis_error_interval),
                 analysis_namespace_label=_namespace_label(args.analysis_namespace_label),
             ),
             client=ClientOptions(write_qps=args.write_qps, write_burst=args.write_burst),
-            metrics_addr=metrics_addr,
+            metrics_addr=_metrics_address(args.metrics_addr),
             webhook=webhook,
             audit_interval=audit_interval,
             state_namespace=state_namespace,

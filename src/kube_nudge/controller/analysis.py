@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.resources import (
@@ -31,7 +32,6 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model.analysis import (
-    DEFAULT_ERROR_INTERVAL,
     AnalysisPhase,
     AnalysisRecord,
     AnalysisRef,
@@ -120,13 +120,14 @@ class Analyser:
         context: StrategyContext,
         prometheus: PrometheusClient | None,
         metrics: Metrics,
-        *,
-        error_interval: float = DEFAULT_ERROR_INTERVAL,
-        namespace_label: str | None = None,
+        options: ControllerOptions | None = None,
     ) -> None:
+        """``options``: the analysis flags (``--analysis-error-interval``,
+        ``--analysis-namespace-label``); their defaults when None."""
         self._context = context
-        self._error_interval = error_interval
-        self._namespace_label = namespace_label
+        options = options or ControllerOptions()
+        self._error_interval = options.analysis_error_interval
+        self._namespace_label = options.analysis_namespace_label
         self._prometheus = prometheus
         self._metrics = metrics
         self._templates = TemplateCache(context.client, context.clock)

@@ -94,9 +94,7 @@ class Controller:
         self.reconciler = Reconciler(
             self.cache, strategies, self.book, context,
             windows=self.queue, max_concurrent=options.max_concurrent_rollouts,
-            analyser=Analyser(context, self.prometheus, metrics,
-                              error_interval=options.analysis_error_interval,
-                              namespace_label=options.analysis_namespace_label),
+            analyser=Analyser(context, self.prometheus, metrics, options),
         )  # fmt: skip
         enqueue = Enqueue(self.queue, self.cache, quiet_window=options.quiet_window)
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=enqueue.own)
