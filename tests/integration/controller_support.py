@@ -372,3 +372,14 @@ async def _log_pods_not_before(kube: KubeClient, namespace: str, source: dict[st
                 [c.get("state") for c in status.get("containerStatuses") or ()], changed_at,
                 [(m.get("manager"), m.get("time")) for m in managed_fields(source)],
             )  # fmt: skip
+
+
+async def leader_of(replicas: list[Replica]) -> Replica:
+    leading: list[Replica] = []
+
+    async def one() -> bool:
+        leading[:] = [r for r in replicas if r.proc.returncode is None and await r.leading()]
+        return len(leading) == 1
+
+    await until(one, 30)
+    return leading[0]

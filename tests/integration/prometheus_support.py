@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,11 +50,21 @@ class Alert:
 class Prometheus:
     """The HTTP API of a running Prometheus."""
 
-    def __init__(self, port: int, namespace: str, log: Path) -> None:
+    def __init__(self, port: int, namespace: str, log: Path, pid: int = 0) -> None:
         self.url = f"http://127.0.0.1:{port}"
         self.namespace = namespace
         self.log = log
         """What Prometheus printed (rule evaluation errors among it)."""
+        self.pid = pid
+
+    def stop(self) -> None:
+        """SIGSTOP the server: it accepts connections (the kernel does) but answers
+        nothing, as a hung or overloaded Prometheus; ``resume`` brings it back."""
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a stopped server: it answers again, with what it scraped before."""
+        os.kill(self.pid, signal.SIGCONT)
 
     async def _get(self, path: str, **params: str) -> Any:
         async with httpx.AsyncClient(base_url=self.url, timeout=10) as http:
@@ -180,4 +192,8 @@ async def prometheus_for(
     rules_file.write_text(yaml.safe_dump(rules_for_tests()))
     config = scrape_config(target_port, namespace, rules_file, more)
     async with prometheus_process(config, into, ready_within=WAIT) as running:
-        yield Prometheus(running.port, namespace, running.log)
+        prometheus = Prometheus(running.port, namespace, running.log, running.pid)
+        try:
+            yield prometheus
+        finally:
+            prometheus.resume()  # a stopped process can't be terminated

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,3 +208,30 @@ async def roll_to_good_then_broken(
     await timeline.until(lambda: timeline.seen["web"].template == good
                          and timeline.seen["web"].done)  # fmt: skip
     return good
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What the timeline shows of a run's rollouts, against what its changes justify."""
+
+    lost: dict[str, int]  # workload -> justified rollouts that never happened
+    extra: dict[str, int]  # workload -> rollouts beyond those justified
+    rollouts: int
+
+
+def tally(timeline: Timeline, phases: Sequence[tuple[int, Mapping[str, int]]]) -> Tally:
+    """Count the template changes of each phase (from its start in the timeline to the next
+    phase's) per workload, against the rollouts its change justifies."""
+    lost: collections.Counter[str] = collections.Counter()
+    extra: collections.Counter[str] = collections.Counter()
+    rollouts = 0
+    ends = [start for start, _ in phases[1:]] + [len(timeline.entries)]
+    for (start, justified), end in zip(phases, ends, strict=True):
+        rolled = collections.Counter(
+            n for _, n, w in timeline.entries[start:end] if w == "template"
+        )
+        rollouts += rolled.total()
+        for name in rolled.keys() | justified.keys():
+            lost[name] += max(justified.get(name, 0) - rolled[name], 0)
+            extra[name] += max(rolled[name] - justified.get(name, 0), 0)
+    return Tally(dict(+lost), dict(+extra), rollouts)

@@ -26,7 +26,6 @@ import pytest
 
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import (
-    ANALYSISTEMPLATES,
     ARGO_ANALYSISTEMPLATES,
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -36,17 +35,17 @@ from kube_nudge.model.analysis import AnalysisPhase
 from kube_nudge.model.annotations import FAILED, RELEASED_AT
 from kube_nudge.notifications.delivery import Notifier
 from kube_nudge.runtime.prometheus import PrometheusAccess, normalised
-from kube_nudge_dev import manifests
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
-from kube_nudge_dev.manifests import ENABLED
 from kube_nudge_dev.waiting import until, wait_for_objects
 from tests.integration.analysis_support import (
     Exporter,
+    analysed,
     analysis_run,
     example_template,
     exporter_for,
-    install_template_crd,
+    fleet,
+    measured,
 )
 from tests.integration.argo_support import install_argo_rollouts_crds
 from tests.integration.controller_support import (
@@ -77,31 +76,6 @@ class Gated:
     prometheus: Prometheus
     running: Running
     receiver: Server
-
-
-async def fleet(
-    kube: KubeClient,
-    namespace: str,
-    template: dict[str, Any],
-    waves: dict[str, int],
-    analysis: str = "web-health",
-) -> None:
-    """ConfigMap `app`, ``template``, and a Deployment per wave consuming `app`."""
-    await install_template_crd(kube)
-    if template["apiVersion"].startswith(ANALYSISTEMPLATES.group):
-        await kube.create(ANALYSISTEMPLATES.path(namespace), template)
-    else:
-        await kube.create(ARGO_ANALYSISTEMPLATES.path(namespace), template)
-    await kube.create(CONFIGMAPS.path(namespace), manifests.configmap("app", {"MODE": "v1"}))
-    spec = manifests.pod_spec(containers=[{
-        "name": "app", "image": "registry.invalid/app:1",
-        "envFrom": [{"configMapRef": {"name": "app"}}],
-    }])  # fmt: skip
-    for name, wave in waves.items():
-        annotations = {**ENABLED, "kube-nudge.io/rollout-order": str(wave),
-                       "kube-nudge.io/analysis": analysis}  # fmt: skip
-        deployment = manifests.deployment(name, spec=spec, annotations=annotations)
-        await kube.create(DEPLOYMENTS.path(namespace), deployment)
 
 
 @contextlib.asynccontextmanager
@@ -170,15 +144,6 @@ def rolled(obj: dict[str, Any]) -> bool:
     return template_hash(obj, DEPLOYMENT) is not None
 
 
-def analysed(obj: dict[str, Any], phase: AnalysisPhase) -> bool:
-    record = analysis_run(obj)
-    return (
-        record is not None
-        and record.config_hash == template_hash(obj, DEPLOYMENT)
-        and record.phase is phase
-    )
-
-
 def templates(found: dict[str, Any]) -> dict[str, str | None]:
     return {name: template_hash(obj, DEPLOYMENT) for name, obj in found.items()}
 
@@ -240,35 +205,81 @@ async def test_a_good_change_passes_every_wave_and_a_bad_one_stops_at_the_first(
             assert len(await events(kube, namespace, "AnalysisFailed")) == 1
 
 
-async def test_prometheus_gone_mid_analysis_holds_the_line_until_release(
+def stoppable_template(address: str, **timing: Any) -> dict[str, Any]:
+    """The documented template with a one-second query timeout and ``timing``."""
+    template = example_template(address)
+    for metric in template["spec"]["metrics"]:
+        metric["provider"]["prometheus"]["timeout"] = 1
+        metric.update(timing)
+    return template
+
+
+async def test_prometheus_stopped_mid_analysis_errors_after_the_limit_and_holds_the_line(
     kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
+    """The real Prometheus stopped (SIGSTOP: it answers nothing) once wave 1's first
+    measurements are recorded: errors, paced, reach Error past consecutiveErrorLimit; the
+    line is held (never proceeding blind) until a person releases it."""
     waves = {"web-1": 1, "web-2": 2}
-    async with exporter_for(namespace) as exporter:
+    async with monitored(namespace, tmp_path) as (exporter, prometheus):
         for name in waves:
             exporter.app(name)
-        async with prometheus_for(exporter.port, namespace, tmp_path) as prometheus:
-            address = prometheus.url
-            await prometheus.returns(f'http_requests_total{{namespace="{namespace}"}}')
-            template = example_template(address)
-            for metric in template["spec"]["metrics"]:
-                metric.update({"count": 20, "consecutiveErrorLimit": 1})
-            await fleet(kube, namespace, template, waves)
-        # Prometheus stopped: the analysis that starts now can only fail to measure.
-        async with controlled(cluster, namespace, exporter, address) as (running, _):
+        await prometheus.returns(f'http_requests_total{{namespace="{namespace}"}}')
+        template = stoppable_template(prometheus.url, count=20, consecutiveErrorLimit=1)
+        await fleet(kube, namespace, template, waves)
+        async with controlled(cluster, namespace, exporter, prometheus.url) as (running, _):
             before = templates(await deployments(kube, namespace, lambda objs: len(objs) == 2))
             await change(kube, namespace, "v2")
+            await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 1))
+            prometheus.stop()
             found = await deployments(kube, namespace, lambda objs: analysed(
                 objs["web-1"], AnalysisPhase.ERROR))  # fmt: skip
+            record = analysis_run(found["web-1"])
+            assert record is not None
+            state = record.state("error-ratio")
+            assert (state.count >= 1, state.consecutive_errors) == (True, 2)  # past 1
             [error] = await posted(kube, namespace, "AnalysisError")
-            assert "unreachable" in error["message"] and "kube-nudge release" in error["message"]
+            assert "no answer within 1 s" in error["message"]
+            assert "kube-nudge release" in error["message"]
             await running.controller.settled(timeout=30)
             latest = templates(await deployments(kube, namespace, lambda objs: True))
             assert latest["web-2"] == before["web-2"]  # held: never proceeding blind
             assert FAILED not in (found["web-1"]["metadata"].get("annotations") or {})
+            prometheus.resume()
             await _release(kube, namespace, "web-1")  # a person lets the line go on
             await deployments(kube, namespace, lambda objs: template_hash(
                 objs["web-2"], DEPLOYMENT) != before["web-2"])  # fmt: skip
+
+
+async def test_prometheus_back_within_the_error_limit_lets_the_analysis_pass(
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """Stopped after the first measurements, back after an error: within
+    consecutiveErrorLimit (errors come an error interval apart, not at once), the analysis
+    goes on and passes, and the next wave rolls with no person involved."""
+    waves = {"web-1": 1, "web-2": 2}
+    async with monitored(namespace, tmp_path) as (exporter, prometheus):
+        for name in waves:
+            exporter.app(name)
+        await prometheus.returns(f'http_requests_total{{namespace="{namespace}"}}')
+        template = stoppable_template(prometheus.url, count=4, consecutiveErrorLimit=3)
+        await fleet(kube, namespace, template, waves)
+        async with controlled(cluster, namespace, exporter, prometheus.url):
+            before = templates(await deployments(kube, namespace, lambda objs: len(objs) == 2))
+            await change(kube, namespace, "v2")
+            await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 1))
+            prometheus.stop()
+            await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 2, errors=1))
+            prometheus.resume()
+            found = await deployments(kube, namespace, lambda objs: analysed(
+                objs["web-1"], AnalysisPhase.SUCCESSFUL) and template_hash(
+                objs["web-2"], DEPLOYMENT) != before["web-2"])  # fmt: skip
+            record = analysis_run(found["web-1"])
+            assert record is not None
+            for name in ("error-ratio", "p99-latency"):
+                state = record.state(name)
+                assert state.count == 4 and state.errors >= 1 and state.taken == 4 + state.errors
+            assert await events(kube, namespace, "AnalysisError") == []
 
 
 async def _release(kube: AdminClient, namespace: str, name: str) -> None:

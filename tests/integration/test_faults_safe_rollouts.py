@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,19 +14,20 @@ import pytest
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
-from tests.integration.controller_support import Replica, events, start_replica
+from tests.integration.controller_support import Replica, events, leader_of, start_replica
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.faults import FaultRun
 from tests.integration.rollout_timeline import (
     ORDERS,
     TIMEOUT,
-    Timeline,
+    Tally,
     all_done,
     announced,
     assert_in_order,
     change,
     kubelet_fleet,
     node_for,
+    tally,
     valid,
     watching,
 )
@@ -39,44 +38,6 @@ ARGS = (
     "--leader-elect", "--debounce=0",
     "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Tally:
-    """What the timeline shows of a run's rollouts, against what its changes justify."""
-
-    lost: dict[str, int]  # workload -> justified rollouts that never happened
-    extra: dict[str, int]  # workload -> rollouts beyond those justified
-    rollouts: int
-
-
-def tally(timeline: Timeline, phases: Sequence[tuple[int, Mapping[str, int]]]) -> Tally:
-    """Count the template changes of each phase (from its start in the timeline to the next
-    phase's) per workload, against the rollouts its change justifies."""
-    lost: collections.Counter[str] = collections.Counter()
-    extra: collections.Counter[str] = collections.Counter()
-    rollouts = 0
-    ends = [start for start, _ in phases[1:]] + [len(timeline.entries)]
-    for (start, justified), end in zip(phases, ends, strict=True):
-        rolled = collections.Counter(
-            n for _, n, w in timeline.entries[start:end] if w == "template"
-        )
-        rollouts += rolled.total()
-        for name in rolled.keys() | justified.keys():
-            lost[name] += max(justified.get(name, 0) - rolled[name], 0)
-            extra[name] += max(rolled[name] - justified.get(name, 0), 0)
-    return Tally(dict(+lost), dict(+extra), rollouts)
-
-
-async def leader_of(replicas: list[Replica]) -> Replica:
-    leading: list[Replica] = []
-
-    async def one() -> bool:
-        leading[:] = [r for r in replicas if r.proc.returncode is None and await r.leading()]
-        return len(leading) == 1
-
-    await until(one, 30)
-    return leading[0]
 
 
 async def test_an_ordered_release_survives_sigkill_and_failover(

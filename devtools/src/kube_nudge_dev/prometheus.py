@@ -32,10 +32,12 @@ class PrometheusStartError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class PrometheusProcess:
-    """A running Prometheus: where it answers, and where it logs."""
+    """A running Prometheus: where it answers, where it logs, and its process (a fault test
+    stops and continues it)."""
 
     port: int
     log: Path
+    pid: int = 0
 
     @property
     def url(self) -> str:
@@ -60,7 +62,7 @@ async def prometheus_process(
             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn",
             stdout=sink, stderr=sink,
         )  # fmt: skip
-    running = PrometheusProcess(port, log)
+    running = PrometheusProcess(port, log, proc.pid)
     try:
         await _until_ready(running, proc, ready_within)
         yield running
