@@ -9,6 +9,7 @@ brings the workload back."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,13 +34,24 @@ from kube_nudge_dev.waiting import until, wait_for_object
 from tests.integration.apiproxy import proxy_for
 from tests.integration.controller_support import (
     Running,
+    background,
     events,
     eventually,
     posted,
     running_controller,
     template_hash,
 )
+from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.hot_support import DATA, agent_reports, nudged, replicasets, start
+from tests.integration.rollout_timeline import (
+    Seen,
+    change,
+    held_for,
+    kubelet_fleet,
+    node_for,
+    valid,
+    watching,
+)
 
 pytestmark = pytest.mark.cluster
 DEPLOYMENT = BUILTIN_KINDS[0]
@@ -212,3 +224,52 @@ async def snapshot_copies(kube: KubeClient, namespace: str) -> set[str]:
 
 async def _two_replicasets(kube: KubeClient, namespace: str) -> bool:
     return await replicasets(kube, namespace) == 2
+
+
+ROLLBACK = {"kube-nudge.io/strategy": "snapshot", "kube-nudge.io/on-failure": "rollback"}
+
+
+async def test_a_failed_rollout_is_rolled_back_once_while_the_cache_lags(
+    kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    """The rollback case under lag: the first change after adoption is broken (the fake
+    kubelet never makes its pods Ready), so it fails and is rolled back onto the adopted
+    config's copies. Edits of ``web`` keep coming meanwhile, so passes read it before the
+    controller's own writes (the failure record, the rollback) show: those passes do
+    nothing. One rollout, one rollback, one RolledBack, and the adopted config is not
+    adopted again."""
+    async with FakeKubelet(kube, node_for(namespace), valid):
+        await kubelet_fleet(kube, namespace, {"web": None}, **ROLLBACK)
+        async with watching(kube, namespace) as timeline, proxy_for(cluster) as proxy:
+            await timeline.until(lambda: timeline.seen.get("web", Seen()).done)
+            proxy.delay_watches("deployments", LAG)
+            kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig")
+            async with running_controller(cluster, namespace, kubeconfig=kubeconfig) as running:
+                await eventually(lambda: (view := cached(running, namespace)) is not None
+                                 and view.baseline_hash is not None, timeout=30)  # fmt: skip
+                await running.controller.settled(timeout=30)
+                start = len(timeline.entries)
+                with lagging_passes(running, namespace) as lagging:
+                    async with background(_keep_poking(kube, namespace)):
+                        await change(kube, namespace, "broken")
+                        await timeline.until(lambda: timeline.seen["web"].failed)
+                        await held_for(kube, namespace, "RolledBack")
+                        await timeline.until(lambda: timeline.seen["web"].done)
+                    latest = await kube.get(DEPLOYMENTS.path(namespace, "web"))
+                    await caught_up(running, namespace, resource_version(latest["metadata"]))
+                await held_for(kube, namespace, "ConfigRolledBack")
+                rolled = [n for _, n, w in timeline.entries[start:] if w == "template"]
+                assert rolled == ["web", "web"]  # onto the broken config, and back: once each
+                [rolled_back] = await events(kube, namespace, "RolledBack")
+                assert rolled_back.get("count", 1) == 1
+                assert "made at adoption" in rolled_back["message"]
+                assert [e.get("count", 1) for e in await events(kube, namespace, "Adopted")] == [1]
+                assert lagging, "no pass read web behind the controller's own writes"
+
+
+async def _keep_poking(kube: AdminClient, namespace: str) -> None:
+    """Edit ``web`` twice a second (at most 240 times) until cancelled: each edit made
+    within the lag before one of the controller's writes reaches its cache after it."""
+    for n in range(240):
+        await poke(kube, namespace, str(n))
+        await asyncio.sleep(0.5)  # a paced load, not a wait for a condition
