@@ -74,3 +74,27 @@ def test_a_selector_is_scoped_exactly_when_it_names_the_workloads_namespace(
     query = f'sum(rate({metric}{{namespace="{other}"}}[1m]))'
     expected = [] if other == namespace else [f'{metric}{{namespace="{other}"}}']
     assert unscoped_selectors(query, "namespace", namespace) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("+".join(['up{namespace="shop"}'] * 400), "8399 characters, more than the 4096"),
+        ("(" * 32 + 'up{namespace="shop"}' + ")" * 32, "nested 33 brackets deep, more than 32"),
+    ],
+)
+def test_a_query_too_big_or_deep_to_check_cheaply_is_refused_before_parsing(
+    query: str, says: str
+) -> None:
+    """A template author chooses the query: checking it must not hold the controller
+    (an 8 KB sum of selectors once took 25 s of the event loop to check)."""
+    with pytest.raises(QueryScopeError, match=says):
+        unscoped_selectors(query, "namespace", NS)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    regex = "(" * 40 + 'x\\"' + ")" * 40  # a quote escaped inside: still the string
+    query = f'up{{namespace="shop", path=~"{regex}"}}'
+    assert unscoped_selectors(query, "namespace", NS) == []
+    deepest = "(" * 31 + 'up{namespace="shop"}' + ")" * 31  # 32 with the braces: checked
+    assert unscoped_selectors(deepest, "namespace", NS) == []
