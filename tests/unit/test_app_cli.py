@@ -46,6 +46,11 @@ NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
         ),
         (["--analysis-error-interval=0s"], "--analysis-error-interval"),
         (
+            ["--analysis-namespace-label=__name__"],
+            "--analysis-namespace-label '__name__': not a Prometheus label name",
+        ),
+        (["--prometheus-url=http://127.0.0.1:0"], "the port is no number 1-65535"),
+        (
             ["--notify-receivers-file=/no/receivers.json"],
             "cannot read notification receivers from file /no/receivers.json",
         ),
@@ -175,6 +180,22 @@ def test_a_prometheus_credentials_folder_must_say_which_server_it_is_for(
         assert main(["run", *NO_CLUSTER, *two, *flags]) == 2
         err = capsys.readouterr().err
         assert says in err and err.count("\n") == 1, err
+
+
+def test_credentials_that_cant_be_used_stop_the_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A garbage ca.crt, or a token with a line break, is exit 2 in one line naming the
+    folder (never the token), not an Error at every measurement later."""
+    url = "--prometheus-url=https://prometheus.monitoring:9090"
+    for name, files in (("ca", {"ca.crt": "-----BEGIN CERTIFICATE-----\nnope\n"}),
+                        ("token", {"token": "s3cret\nsecond-line"})):  # fmt: skip
+        flag = _credentials(tmp_path / name, **files)
+        assert main(["run", *NO_CLUSTER, url, flag]) == 2
+        err = capsys.readouterr().err
+        assert f"--prometheus-credentials '{tmp_path / name}': the credentials in " in err
+        assert "can't be used" in err and err.count("\n") == 1
+        assert "s3cret" not in err and "second-line" not in err
 
 
 def test_a_token_for_a_plain_http_server_is_warned_of_at_start(

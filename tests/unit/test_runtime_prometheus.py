@@ -4,10 +4,12 @@ tests/integration/test_analysis.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -19,6 +21,7 @@ from kube_nudge.runtime.prometheus import (
     ServerCredentials,
     _value,
     normalised,
+    shown_address,
 )
 from tests.webhook_receiver import Answer, Server
 
@@ -88,7 +91,7 @@ def test_only_the_allowed_servers_may_be_asked() -> None:
         ("http://prometheus.monitoring:9090/?query=up",
          "http://prometheus.monitoring:9090/?query=up has a query or fragment"),
         ("http://prometheus.monitoring:9090#x", "has a query or fragment"),
-        ("http://prometheus.monitoring:99999", "the port is no number 0-65535"),
+        ("http://prometheus.monitoring:99999", "the port is no number 1-65535"),
     ],
 )  # fmt: skip
 def test_each_way_of_naming_another_address_is_refused_with_its_reason(
@@ -264,3 +267,109 @@ async def test_an_ipv6_server_is_asked_at_its_bracketed_address() -> None:
     finally:
         await client.aclose()
         await runner.cleanup()
+
+
+async def _serving(handler: Any, host: str = "127.0.0.1") -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.router.add_post("/api/v1/query", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, 0).start()
+    return runner, f"http://{host}:{runner.addresses[0][1]}"
+
+
+async def test_an_answer_that_arrives_in_pieces_is_read_whole() -> None:
+    """A read returns what has arrived so far: an answer in two pieces (a big vector, a
+    slow proxy) once was 'not Prometheus JSON'."""
+    body = answer("vector", [{"metric": {}, "value": [1, str(n)]} for n in range(2000)])
+
+    async def in_pieces(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(body[:100])
+        await asyncio.sleep(0.05)  # the second piece comes later, as over a slow network
+        await response.write(body[100:])
+        await response.write_eof()
+        return response
+
+    runner, address = await _serving(in_pieces)
+    client = PrometheusClient(PrometheusAccess((normalised(address),)))
+    try:
+        values = await client.query(address, "up")
+        assert values == [float(n) for n in range(2000)]
+    finally:
+        await client.aclose()
+        await runner.cleanup()
+
+
+async def test_an_answer_over_four_mib_is_an_error_that_says_so() -> None:
+    async def huge(request: web.Request) -> web.Response:
+        return web.Response(body=b"[" + b"1," * (3 * 1024 * 1024) + b"1]")
+
+    runner, address = await _serving(huge)
+    client = PrometheusClient(PrometheusAccess((normalised(address),)))
+    try:
+        with pytest.raises(QueryError, match="an answer of more than 4 MiB"):
+            await client.query(address, "up")
+    finally:
+        await client.aclose()
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("files", "says"),
+    [
+        ({"token": b"\xff\xfe-not-utf-8"}, "can't be used (UnicodeDecodeError)"),
+        ({"token": b"two\nlines"}, "can't be used (the token holds a line break"),
+        ({"ca.crt": b"-----BEGIN CERTIFICATE-----\ngarbage\n"}, "can't be used ("),
+    ],
+)  # fmt: skip
+async def test_credentials_that_cant_be_used_are_the_measurements_error(
+    tmp_path: Path, files: dict[str, bytes], says: str
+) -> None:
+    """A bad token or CA bundle (as kubelet may mount it, later) is an Error of that query,
+    counted as any other, never an exception that stalls the analysis."""
+    server = Server()
+    await server.start()
+    address = f"http://127.0.0.1:{server.port}"
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    access = PrometheusAccess(
+        (normalised(address),), credentials={normalised(address): ServerCredentials(tmp_path)}
+    )
+    client = PrometheusClient(access)
+    try:
+        with pytest.raises(QueryError) as caught:
+            await client.query(address, "up")
+        assert says in str(caught.value) and str(tmp_path) in str(caught.value)
+        assert "two" not in str(caught.value) and "not-utf-8" not in str(caught.value)
+        assert dict(server.hits) == {}
+    finally:
+        await client.aclose()
+        await server.close()
+
+
+def test_a_token_folder_that_is_a_directory_is_an_error_too(tmp_path: Path) -> None:
+    (tmp_path / "token").mkdir()
+    with pytest.raises(OSError):
+        ServerCredentials(tmp_path).check()
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["http://127.0.\n0.1:9090", "http://127.0.0.1:90\t90", "http://127.0.0.1:9090/ x",
+     "http://127.0.0.1:0", "http://127.0.0.1:9090\x00"],
+)  # fmt: skip
+def test_an_address_with_a_space_a_control_character_or_port_0_is_refused(address: str) -> None:
+    """urlsplit drops tabs and line breaks: the address read would not be the one written."""
+    access = PrometheusAccess((normalised("http://127.0.0.1:9090"),))
+    refusal = access.refusal(address)
+    assert refusal is not None and refusal.isprintable() and len(refusal) < 300
+    with pytest.raises(ValueError, match=r"no spaces or control characters|port is no number"):
+        normalised(address)
+
+
+def test_a_long_or_unprintable_address_is_shown_bounded_and_escaped() -> None:
+    shown = shown_address("http://u:pw@evil/\x1b[31m\x07\udcff" + "a" * 500)
+    assert shown.startswith("http://***@evil/\\x1b[31m\\x07\\udcff") and len(shown) == 200
+    assert shown.isprintable() and "pw" not in shown

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import ssl
 import sys
 from pathlib import Path
 
@@ -233,10 +234,20 @@ def _prometheus(args: argparse.Namespace) -> PrometheusAccess | None:
         server = _credentials_server(flag, folder, allowed)
         if server in credentials:
             raise ValueError(f"{flag}: {server} has --prometheus-credentials already; one each")
-        credentials[server] = ServerCredentials(folder)
+        credentials[server] = _usable(flag, ServerCredentials(folder))
     if not allowed:
         return None
     return PrometheusAccess(tuple(allowed), credentials=credentials)
+
+
+def _usable(flag: str, credentials: ServerCredentials) -> ServerCredentials:
+    """``credentials`` once its files read as a token and a CA bundle (a garbage ca.crt, a
+    token with a line break: exit 2 at start, not an Error at every measurement)."""
+    try:
+        credentials.check()
+    except (OSError, ValueError, ssl.SSLError) as exc:
+        raise ValueError(f"{flag}: {credentials.unusable(exc)}") from None
+    return credentials
 
 
 def _credentials_server(flag: str, folder: Path, allowed: list[str]) -> str:
@@ -267,10 +278,11 @@ def _error_interval(text: str) -> float:
 
 def _namespace_label(label: str | None) -> str | None:
     """--analysis-namespace-label: a Prometheus label name."""
-    if label is not None and not LABEL_NAME.fullmatch(label):
+    if label is not None and (not LABEL_NAME.fullmatch(label) or label.startswith("__")):
         raise ValueError(
             f"--analysis-namespace-label {label!r}: not a Prometheus label name "
-            "([a-zA-Z_][a-zA-Z0-9_]*), e.g. namespace"
+            "([a-zA-Z_][a-zA-Z0-9_]*, not starting with __, which Prometheus keeps for "
+            "itself), e.g. namespace"
         )
     return label
 

@@ -49,14 +49,20 @@ class QueryError(Exception):
 
 
 def _parsed(address: str) -> SplitResult:
-    """``address`` split, its port checked; ValueError when it is no http(s) URL."""
-    parts = urlsplit(address.strip())
+    """``address`` split, its port checked; ValueError when it is no http(s) URL, or holds
+    a space or a control character anywhere (``urlsplit`` drops tabs and newlines, so
+    ``http://127.0.\n0.1`` would pass as ``127.0.0.1``)."""
+    if not address.isprintable() or any(char.isspace() for char in address):
+        raise ValueError(f"{shown_address(address)!r}: a URL has no spaces or control characters")
+    parts = urlsplit(address)
     if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
         raise ValueError(f"{shown_address(address)!r} is not an http:// or https:// URL")
     try:
-        parts.port  # noqa: B018 # raises on a port that is no number or out of range
+        port = parts.port
     except ValueError:
-        raise ValueError(f"{shown_address(address)!r}: the port is no number 0-65535") from None
+        port = 0
+    if port == 0:
+        raise ValueError(f"{shown_address(address)!r}: the port is no number 1-65535")
     return parts
 
 
@@ -82,14 +88,17 @@ def normalised(address: str) -> str:
 
 
 def shown_address(address: str) -> str:
-    """``address`` fit for a message: any userinfo (a password, say) replaced by ``***``."""
+    """``address`` fit for a message: any userinfo (a password, say) replaced by ``***``,
+    anything but printable ASCII escaped, at most 200 characters."""
+    text = address.encode("ascii", "backslashreplace").decode("ascii")
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     try:
-        parts = urlsplit(address.strip())
+        parts = urlsplit(text)
     except ValueError:
         return "(an address that is no URL)"
-    if "@" not in parts.netloc:
-        return address.strip()
-    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+    if "@" in parts.netloc:
+        text = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +133,27 @@ class ServerCredentials:
     def has_token(self) -> bool:
         """Whether the folder holds a token now."""
         return self.token() is not None
+
+    def headers(self) -> dict[str, str]:
+        """The Authorization header, if there is a token; ValueError for a token that
+        can't be one (a line break, a control character in it)."""
+        token = self.token()
+        if token is None:
+            return {}
+        if not token.isprintable():
+            raise ValueError("the token holds a line break or a control character")
+        return {"Authorization": f"Bearer {token}"}
+
+    def check(self) -> None:
+        """Read both files now: OSError, ValueError or ssl.SSLError when they can't be used
+        (``kube-nudge run`` refuses to start then)."""
+        self.headers()
+        self.ssl_context()
+
+    def unusable(self, exc: Exception) -> str:
+        """Why the files can't be used, in one line that names the folder, never a token."""
+        why = type(exc).__name__ if isinstance(exc, UnicodeError) else str(exc).splitlines()[0]
+        return f"the credentials in {self.folder} can't be used ({why[:200]})"
 
     def token(self) -> str | None:
         """The token as the file holds it now (None: no file, or empty)."""
@@ -215,10 +245,11 @@ class PrometheusClient:
         refused = self.access.refusal(address)
         if refused is not None:
             raise QueryError(refused)
+        address = normalised(address)  # what is asked, and named in every message
         params = {"query": promql, **({"time": f"{at:.3f}"} if at is not None else {})}
         seconds = timeout or DEFAULT_QUERY_TIMEOUT
         params["timeout"] = f"{seconds:g}s"
-        server = normalised(address)
+        server = address
         headers, context = self._auth(server)
         try:
             async with self._http().post(
@@ -231,12 +262,12 @@ class PrometheusClient:
             ) as response:
                 status = response.status
                 if 300 <= status < 400:
-                    where = shown_address(response.headers.get("Location", "nowhere"))[:200]
+                    where = shown_address(response.headers.get("Location", "nowhere"))
                     raise QueryError(
                         f"{address}: answered {status}, a redirect to {where}; redirects are "
                         "never followed (give the server's own URL as --prometheus-url)"
                     )
-                body = await response.content.read(_MAX_BODY)
+                body = await _whole_body(address, response)
         except TimeoutError:
             raise QueryError(f"{address}: no answer within {seconds:g} s") from None
         except (aiohttp.ClientError, OSError) as exc:
@@ -245,13 +276,15 @@ class PrometheusClient:
 
     def _auth(self, server: str) -> tuple[dict[str, str], ssl.SSLContext | bool]:
         """The headers and TLS context of a request to ``server`` (its own token, its own
-        CA; True: the default context)."""
+        CA; True: the default context); ``QueryError`` when its mounted files can't be used
+        as they are now (the measurement's Error, as any other)."""
         credentials = self.access.credentials.get(server)
         if credentials is None:
             return {}, True
-        token = credentials.token()
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return headers, credentials.ssl_context()
+        try:
+            return credentials.headers(), credentials.ssl_context()
+        except (OSError, ValueError, ssl.SSLError) as exc:
+            raise QueryError(f"{server}: {credentials.unusable(exc)}") from None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -265,6 +298,20 @@ class PrometheusClient:
         """Close the connections."""
         if self._session is not None:
             await self._session.close()
+
+
+async def _whole_body(address: str, response: aiohttp.ClientResponse) -> bytes:
+    """The answer's body, read to its end (a read returns what has arrived so far);
+    ``QueryError`` past ``_MAX_BODY``."""
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > _MAX_BODY:
+            raise QueryError(
+                f"{address}: an answer of more than {_MAX_BODY // (1024 * 1024)} MiB; an "
+                "analysis query should give a few numbers"
+            )
+    return bytes(body)
 
 
 def _value(address: str, status: int, body: bytes) -> float | list[float]:
