@@ -145,7 +145,7 @@ async def record_baseline(
     target: Target,
     plan: Adopt,
     assessment: Assessment,
-    also: Mapping[str, str] | None = None,
+    also: Mapping[str, str | None] | None = None,
 ) -> None:
     """Record the baseline on the workload's metadata (not the template): restarts nothing.
     ``also``: more annotations of the strategy's, in the same patch."""

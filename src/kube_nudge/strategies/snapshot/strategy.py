@@ -162,7 +162,9 @@ class SnapshotStrategy(AdoptsBaseline):
     async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
         """Record the baseline (nothing restarts) with copies of the config the pods run,
         unless the template names copies already (its revision keeps them)."""
-        also: dict[str, str] = {}
+        # A template naming copies already (adopted again, say after a key change) keeps
+        # them in its revision: an older record of adopted copies no longer stands.
+        also: dict[str, str | None] = {BASELINE_SNAPSHOTS: None}
         if not target.view.stand_ins:
             workload = await self._context.client.get(
                 target.kind.resource.path(target.namespace, target.name)
