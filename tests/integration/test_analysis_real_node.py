@@ -2,10 +2,13 @@
 ConfigMap (``ERROR_RATE``, read at start into its environment), scraped on the real node by
 the dev tools' real Prometheus, and a fleet in waves judged by docs/analysis.md's template.
 
-A good change (a new ``GREETING``) passes both waves. A bad one (``ERROR_RATE`` 0.5) rolls
-wave 1 only: its containers serve errors, its analysis fails, strategy snapshot rolls it
-back onto its copies of the earlier config (the running containers read ``ERROR_RATE`` 0
-again), and wave 2 never rolls. Everything is observed from the cluster and the containers.
+The first change after adoption is a bad one (``ERROR_RATE`` 0.5): it rolls wave 1 only,
+its containers serve errors, its analysis fails, and strategy snapshot rolls it back onto
+the copies of the config it made at adoption (the template before the change names the
+ConfigMap itself, which holds the bad value by then): the running containers read
+``ERROR_RATE`` 0 again, and wave 2 never rolls. Then a good change (``ERROR_RATE`` 0 and a
+new ``GREETING``) passes both waves. Everything is observed from the cluster and the
+containers.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import ANALYSISTEMPLATES, CONFIGMAPS, DEPLOYMENTS, PODS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.analysis import AnalysisPhase
+from kube_nudge.model.annotations import BASELINE_HASH
 from kube_nudge.runtime.prometheus import PrometheusAccess, normalised
 from kube_nudge_dev import manifests
 from kube_nudge_dev.admin import AdminClient
@@ -171,13 +175,13 @@ async def test_a_bad_config_fails_its_analysis_on_the_real_node_and_is_rolled_ba
             for o in objs.values()))  # fmt: skip
         access = PrometheusAccess((normalised(address),))
         async with running_controller(cluster, namespace, prometheus=access):
-            # A good change passes both waves.
-            await kube.merge_patch(CONFIGMAPS.path(namespace, "app"), {"data": {"GREETING": "hi"}})
-            found = await deployments(kube, namespace, lambda objs: all(
-                analysed(o, AnalysisPhase.SUCCESSFUL) for o in objs.values()))  # fmt: skip
-            before = {name: template_hash(obj, DEPLOYMENT) for name, obj in found.items()}
+            adopted = await deployments(kube, namespace, lambda objs: all(
+                BASELINE_HASH in (o["metadata"].get("annotations") or {})
+                for o in objs.values()))  # fmt: skip
+            before = {name: template_hash(obj, DEPLOYMENT) for name, obj in adopted.items()}
 
-            # A bad one: wave 1's containers serve errors; its analysis fails, it rolls back.
+            # The first change after adoption is bad: wave 1's containers serve errors; its
+            # analysis fails, and it rolls back onto the config adopted.
             await kube.merge_patch(
                 CONFIGMAPS.path(namespace, "app"), {"data": {"ERROR_RATE": "0.5"}}
             )
@@ -185,7 +189,8 @@ async def test_a_bad_config_fails_its_analysis_on_the_real_node_and_is_rolled_ba
                 objs["shop-1"], AnalysisPhase.FAILED))  # fmt: skip
             [failed] = await posted(kube, namespace, "AnalysisFailed", timeout=TIMEOUT)
             assert "metric error-ratio measured [0.5" in failed["message"]
-            await posted(kube, namespace, "RolledBack", timeout=TIMEOUT)
+            [rolled_back] = await posted(kube, namespace, "RolledBack", timeout=TIMEOUT)
+            assert "with the copies of its config made at adoption" in rolled_back["message"]
             await deployments(kube, namespace, lambda objs: (
                 (objs["shop-1"].get("status") or {}).get("updatedReplicas") == 1
                 and (objs["shop-1"].get("status") or {}).get("availableReplicas") == 1
@@ -199,3 +204,10 @@ async def test_a_bad_config_fails_its_analysis_on_the_real_node_and_is_rolled_ba
                     await asyncio.sleep(1)  # polled: the old pods terminate at their pace
             latest = await kube.get(DEPLOYMENTS.path(namespace, "shop-2"))
             assert template_hash(latest, DEPLOYMENT) == before["shop-2"]  # wave 2 never rolled
+
+            # A good change then passes both waves.
+            await kube.merge_patch(
+                CONFIGMAPS.path(namespace, "app"), {"data": {"ERROR_RATE": "0", "GREETING": "hi"}}
+            )
+            await deployments(kube, namespace, lambda objs: all(
+                analysed(o, AnalysisPhase.SUCCESSFUL) for o in objs.values()))  # fmt: skip

@@ -35,9 +35,11 @@ from kube_nudge.kube.workloads import ARGO_ROLLOUTS, BUILTIN_KINDS
 from kube_nudge.model import template_annotation
 from kube_nudge.model.annotations import POD_SELECTOR
 from kube_nudge.model.projection import parse_timestamp
+from kube_nudge.model.references import SourceKind
+from kube_nudge.model.standins import parse_stand_ins as parse_snapshots
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL
-from kube_nudge.strategies.snapshot.model import SNAPSHOTS
+from kube_nudge.strategies.snapshot.model import BASELINE_SNAPSHOTS, SNAPSHOTS, parse_baseline
 from kube_nudge_dev import chart, manifests
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import ADMISSION, CHART_KINDS, apply_documents
@@ -180,14 +182,20 @@ async def test_controller_runs_with_exactly_the_charts_rbac(
                     kube, ROLLOUTS.path(namespace), "ro",
                     lambda o: template_hash(o, ARGO_ROLLOUTS) is not None, timeout=30,
                 )  # fmt: skip
-            if snapshot:  # rolled onto a copy, which its ReplicaSet then takes over
+            if snapshot:  # rolled onto a copy, which its ReplicaSet then takes over, beside
+                # the copy of the adopted config the Deployment keeps (for a rollback)
                 app = await kube.get(DEPLOYMENTS.path(namespace, "app"))
-                assert template_annotation(app, BUILTIN_KINDS[0].template_path, SNAPSHOTS)
+                text = template_annotation(app, BUILTIN_KINDS[0].template_path, SNAPSHOTS)
+                [(_, copy)] = parse_snapshots(text)
+                owners = {copy: ["ReplicaSet"]}
+                baseline = parse_baseline(app["metadata"]["annotations"][BASELINE_SNAPSHOTS])
+                assert baseline is not None
+                owners |= {name: ["Deployment"] for kind, name in baseline.copies
+                           if kind is SourceKind.CONFIGMAP}  # fmt: skip
                 await wait_for_objects(
                     kube, CONFIGMAPS.path(namespace),
-                    lambda found: len(found) == 1 and all(
-                        [r["kind"] for r in o["metadata"].get("ownerReferences") or []]
-                        == ["ReplicaSet"] for o in found.values()),
+                    lambda found: {n: [r["kind"] for r in o["metadata"].get("ownerReferences")
+                                       or []] for n, o in found.items()} == owners,
                     params={"labelSelector": SNAPSHOT_LABEL}, timeout=30,
                 )  # fmt: skip
             [(old, pod)] = (await wait_for_objects(

@@ -400,7 +400,11 @@ async def test_a_config_that_fails_validation_is_not_loaded_and_the_fallback_rol
     # The rollout started: a new ReplicaSet whose pod starts on what is now in the
     # ConfigMap (a rollout runs the current config, broken or not) and is not Ready on it...
     async def rolled() -> bool:
-        return len(await replicasets(kube, namespace, "web")) == 2
+        # The new ReplicaSet, and its pod: a ReplicaSet is created before its pods (a fresh
+        # clone's CI once read the pods between the two).
+        others = [p for p in await live_pods(kube, namespace, "web")
+                  if p["metadata"]["name"] != name]  # fmt: skip
+        return len(await replicasets(kube, namespace, "web")) == 2 and bool(others)
 
     await until(rolled, 60)
     [new] = [p for p in await live_pods(kube, namespace, "web") if p["metadata"]["name"] != name]
