@@ -52,6 +52,14 @@ def cronjob(name: str) -> str:
     )
 
 
+def job(name: str) -> str:
+    return (
+        f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}}}\nspec:\n  template:\n"
+        "    spec:\n      restartPolicy: Never\n"
+        "      containers: [{name: app, image: registry.invalid/app:1}]\n"
+    )
+
+
 def rbac(kind: str, name: str) -> str:
     """A Role, ClusterRole, RoleBinding or ClusterRoleBinding named ``name``."""
     text = f"apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\n"
@@ -223,6 +231,14 @@ CASES: tuple[Case, ...] = (
     Case("daemonset-dot", workload("DaemonSet", "agent.v1"), None),
     Case("cronjob-52", cronjob("c" * 52), None),
     Case("cronjob-53", cronjob("c" * 53), "at most 52 characters"),
+    Case("job-63", job("j" * 63), None),
+    Case("job-64", job("j" * 64), "at most 63 characters (its pods get a job-name label)"),
+    # Read as kubectl reads them (kubectl v1.37.2, `kubectl label --local -o json`).
+    Case("tag-binary", data("!!binary aGk="), None),
+    Case("tag-timestamp", data("!!timestamp 2001-12-14"), None),
+    Case("tag-unknown", data("!custom 12"), None),
+    Case("float-dot-underscore", data(".1_2"), f"{_WANT_STRING} number"),
+    Case("string-dot-underscore", data("._1"), None),
     Case("configmap-capital", core("ConfigMap", "App"), "not a valid name for a ConfigMap"),
     Case("secret-colon", core("Secret", "db:1"), "not a valid name for a Secret"),
     # -- sizes, in bytes -------------------------------------------------------------------

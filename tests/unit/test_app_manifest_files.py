@@ -131,6 +131,34 @@ def test_values_are_read_as_kubectl_sends_them(tmp_path: Path) -> None:
                                  "AT": "12:30"}  # fmt: skip
 
 
+def test_a_merge_applies_in_document_order_as_kubectl_reads_it(tmp_path: Path) -> None:
+    """go-yaml v2 (kubectl) reads a ``<<`` where it stands: over the keys before it, under
+    those after it; of a list, the earlier mappings win. PyYAML lets every explicit key win,
+    so ``plan`` once planned a change kubectl would not make."""
+    (tmp_path / "merge.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"
+        "data:\n  A: '3'\n  <<: {A: '2', B: '1'}\n  C: x\n"
+        "  <<: [{C: first, D: first}, {C: second, D: second, E: second}]\n"
+    )
+    (found,) = read_manifests([str(tmp_path)])
+    assert found.obj["data"] == {"A": "2", "B": "1", "C": "first", "D": "first", "E": "second"}
+
+
+def test_explicit_and_unknown_tags_are_read_as_kubectl_reads_them(tmp_path: Path) -> None:
+    """Checked against kubectl v1.37.2 (``kubectl label --local -o json``): !!binary is its
+    decoded text, !!timestamp and an unknown tag keep the text, !!set is a mapping of nulls,
+    and an underscore between digits after a leading dot is still a float."""
+    (tmp_path / "tags.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\n"
+        "data: {A: !!binary aGk=, B: !!binary /w==, C: !!timestamp 2001-12-14, D: !custom 12,"
+        " E: !custom y, F: ._1}\nbinaryData: !!set {x}\nextra: [.1_2, !custom [1]]\n"
+    )
+    (found,) = read_manifests([str(tmp_path)])
+    assert found.obj["data"] == {"A": "hi", "B": "\ufffd", "C": "2001-12-14", "D": "12",
+                                 "E": "y", "F": "._1"}  # fmt: skip
+    assert (found.obj["binaryData"], found.obj["extra"]) == ({"x": None}, [0.12, [1]])
+
+
 def test_no_secret_value_reaches_a_refusal(tmp_path: Path) -> None:
     message = refused(tmp_path, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\n"
                                 "data: {password: 'hunter2-not-base64'}\n")  # fmt: skip

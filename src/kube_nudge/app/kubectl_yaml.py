@@ -21,6 +21,7 @@ As JSON, keys are strings as sigs.k8s.io/yaml writes them (``true``, ``31``, a f
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 import struct
@@ -55,7 +56,7 @@ _GO_INT: Final = re.compile(
 _GO_FLOAT: Final = re.compile(
     r"^(?:(?=[-+0-9])[-+]?_*(?:\.[0-9_]*[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)"
     r"(?:[eE]_*[-+]?_*[0-9_]*[0-9][0-9_]*)?"
-    r"|\.[0-9]+(?:[eE][-+]?[0-9]+)?)$"
+    r"|\.[0-9](?:_?[0-9])*(?:[eE][-+]?[0-9](?:_?[0-9])*)?)$"
 )
 
 
@@ -73,16 +74,34 @@ class KubectlLoader(_BASE):  # type: ignore[misc]
     yaml_implicit_resolvers: ClassVar[dict[str | None, list[tuple[str, re.Pattern[str]]]]] = {}
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[str, Any]:
-        """The mapping (``<<`` merged), its keys as JSON's strings; a later key wins."""
-        self.flatten_mapping(node)
+        """The mapping, its keys as JSON's strings, in document order as go-yaml v2 reads
+        it: a later key wins, and a ``<<`` merges its mapping (or a list of them, the
+        earlier taking precedence) over the keys read so far, as any later key would."""
         mapping: dict[str, Any] = {}
         for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                for merged in self._merged(value_node):
+                    mapping.update(merged)
+                continue
             key = self.construct_object(key_node, deep=True)
             if key is None or isinstance(key, list | dict):
                 why = "a key that is null (~), a list or a mapping: quote it"
                 raise BadKey(None, None, why, key_node.start_mark)
             mapping[_key(key)] = self.construct_object(value_node, deep=deep)
         return mapping
+
+    def _merged(self, node: Any) -> list[dict[str, Any]]:
+        """What a ``<<`` merges, in the order it is applied (go-yaml steps backwards
+        through a list: its earlier mappings take precedence)."""
+        if isinstance(node, yaml.MappingNode):
+            return [self.construct_mapping(node, deep=True)]
+        if isinstance(node, yaml.SequenceNode) and all(
+            isinstance(item, yaml.MappingNode) for item in node.value
+        ):
+            return [self.construct_mapping(item, deep=True) for item in reversed(node.value)]
+        raise yaml.constructor.ConstructorError(
+            None, None, "<< merges a mapping or a list of mappings", node.start_mark
+        )
 
 
 def _words(words: tuple[str, ...]) -> re.Pattern[str]:
@@ -125,7 +144,8 @@ def _float(loader: yaml.BaseLoader, node: yaml.ScalarNode) -> float | str:
     if _SPECIAL_FLOATS.match(text):
         lower = text.lower()
         return math.nan if "nan" in lower else (-math.inf if lower[0] == "-" else math.inf)
-    return _float_of(text, text.replace("_", "") if text[0] != "." else text)
+    # Go's ParseFloat takes an underscore between digits (``.1_2``), as its literals do.
+    return _float_of(text, text.replace("_", ""))
 
 
 def _float_of(text: str, plain: str) -> float | str:
@@ -139,8 +159,53 @@ def _merge(loader: yaml.BaseLoader, node: yaml.ScalarNode) -> str:
     return str(loader.construct_scalar(node))
 
 
-for _tag, _constructor in ((_BOOL, _bool), (_INT, _int), (_FLOAT, _float), (_MERGE, _merge)):
-    KubectlLoader.add_constructor(_tag, _constructor)
+def _binary(loader: yaml.BaseLoader, node: yaml.ScalarNode) -> str:
+    """``!!binary``: the decoded bytes as a string (Go's ``string(bytes)``, which JSON then
+    writes with U+FFFD for what is not UTF-8)."""
+    text = str(loader.construct_scalar(node))
+    try:
+        data = base64.b64decode("".join(text.split()), validate=True)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, "!!binary that is not base64", node.start_mark
+        ) from None
+    return data.decode("utf-8", "replace")
+
+
+def _timestamp(loader: yaml.BaseLoader, node: yaml.ScalarNode) -> str:
+    """``!!timestamp``: the text, as go-yaml keeps a timestamp in a JSON document; one that
+    is no timestamp is refused, as kubectl refuses it."""
+    text = str(loader.construct_scalar(node))
+    if not yaml.constructor.SafeConstructor.timestamp_regexp.match(text):
+        raise yaml.constructor.ConstructorError(
+            None, None, "!!timestamp that is no timestamp", node.start_mark
+        )
+    return text
+
+
+def _set(loader: KubectlLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    """``!!set``: a mapping whose values are null, as go-yaml reads it."""
+    return loader.construct_mapping(node, deep=True)
+
+
+def _untagged(loader: KubectlLoader, node: yaml.Node) -> Any:
+    """A tag go-yaml doesn't know (``!custom``): the node as it is written, a scalar its
+    text unresolved, as kubectl sends it."""
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return [loader.construct_object(item, deep=True) for item in node.value]
+    return str(loader.construct_scalar(node))
+
+
+_CONSTRUCTORS: Final[tuple[tuple[str | None, Any], ...]] = (
+    (_BOOL, _bool), (_INT, _int), (_FLOAT, _float), (_MERGE, _merge),
+    ("tag:yaml.org,2002:binary", _binary), ("tag:yaml.org,2002:timestamp", _timestamp),
+    ("tag:yaml.org,2002:set", _set),
+    (None, _untagged),  # any other tag
+)  # fmt: skip
+for _known, _constructor in _CONSTRUCTORS:
+    KubectlLoader.add_constructor(_known, _constructor)
 
 
 def as_sent(document: object) -> object:

@@ -10,7 +10,10 @@ own (an IPAddress is named by its address, a CRD ``PLURAL.GROUP``).
   letter first);
 - a path segment (``IsPathSegmentName``): RBAC's Roles and bindings, e.g.
   ``system:aggregate-to-view``;
-- a CronJob: a subdomain of at most 52 characters (its Jobs add 11).
+- a CronJob: a subdomain of at most 52 characters (its Jobs add 11);
+- a Job: a subdomain of at most 63 characters, since the API server labels its pods with
+  its name (``batch.kubernetes.io/job-name``, a label value); unless its ``manualSelector``,
+  which manifests rarely set.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ def _path_segment(name: str) -> str | None:
     return None
 
 
+def _job(name: str) -> str | None:
+    if len(name) > _DNS1123_LABEL_MAX:
+        return f"at most {_DNS1123_LABEL_MAX} characters (its pods get a job-name label)"
+    return _subdomain(name)
+
+
 def _cronjob(name: str) -> str | None:
     if len(name) > _CRONJOB_NAME_MAX:
         return f"at most {_CRONJOB_NAME_MAX} characters (each Job's name adds 11)"
@@ -81,7 +90,7 @@ _RULES: Final[dict[tuple[str, str], Callable[[str], str | None]]] = {
     ("apps", "DaemonSet"): _subdomain,
     ("apps", "ReplicaSet"): _subdomain,
     ("apps", "StatefulSet"): _label,
-    ("batch", "Job"): _subdomain,
+    ("batch", "Job"): _job,
     ("batch", "CronJob"): _cronjob,
     ("argoproj.io", "Rollout"): _subdomain,  # a custom resource: NameIsDNSSubdomain
     (_RBAC, "Role"): _path_segment,
