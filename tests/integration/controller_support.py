@@ -249,6 +249,14 @@ class Replica:
         return response is not None and "\nkube_nudge_leader 1.0" in response.text
 
 
+#: ``kube-nudge run`` as the fault scenarios run their replicas: leader election with a
+#: short lease (a takeover within seconds), no debounce.
+FAST_FAILOVER = (
+    "--leader-elect", "--debounce=0",
+    "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
+)  # fmt: skip
+
+
 async def start_replica(
     kubeconfig: Path,
     namespace: str | None,

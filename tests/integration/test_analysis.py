@@ -214,41 +214,55 @@ def stoppable_template(address: str, **timing: Any) -> dict[str, Any]:
     return template
 
 
+@contextlib.asynccontextmanager
+async def two_waves(
+    kube: AdminClient, namespace: str, tmp_path: Path, **timing: Any
+) -> AsyncIterator[tuple[Exporter, Prometheus]]:
+    """Waves web-1 and web-2 gated by ``stoppable_template`` with ``timing``, their
+    exporter and the Prometheus scraping it (which a test may stop)."""
+    async with monitored(namespace, tmp_path) as (exporter, prometheus):
+        for name in ("web-1", "web-2"):
+            exporter.app(name)
+        await prometheus.returns(f'http_requests_total{{namespace="{namespace}"}}')
+        template = stoppable_template(prometheus.url, **timing)
+        await fleet(kube, namespace, template, {"web-1": 1, "web-2": 2})
+        yield exporter, prometheus
+
+
 async def test_prometheus_stopped_mid_analysis_errors_after_the_limit_and_holds_the_line(
     kube: AdminClient, cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     """The real Prometheus stopped (SIGSTOP: it answers nothing) once wave 1's first
     measurements are recorded: errors, paced, reach Error past consecutiveErrorLimit; the
     line is held (never proceeding blind) until a person releases it."""
-    waves = {"web-1": 1, "web-2": 2}
-    async with monitored(namespace, tmp_path) as (exporter, prometheus):
-        for name in waves:
-            exporter.app(name)
-        await prometheus.returns(f'http_requests_total{{namespace="{namespace}"}}')
-        template = stoppable_template(prometheus.url, count=20, consecutiveErrorLimit=1)
-        await fleet(kube, namespace, template, waves)
-        async with controlled(cluster, namespace, exporter, prometheus.url) as (running, _):
-            before = templates(await deployments(kube, namespace, lambda objs: len(objs) == 2))
-            await change(kube, namespace, "v2")
-            await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 1))
-            prometheus.stop()
-            found = await deployments(kube, namespace, lambda objs: analysed(
-                objs["web-1"], AnalysisPhase.ERROR))  # fmt: skip
-            record = analysis_run(found["web-1"])
-            assert record is not None
-            state = record.state("error-ratio")
-            assert (state.count >= 1, state.consecutive_errors) == (True, 2)  # past 1
-            [error] = await posted(kube, namespace, "AnalysisError")
-            assert "no answer within 1 s" in error["message"]
-            assert "kube-nudge release" in error["message"]
-            await running.controller.settled(timeout=30)
-            latest = templates(await deployments(kube, namespace, lambda objs: True))
-            assert latest["web-2"] == before["web-2"]  # held: never proceeding blind
-            assert FAILED not in (found["web-1"]["metadata"].get("annotations") or {})
-            prometheus.resume()
-            await _release(kube, namespace, "web-1")  # a person lets the line go on
-            await deployments(kube, namespace, lambda objs: template_hash(
-                objs["web-2"], DEPLOYMENT) != before["web-2"])  # fmt: skip
+    async with (
+        two_waves(kube, namespace, tmp_path, count=20, consecutiveErrorLimit=1) as (
+            exporter,
+            prometheus,
+        ),
+        controlled(cluster, namespace, exporter, prometheus.url) as (running, _),
+    ):
+        before = templates(await deployments(kube, namespace, lambda objs: len(objs) == 2))
+        await change(kube, namespace, "v2")
+        await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 1))
+        prometheus.stop()
+        found = await deployments(kube, namespace, lambda objs: analysed(
+            objs["web-1"], AnalysisPhase.ERROR))  # fmt: skip
+        record = analysis_run(found["web-1"])
+        assert record is not None
+        state = record.state("error-ratio")
+        assert (state.count >= 1, state.consecutive_errors) == (True, 2)  # past 1
+        [error] = await posted(kube, namespace, "AnalysisError")
+        assert "no answer within 1 s" in error["message"]
+        assert "kube-nudge release" in error["message"]
+        await running.controller.settled(timeout=30)
+        latest = templates(await deployments(kube, namespace, lambda objs: True))
+        assert latest["web-2"] == before["web-2"]  # held: never proceeding blind
+        assert FAILED not in (found["web-1"]["metadata"].get("annotations") or {})
+        prometheus.resume()
+        await _release(kube, namespace, "web-1")  # a person lets the line go on
+        await deployments(kube, namespace, lambda objs: template_hash(
+            objs["web-2"], DEPLOYMENT) != before["web-2"])  # fmt: skip
 
 
 async def test_prometheus_back_within_the_error_limit_lets_the_analysis_pass(
@@ -257,29 +271,28 @@ async def test_prometheus_back_within_the_error_limit_lets_the_analysis_pass(
     """Stopped after the first measurements, back after an error: within
     consecutiveErrorLimit (errors come an error interval apart, not at once), the analysis
     goes on and passes, and the next wave rolls with no person involved."""
-    waves = {"web-1": 1, "web-2": 2}
-    async with monitored(namespace, tmp_path) as (exporter, prometheus):
-        for name in waves:
-            exporter.app(name)
-        await prometheus.returns(f'http_requests_total{{namespace="{namespace}"}}')
-        template = stoppable_template(prometheus.url, count=4, consecutiveErrorLimit=3)
-        await fleet(kube, namespace, template, waves)
-        async with controlled(cluster, namespace, exporter, prometheus.url):
-            before = templates(await deployments(kube, namespace, lambda objs: len(objs) == 2))
-            await change(kube, namespace, "v2")
-            await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 1))
-            prometheus.stop()
-            await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 2, errors=1))
-            prometheus.resume()
-            found = await deployments(kube, namespace, lambda objs: analysed(
-                objs["web-1"], AnalysisPhase.SUCCESSFUL) and template_hash(
-                objs["web-2"], DEPLOYMENT) != before["web-2"])  # fmt: skip
-            record = analysis_run(found["web-1"])
-            assert record is not None
-            for name in ("error-ratio", "p99-latency"):
-                state = record.state(name)
-                assert state.count == 4 and state.errors >= 1 and state.taken == 4 + state.errors
-            assert await events(kube, namespace, "AnalysisError") == []
+    async with (
+        two_waves(kube, namespace, tmp_path, count=4, consecutiveErrorLimit=3) as (
+            exporter,
+            prometheus,
+        ),
+        controlled(cluster, namespace, exporter, prometheus.url),
+    ):
+        before = templates(await deployments(kube, namespace, lambda objs: len(objs) == 2))
+        await change(kube, namespace, "v2")
+        await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 1))
+        prometheus.stop()
+        await deployments(kube, namespace, lambda objs: measured(objs["web-1"], 2, errors=1))
+        prometheus.resume()
+        found = await deployments(kube, namespace, lambda objs: analysed(
+            objs["web-1"], AnalysisPhase.SUCCESSFUL) and template_hash(
+            objs["web-2"], DEPLOYMENT) != before["web-2"])  # fmt: skip
+        record = analysis_run(found["web-1"])
+        assert record is not None
+        for name in ("error-ratio", "p99-latency"):
+            state = record.state(name)
+            assert state.count == 4 and state.errors >= 1 and state.taken == 4 + state.errors
+        assert await events(kube, namespace, "AnalysisError") == []
 
 
 async def _release(kube: AdminClient, namespace: str, name: str) -> None:

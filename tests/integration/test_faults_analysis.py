@@ -31,7 +31,13 @@ from tests.integration.analysis_support import (
     fleet,
     measured,
 )
-from tests.integration.controller_support import Replica, events, leader_of, start_replica
+from tests.integration.controller_support import (
+    FAST_FAILOVER,
+    Replica,
+    events,
+    leader_of,
+    start_replica,
+)
 from tests.integration.faults import FaultRun
 from tests.integration.prometheus_support import prometheus_for
 from tests.integration.query_proxy import query_proxy
@@ -45,10 +51,7 @@ from tests.integration.rollout_timeline import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
-ARGS = (
-    "--leader-elect", "--debounce=0",
-    "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
-)  # fmt: skip
+ARGS = FAST_FAILOVER
 WAVES = {"web-1": 1, "web-2": 2}
 COUNT, INTERVAL, DELAY = 4, 2.0, 2.0
 METRICS = ("error-ratio", "p99-latency")

@@ -14,7 +14,13 @@ import pytest
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until
-from tests.integration.controller_support import Replica, events, leader_of, start_replica
+from tests.integration.controller_support import (
+    FAST_FAILOVER,
+    Replica,
+    events,
+    leader_of,
+    start_replica,
+)
 from tests.integration.fakekubelet import FakeKubelet
 from tests.integration.faults import FaultRun
 from tests.integration.rollout_timeline import (
@@ -34,10 +40,7 @@ from tests.integration.rollout_timeline import (
 from tests.webhook_receiver import Server
 
 pytestmark = [pytest.mark.cluster, pytest.mark.faults]
-ARGS = (
-    "--leader-elect", "--debounce=0",
-    "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
-)  # fmt: skip
+ARGS = FAST_FAILOVER
 
 
 async def test_an_ordered_release_survives_sigkill_and_failover(
