@@ -4,6 +4,7 @@ the record on the workload that neither measures twice nor skips."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -225,6 +226,48 @@ def test_the_record_survives_its_annotation() -> None:
     assert parse_record(ended.encode()) == ended
     for broken in (None, "", "{", '{"hash": 1}', '{"hash":"h","start":"x"}', "[]"):
         assert parse_record(broken) is None
+
+
+@given(st.lists(st.sampled_from(list(P)[2:]), max_size=12))
+def test_the_record_stores_what_it_counts_and_derives_the_rest(
+    phases: list[AnalysisPhase],
+) -> None:
+    """Every measurement is counted once, errors included, and the record on the workload
+    holds no count that can be derived (``taken`` is ``count + errors``): a record edited by
+    hand can't disagree with itself."""
+    record = AnalysisRecord("v1-abc", 0.0)
+    for at, phase in enumerate(phases):
+        record = record.measured("error-rate", Measurement(phase, float(at), ""))
+    state = record.state("error-rate")
+    assert state.taken == len(phases) == state.count + state.errors
+    assert state.errors == phases.count(P.ERROR)
+    stored = json.loads(record.encode()).get("metrics", {}).get("error-rate", {})
+    assert "n" not in stored and parse_record(record.encode()) == record
+    legacy = record.encode().replace('"ok":', '"n":99,"ok":') if phases else record.encode()
+    assert parse_record(legacy) == record  # an earlier release's "n" is not read
+
+
+@pytest.mark.parametrize(
+    ("phase", "released_after", "goes_on"),
+    [
+        (P.SUCCESSFUL, False, True),
+        (P.ERROR, False, False),
+        (P.ERROR, True, True),
+        (P.INCONCLUSIVE, True, True),
+        (P.FAILED, True, False),
+        (None, True, False),
+    ],
+)
+def test_the_release_rule(phase: AnalysisPhase | None, released_after: bool, goes_on: bool) -> None:
+    """The line goes on past a Successful analysis, or an Error or Inconclusive one that an
+    operator released after its last measurement; never past a Failed or a running one."""
+    record = AnalysisRecord("v1-abc", 1000.0).measured(
+        "error-rate", Measurement(P.ERROR, 1010.0, "")
+    )
+    if phase is not None:
+        record = record.ended(phase, "why")
+    released_at = 1010.5 if released_after else 1009.5
+    assert record.lets_line_go_on(released_at) is goes_on
 
 
 def measured(

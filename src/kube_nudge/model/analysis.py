@@ -448,8 +448,12 @@ class MetricState:
     errors: int = 0
     consecutive_errors: int = 0
     last: Measurement | None = None
-    taken: int = 0
-    """Every measurement, errors included (the schedule's count)."""
+
+    @property
+    def taken(self) -> int:
+        """Every measurement, errors included (the schedule's count): derived, never
+        stored, so a record can't disagree with itself."""
+        return self.count + self.errors
 
 
 def measure(state: MetricState, measurement: Measurement) -> MetricState:
@@ -463,7 +467,6 @@ def measure(state: MetricState, measurement: Measurement) -> MetricState:
         errors=state.errors + errored,
         consecutive_errors=state.consecutive_errors + 1 if errored else 0,
         last=measurement,
-        taken=state.taken + 1,
     )
 
 
@@ -582,9 +585,19 @@ class AnalysisRecord:
         """The record with its verdict."""
         return replace(self, phase=phase, verdict=verdict[:512])
 
+    def lets_line_go_on(self, released_at: float) -> bool:
+        """Whether the line goes on past this analysis (the release rule, the one place it
+        is written): it ended Successful, or it ended Error or Inconclusive and an operator
+        ran ``kube-nudge release`` after its last measurement (``released_at``). A Failed
+        analysis never lets it: it failed the rollout."""
+        if self.phase is AnalysisPhase.SUCCESSFUL:
+            return True
+        ended_held = self.phase is not None and self.phase is not AnalysisPhase.FAILED
+        return ended_held and released_at > self.last_at
+
 
 def _encode_state(state: MetricState) -> dict[str, Any]:
-    body: dict[str, Any] = {"n": state.taken, "ok": state.count, "failed": state.failed,
+    body: dict[str, Any] = {"ok": state.count, "failed": state.failed,
                             "inconclusive": state.inconclusive, "errors": state.errors,
                             "inRow": state.consecutive_errors}  # fmt: skip
     if state.last is not None:
@@ -623,6 +636,8 @@ def parse_record(text: object) -> AnalysisRecord | None:
 
 
 def _decode_state(body: Mapping[str, Any]) -> MetricState:
+    # Records written by earlier releases also carry "n" (every measurement, errors
+    # included): it is `taken`, derived, so it is not read.
     last = body.get("last")
     measurement = None
     if isinstance(last, Sequence) and len(last) == 3:
@@ -630,5 +645,5 @@ def _decode_state(body: Mapping[str, Any]) -> MetricState:
     return MetricState(
         count=int(body["ok"]), failed=int(body["failed"]),
         inconclusive=int(body["inconclusive"]), errors=int(body["errors"]),
-        consecutive_errors=int(body["inRow"]), last=measurement, taken=int(body["n"]),
+        consecutive_errors=int(body["inRow"]), last=measurement,
     )  # fmt: skip

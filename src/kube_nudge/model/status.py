@@ -104,7 +104,7 @@ def _analysis(view: WorkloadView) -> tuple[str, str] | None:
         )
     if phase is AnalysisPhase.FAILED:
         return "failed", f"its analysis failed: {record.verdict}"
-    if phase is AnalysisPhase.SUCCESSFUL or view.released_at > record.last_at:
+    if record.lets_line_go_on(view.released_at):
         return None
     return "held", (
         f"its analysis ended {phase.value}: {record.verdict}; the line waits for a person "

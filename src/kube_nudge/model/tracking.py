@@ -142,8 +142,7 @@ def _judged(view: WorkloadView, complete: Tracking) -> Tracking:
         return replace(complete, phase=Phase.ROLLING, analysis=AnalysisPhase.PENDING,
                        detail="rollout complete; analysis starting")  # fmt: skip
     phase = record.phase
-    released = phase is not AnalysisPhase.FAILED and view.released_at > record.last_at
-    if phase is AnalysisPhase.SUCCESSFUL or (phase is not None and released):
+    if phase is not None and record.lets_line_go_on(view.released_at):
         how = "successful" if phase is AnalysisPhase.SUCCESSFUL else (
             f"{phase.value.lower()}, let go on by kube-nudge release"
         )  # fmt: skip
