@@ -46,9 +46,9 @@ from kube_nudge.model import (
     WorkloadMemory,
     WorkloadView,
 )
-from kube_nudge.model.annotations import mistyped_opt_in
 from kube_nudge.model.pacing import hold_for_change, hold_for_own_event
 from kube_nudge.model.replacement import replacement_selector
+from kube_nudge.model.settings import mistyped_opt_in
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.queue import WorkQueue
 
@@ -64,8 +64,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_MAX_MISTYPED = 10_000
 
 SourceChanged = Callable[[SourceRef, SourceView | None, SourceView | None], None]
 """A source's change as a runnable of its own queues it (``PodReplacer.source_changed``)."""
@@ -257,32 +255,25 @@ def _rollout_moved(old: WorkloadView, new: WorkloadView) -> bool:
 class OptInErrors:
     """A workload left out because its opt-in is not a boolean (`enabled: "yes"`): the
     combined Warning Event ``InvalidAnnotation`` and a log line, once per message, as for
-    opted-in workloads (the reconciler) and sources, instead of silence."""
+    opted-in workloads (the reconciler) and sources, instead of silence. It keeps no state:
+    "once" is the Events' own memory (``BackgroundEvents.post_new``: the recorder's
+    dedupe window, bounded), so a left-out workload's every update says nothing new."""
 
     def __init__(self, events: BackgroundEvents, defaults: WorkloadDefaults) -> None:
         self._events = events
         self._defaults = defaults
-        self._reported: dict[tuple[str, str, str], str] = {}
 
     def __call__(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         namespace, name = str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
         errors = mistyped_opt_in(metadata.get("annotations"), namespace, self._defaults)
-        key = (str(kind.resource), namespace, name)
-        message = "; ".join(errors)
-        if self._reported.get(key, "") == message:
-            return
-        if not errors:
-            self._reported.pop(key, None)
-            return
-        if len(self._reported) >= _MAX_MISTYPED:  # deleted ones are never seen again
-            self._reported.clear()
-        self._reported[key] = message
-        log.warning("%s %s/%s: not opted in: %s", kind.resource.kind, namespace, name, message)
         uid = str(metadata.get("uid") or "")
-        if uid:
-            ref = ObjectRef(kind.resource.api_version, kind.resource.kind, namespace, name, uid)
-            self._events.post(ref, WARNING, "InvalidAnnotation", message)
+        if not errors or not uid:
+            return
+        message = "; ".join(errors)
+        ref = ObjectRef(kind.resource.api_version, kind.resource.kind, namespace, name, uid)
+        if self._events.post_new(ref, WARNING, "InvalidAnnotation", message):
+            log.warning("%s %s/%s: not opted in: %s", kind.resource.kind, namespace, name, message)
 
 
 class RunnerEvents:

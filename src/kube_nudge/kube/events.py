@@ -21,6 +21,10 @@ from kube_nudge.kube.resources import CORE_EVENTS
 
 log = logging.getLogger(__name__)
 
+EventKey = tuple[str, str, str, str]
+"""(the object's uid, type, reason, message): one Event, counted when it repeats."""
+_MAX_MESSAGE = 1024
+
 NORMAL = "Normal"
 WARNING = "Warning"
 
@@ -34,6 +38,11 @@ class ObjectRef:
     namespace: str
     name: str
     uid: str
+
+
+def event_key(obj: ObjectRef, event_type: str, reason: str, message: str) -> EventKey:
+    """What makes two Events the same one (counted, not posted again)."""
+    return (obj.uid, event_type, reason, message[:_MAX_MESSAGE])
 
 
 @dataclass(slots=True)
@@ -64,7 +73,7 @@ class EventRecorder:
         self.instance = instance
         self.dedupe_window = dedupe_window
         self.max_remembered = max_remembered
-        self._recent: OrderedDict[tuple[str, str, str, str], _Recent] = OrderedDict()
+        self._recent: OrderedDict[EventKey, _Recent] = OrderedDict()
 
     def _event(
         self, obj: ObjectRef, name: str, event_type: str, reason: str, message: str, now_iso: str
@@ -92,14 +101,19 @@ class EventRecorder:
             "reportingInstance": self.instance,
         }
 
+    def remembers(self, key: EventKey) -> bool:
+        """Whether the Event ``key`` was posted (or is being) within ``dedupe_window``."""
+        recent = self._recent.get(key)
+        return recent is not None and time.monotonic() - recent.at < self.dedupe_window
+
     async def record(
         self, obj: ObjectRef, event_type: str, reason: str, message: str,
         *, at: float | None = None,
     ) -> bool:  # fmt: skip
         """Post (or count again) one Event that happened ``at`` (``time.time()``, default
         now); False (logged) if the API refused it."""
-        message = message[:1024]
-        key = (obj.uid, event_type, reason, message)
+        key = event_key(obj, event_type, reason, message)
+        message = key[3]
         when = datetime.datetime.fromtimestamp(time.time() if at is None else at, datetime.UTC)
         now_iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
         recent = self._recent.get(key)

@@ -19,7 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from kube_nudge.kube.events import EventRecorder, ObjectRef
+from kube_nudge.kube.events import EventKey, EventRecorder, ObjectRef, event_key
 
 __all__ = ["BackgroundEvents"]
 
@@ -42,6 +42,20 @@ class BackgroundEvents:
         self._concurrency = concurrency
         self._queue: deque[_Queued] = deque()
         self._workers: set[asyncio.Task[None]] = set()
+        self._queued: set[EventKey] = set()
+        """The Events ``post_new`` queued that the recorder does not remember yet."""
+
+    def post_new(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> bool:
+        """Post an Event about ``ref`` unless the same one is queued or was posted within
+        the recorder's dedupe window (a repeat is not counted either); True when posted.
+        For what a watch sees again on every update of an object (an opt-in that is not
+        one): said once per message, with the Events' own memory, bounded, as the state."""
+        key = event_key(ref, event_type, reason, message)
+        if key in self._queued or self._recorder.remembers(key):
+            return False
+        self._queued.add(key)
+        self.post(ref, event_type, reason, message)
+        return True
 
     def post(self, ref: ObjectRef, event_type: str, reason: str, message: str) -> None:
         """Post an Event about ``ref`` soon (stamped now). Messages must never contain
@@ -55,6 +69,8 @@ class BackgroundEvents:
         try:
             while self._queue:
                 ref, event_type, reason, message, at = self._queue.popleft()
+                # The recorder remembers it from the call on (before its first await).
+                self._queued.discard(event_key(ref, event_type, reason, message))
                 try:
                     posted = await self._recorder.record(ref, event_type, reason, message, at=at)
                 except Exception as exc:  # a worker never dies with Events still queued
