@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kube_nudge.controller.book import WAITING, RolloutBook, WorkloadKey
 from kube_nudge.kube.workloads import BUILTIN_KINDS
-from kube_nudge.model import WorkloadView
+from kube_nudge.model import WorkloadMemory, WorkloadView
 from kube_nudge.model.progress import Progress
 from kube_nudge.model.tracking import Phase
 from kube_nudge.runtime.expectations import WriteExpectations
@@ -66,7 +66,7 @@ def counted(metrics: Metrics, state: str) -> float:
 def test_the_echo_of_our_own_write_is_recognised_once() -> None:
     book, _ = book_over({})
     assert not book.observed(APP, workload(template_hash="h1"))  # nothing written yet
-    book.remember(APP).remember_applied("rollout", "h2")
+    book.applying(APP, "rollout", "h2")
     assert not book.observed(APP, workload(template_hash="h1"))  # someone else's edit
     assert book.observed(APP, workload(template_hash="h2"))  # ours
     assert not book.observed(APP, workload(template_hash="h2"))  # once
@@ -75,7 +75,7 @@ def test_the_echo_of_our_own_write_is_recognised_once() -> None:
 def test_a_write_whose_echo_is_on_its_way_is_rolling_then_the_view_decides() -> None:
     book, _ = book_over({})
     assert book.tracking(APP, workload(template_hash="h1")).phase is Phase.IDLE
-    book.remember(APP).remember_applied("rollout", "h2")
+    book.applying(APP, "rollout", "h2")
     assert book.tracking(APP, workload(template_hash="h1")).phase is Phase.ROLLING
     assert book.tracking(APP, rolling("h2")).phase is Phase.ROLLING
     uncapped, _ = book_over({}, capped=False)
@@ -89,11 +89,11 @@ def test_a_pass_reads_the_whole_page_of_its_workload_in_one_call() -> None:
                        clock=FakeClock(), expectations=expectations)  # fmt: skip
     view = dataclasses.replace(rolling("h1"), resource_version=7)
     first = book.page(APP, view, capped=True)
-    assert first.memory is book.memory(APP)  # started at the first pass
+    assert first.memory == book.memory(APP) == WorkloadMemory()  # started at the first pass
     assert (first.lagging, first.tracking.phase, first.followed) == (None, Phase.ROLLING, None)
     expectations.wrote(APP, {"metadata": {"resourceVersion": "8"}})  # our write, not seen
     second = book.page(APP, view, capped=False)  # the pass's strategy restarts nothing
-    assert second.memory is first.memory and second.followed is Phase.ROLLING
+    assert second.memory == first.memory and second.followed is Phase.ROLLING
     assert second.lagging is not None and second.tracking.phase is Phase.IDLE
 
 
@@ -102,7 +102,7 @@ def test_a_pass_follows_the_phase_it_sees_unless_it_waits_or_the_status_says_not
     cluster: dict[WorkloadKey, WorkloadView] = {}
     book = RolloutBook(cluster.get, capped=lambda view: True, metrics=Metrics(),
                        clock=FakeClock(), expectations=expectations)  # fmt: skip
-    book.remember(APP).remember_applied("rollout", "h1")
+    book.applying(APP, "rollout", "h1")
     book.page(APP, unobserved(rolling("h1")), capped=True)  # nothing said: not followed
     assert followed(book) is None
     book.page(APP, rolling("h1"), capped=True)
@@ -120,7 +120,7 @@ def test_a_failure_is_followed_once_it_is_recorded() -> None:
     workload the rollout stays followed as rolling, so one that then completes is still
     announced."""
     book, _ = book_over({})
-    book.remember(APP).remember_applied("rollout", "h1")
+    book.applying(APP, "rollout", "h1")
     book.page(APP, rolling("h1"), capped=True)
     exceeded = Progress(done=False, deadline_exceeded=True, detail="1/2", observed=True)
     stuck = dataclasses.replace(rolling("h1"), progress=exceeded)
@@ -189,19 +189,33 @@ def test_a_deleted_workload_is_forgotten_with_its_count() -> None:
 @pytest.mark.parametrize("error", [RuntimeError("API down"), asyncio.CancelledError()])
 def test_a_write_that_raises_is_forgotten(error: BaseException) -> None:
     book, _ = book_over({})
-    memory = book.remember(APP)
-    memory.remember_applied("rollout", "h1")
+    book.applying(APP, "rollout", "h1")
     book.page(APP, complete("h1"), capped=True)
-    with pytest.raises(type(error)), book.writing(APP, memory):
-        memory.remember_applied("rollout", "h2")
+    with pytest.raises(type(error)), book.writing(APP):
+        book.applying(APP, "notify", "h2")
         book.started(APP, followed=True)
         raise error
+    memory = book.remember(APP)
     assert (memory.applied, memory.strategy) == ("h1", "rollout")
     assert followed(book) is Phase.COMPLETE
-    with book.writing(APP, memory):  # one that returns is kept
-        memory.remember_applied("rollout", "h2")
+    with book.writing(APP):  # one that returns is kept
+        book.applying(APP, "rollout", "h2")
         book.started(APP, followed=True)
-    assert memory.applied == "h2" and followed(book) is Phase.ROLLING
+    assert book.remember(APP).applied == "h2" and followed(book) is Phase.ROLLING
+
+
+def test_a_record_is_a_value_only_the_book_replaces() -> None:
+    """A record handed out never changes under its reader: the book replaces it."""
+    book, _ = book_over({})
+    read = book.remember(APP)
+    book.applying(APP, "rollout", "h1")
+    book.rolled(APP, 100.0, workload(template_hash="h0"))
+    book.set_state(APP, "applied")
+    assert read == WorkloadMemory() and book.remember(APP) != read
+    assert (book.remember(APP).applied, book.remember(APP).state) == ("h1", "applied")
+    assert book.remember(APP).rollouts == {100.0}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.applied = "h2"  # type: ignore[misc]
 
 
 _STATES = (None, "applied", "held-order", "held-line-stopped", "held-turn", "held-missing")

@@ -3,6 +3,7 @@ from its newest pod status, and the decision once pods mount a class."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given
@@ -204,8 +205,7 @@ def test_pods_mounting_an_unknown_class_adopt_and_a_later_rotation_rolls() -> No
     mounted = assess(recorded_view, {DB: v1}.get, KEY)
     assert mounted.unmounted == unknown.desired != mounted.desired
     assert decide(recorded_view, mounted, memory, 1000.0) == Adopt(mounted.desired, mounted=True)
-    memory.remember_applied("rollout", mounted.desired)
-    memory.rolled_with = mounted.states
+    memory = replace(memory.applying("rollout", mounted.desired), rolled_with=mounted.states)
     assert decide(recorded_view, mounted, memory, 1000.0) == Noop()
     v2 = class_view(kept({"pw": "2"}, 20))
     rotated = assess(recorded_view, {DB: v2}.get, KEY)

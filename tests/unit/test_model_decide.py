@@ -64,7 +64,7 @@ def test_adoption_happens_even_when_config_is_missing_then_holds() -> None:
     memory = WorkloadMemory()
     decision = decide_now(view, {}, memory, clock)
     assert isinstance(decision, Adopt)
-    memory.remember_applied("rollout", decision.config_hash)
+    memory = memory.applying("rollout", decision.config_hash)
     assert decide_now(view, {}, memory, clock) == Hold(
         "missing", "ConfigMissing", "not rolling: configmap/app not found"
     )
@@ -117,27 +117,26 @@ def test_unknown_previous_state_is_said_so() -> None:
 def test_our_own_write_is_not_repeated_before_its_echo_arrives() -> None:
     data = sources(LEVEL="debug")
     stale = workload(template_hash="v1-old")  # the watch echo hasn't arrived yet
-    memory = WorkloadMemory()
-    memory.remember_applied("rollout", desired(stale, data))
+    memory = WorkloadMemory().applying("rollout", desired(stale, data))
     assert decide_now(stale, data, memory, FakeClock()) == Noop()
     # The echo itself is recognised as ours, and the memory then defers to the workload.
     echo = workload(template_hash=desired(stale, data))
-    assert memory.observe(echo) is True
+    memory, ours = memory.observed(echo)
+    assert ours is True
     assert memory.applied is None
-    assert memory.observe(echo) is False
+    assert memory.observed(echo) == (memory, False)
 
 
 def test_a_foreign_change_of_the_hash_is_not_taken_for_our_echo() -> None:
-    memory = WorkloadMemory()
-    memory.remember_applied("rollout", "v1-ours")
-    assert memory.observe(workload(template_hash="v1-someone-else")) is False
+    memory = WorkloadMemory().applying("rollout", "v1-ours")
+    assert memory.observed(workload(template_hash="v1-someone-else")) == (memory, False)
     assert memory.applied == "v1-ours"
 
 
 def test_a_new_strategy_starts_from_what_the_workload_records() -> None:
-    memory = WorkloadMemory()
-    memory.remember_applied("notify", "v1-announced")
-    assert memory.observe(workload(template_hash="v1-old", strategy="rollout")) is False
+    memory = WorkloadMemory().applying("notify", "v1-announced")
+    memory, ours = memory.observed(workload(template_hash="v1-old", strategy="rollout"))
+    assert ours is False
     assert memory.applied is None
 
 
@@ -154,8 +153,8 @@ def rollout_sequence(changes: int, every: float) -> list[Adopt | Apply | Hold | 
         decision = decide_now(view, sources(LEVEL=str(n)), memory, clock)
         decisions.append(decision)
         if isinstance(decision, Apply):
-            memory.remember_applied("rollout", decision.config_hash)
-            memory.remember_rollout(clock.now(), view)
+            memory = memory.applying("rollout", decision.config_hash)
+            memory = memory.with_rollout(clock.now(), view)
             view = workload(template_hash=decision.config_hash, rolled_at=decision.rolled_at)
     return decisions
 
@@ -188,8 +187,8 @@ def test_the_held_change_rolls_when_the_window_allows() -> None:
     for n in range(3):
         decision = decide_now(view, sources(LEVEL=str(n)), memory, clock)
         assert isinstance(decision, Apply)
-        memory.remember_applied("rollout", decision.config_hash)
-        memory.remember_rollout(clock.now(), view)
+        memory = memory.applying("rollout", decision.config_hash)
+        memory = memory.with_rollout(clock.now(), view)
         view = workload(template_hash=decision.config_hash, rolled_at=decision.rolled_at)
         clock.advance(1.0)
     held = decide_now(view, sources(LEVEL="latest"), memory, clock)
@@ -382,7 +381,7 @@ def test_a_release_lets_a_capped_workload_roll_now() -> None:
     clock = FakeClock()
     recorded = (clock.now() - 2, clock.now() - 1, clock.now())
     held = workload(template_hash="v1-old", rolled_at=recorded)
-    memory = WorkloadMemory(rollouts=set(recorded))
+    memory = WorkloadMemory(rollouts=frozenset(recorded))
     assert isinstance(decide_now(held, sources(LEVEL="x"), memory, clock), Hold)
     clock.advance(0.5)
     released = workload(template_hash="v1-old", rolled_at=recorded, released_at=clock.now())

@@ -1,7 +1,8 @@
 """The rollout book: what the controller remembers of each workload between passes.
 
 One object, owned by the controller, written by the workload watch handler (``observed``)
-and by the reconciler (``page``, ``writing``), read by both; a pass reads all
+and by the reconciler (``page``, ``writing``, ``applying``, ``rolled``, ``runs``), read by
+both; its records are immutable values only the book replaces. A pass reads all
 it needs of its workload at its start, in one ``Page``:
 
 - each workload's memory record (``model/memory.py``): the hash written but not yet seen
@@ -20,12 +21,13 @@ Nothing here talks to the API server; the caches are read through ``workload``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kube_nudge.kube.workloads import WorkloadKey
-from kube_nudge.model import WorkloadMemory, WorkloadView
+from kube_nudge.model import SourceRef, WorkloadMemory, WorkloadView
+from kube_nudge.model.hashing import SourceState
 from kube_nudge.model.tracking import Phase, Tracking, track
 from kube_nudge.runtime.clock import SYSTEM_CLOCK, Clock
 from kube_nudge.runtime.expectations import WriteExpectations
@@ -97,8 +99,10 @@ class RolloutBook:
         if view is None:
             self.forget(key)
             return False
+        own_echo = False
         memory = self._memory.get(key)
-        own_echo = memory is not None and memory.observe(view)
+        if memory is not None:
+            self._memory[key], own_echo = memory.observed(view)
         self._count_if_rolling(key, view)
         return own_echo
 
@@ -169,14 +173,31 @@ class RolloutBook:
         return self._memory.get(key)
 
     def remember(self, key: WorkloadKey) -> WorkloadMemory:
-        """The memory record of ``key``, started empty at its first pass."""
+        """The memory record of ``key`` as it is now, started empty at its first pass.
+        Records are values: the book replaces them (below), nobody else changes one."""
         return self._memory.setdefault(key, WorkloadMemory())
+
+    def applying(self, key: WorkloadKey, strategy: str, config_hash: str) -> None:
+        """``strategy`` is about to apply (or adopt) ``config_hash`` on ``key`` (inside
+        ``writing``: forgotten if the write raises)."""
+        self._memory[key] = self.remember(key).applying(strategy, config_hash)
+
+    def rolled(self, key: WorkloadKey, at: float, view: WorkloadView) -> None:
+        """A rollout of ``key`` (``view`` as the pass read it) was written at ``at``: the
+        flap cap counts it."""
+        self._memory[key] = self.remember(key).with_rollout(at, view)
+
+    def runs(self, key: WorkloadKey, states: Mapping[SourceRef, SourceState]) -> None:
+        """``key``'s pods now run (or are rolling to) ``states``: later Events name the
+        keys that change from here."""
+        self._memory[key] = replace(self.remember(key), rolled_with=states)
 
     def set_state(self, key: WorkloadKey, state: str | None) -> None:
         """The state ``key``'s last pass left it in (the ``workloads{state}`` gauge)."""
         memory = self._memory.get(key)
         if memory is not None:
             self._count_state(memory, state)
+            self._memory[key] = replace(memory, state=state)
             if state in WAITING:
                 self._waiting.add(key)
             else:
@@ -190,7 +211,6 @@ class RolloutBook:
             self._metrics.workloads.labels(state=memory.state).dec()
         if state is not None:
             self._metrics.workloads.labels(state=state).inc()
-        memory.state = state
 
     def waiting(self) -> list[WorkloadKey]:
         """Workloads whose last pass held them for another workload's rollout: its order,
@@ -213,19 +233,21 @@ class RolloutBook:
         return track(view, self._clock.now(), self._followed.get(key))
 
     @contextmanager
-    def writing(self, key: WorkloadKey, memory: WorkloadMemory) -> Iterator[None]:
-        """Around a write of ``key`` (``memory`` its record): what it is about to write is
-        remembered first (``started``, ``WorkloadMemory.remember_applied``), since its
+    def writing(self, key: WorkloadKey) -> Iterator[None]:
+        """Around a write of ``key``: what it is about to write is
+        remembered first (``started``, ``applying``), since its
         watch echo can come before its response; if the write raises (failed, refused,
         cancelled, a bug), that is forgotten again: the write may not have happened, and
         a new leader term must not take the unwritten hash for applied (the fault suite
         lost changes that way)."""
-        before = (memory.applied, memory.strategy)
+        before = self.remember(key)
         followed = self._followed.get(key)
         try:
             yield
         except BaseException:
-            memory.applied, memory.strategy = before
+            self._memory[key] = replace(
+                self.remember(key), applied=before.applied, strategy=before.strategy
+            )
             if followed is None:
                 self._followed.pop(key, None)
             else:

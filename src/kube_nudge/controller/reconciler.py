@@ -120,7 +120,6 @@ class Reading:
     target: Target
     assessment: Assessment
     strategy: Strategy
-    memory: WorkloadMemory
     tracking: Tracking
     follow_up: float | None
     """When to look again if the rollout in progress stays stuck (``Outcome.follow_up``)."""
@@ -225,7 +224,7 @@ class Reconciler:
         except ApiError as exc:
             return self._failed(target, exc)
         oldest = await self._oldest_pod_start(target, memory)
-        return Reading(key, target, assessment, strategy, memory, tracking, follow_up, oldest)
+        return Reading(key, target, assessment, strategy, tracking, follow_up, oldest)
 
     async def _analyse(self, target: Target, tracking: Tracking) -> float | None:
         """A completed rollout whose analysis is due: its measurements (``analysis.py``);
@@ -251,7 +250,10 @@ class Reconciler:
         """The pure decision, and for a rollout the release gates; None while the change's
         debounce window is open (a pass taken early must not roll it)."""
         view = reading.target.view
-        decision = self._decision(view, reading.assessment, reading.memory,
+        # The record as it is now (the book's): an echo handled while this pass read the
+        # pods has taken our own write's hash out of it.
+        memory = self.book.remember(reading.key)
+        decision = self._decision(view, reading.assessment, memory,
                                   reading.strategy, reading.oldest_pod_start)  # fmt: skip
         if not isinstance(decision, Apply) or decision.config_hash == view.applied_hash:
             return decision
@@ -284,7 +286,7 @@ class Reconciler:
         raises, it is forgotten again (``RolloutBook.writing``)."""
         target = reading.target
         try:
-            with self.book.writing(reading.key, reading.memory):
+            with self.book.writing(reading.key):
                 return await self._write(reading, decision)
         except ApiError as exc:
             return self._failed(target, exc)
@@ -296,23 +298,24 @@ class Reconciler:
 
     async def _write(self, reading: Reading, decision: Decision) -> Acted:
         key, target, assessment = reading.key, reading.target, reading.assessment
-        strategy, memory = reading.strategy, reading.memory
+        strategy, book = reading.strategy, self.book
         view, action = target.view, Action.NONE
         if isinstance(decision, Adopt):
-            memory.remember_applied(strategy.name, decision.config_hash)
+            book.applying(key, strategy.name, decision.config_hash)
             await strategy.adopt(target, decision, assessment)
-            memory.rolled_with = assessment.states
+            book.runs(key, assessment.states)
             action = Action.ADOPTED
             # Adopted what runs now; only a hold for missing config can follow. Decide
-            # on the view as cached now: if the write's echo came in before its
-            # response, it has taken the adopted hash out of memory and into the view.
+            # on the view and the record as they are now: if the write's echo came in
+            # before its response, it has taken the adopted hash out of the record and
+            # into the view.
             view = self.reader.workload(key) or view
-            decision = self._decision(view, assessment, memory, strategy)
+            decision = self._decision(view, assessment, book.remember(key), strategy)
         if isinstance(decision, Apply):
-            memory.remember_applied(strategy.name, decision.config_hash)
-            self.book.started(key, followed=strategy.capped)  # before the write, as above
+            book.applying(key, strategy.name, decision.config_hash)
+            book.started(key, followed=strategy.capped)  # before the write, as above
             await strategy.apply(target, decision, assessment)
-            memory.remember_rollout(decision.rolled_at[-1], view)
+            book.rolled(key, decision.rolled_at[-1], view)
             action = Action.ROLLED
             if strategy.capped:
                 what = describe_apply(decision, assessment.states, target.namespace)
@@ -330,7 +333,7 @@ class Reconciler:
         if isinstance(decision, Hold):
             self.announcer.held(reading.target, decision, reading.assessment.desired)
             return Outcome(Action.HELD, decision.retry_after, f"held-{decision.reason}", follow_up)
-        reading.memory.rolled_with = reading.assessment.states
+        self.book.runs(reading.key, reading.assessment.states)
         rolled = acted.action is Action.ROLLED and reading.strategy.capped
         if rolled and acted.view.progress is not None:  # a kind whose rollout can be followed
             follow_up = progress_deadline(acted.view)

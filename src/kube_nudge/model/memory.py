@@ -8,7 +8,7 @@ rollout times), so losing this record costs at most a less specific Event wordin
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from kube_nudge.model.hashing import SourceState
 from kube_nudge.model.projection import WorkloadView
@@ -30,11 +30,12 @@ def recent_rollouts(
     return sorted({t for t in (*known, *recorded) if horizon < t <= now + CLOCK_SKEW})
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class WorkloadMemory:
-    """The reconciler's memory of one workload."""
+    """The reconciler's memory of one workload: an immutable value, which only the rollout
+    book (``controller/book.py``) replaces."""
 
-    rollouts: set[float] = field(default_factory=set)
+    rollouts: frozenset[float] = frozenset()
     """Times (Unix seconds) this process applied a change, for the flap cap."""
     applied: str | None = None
     """The hash last applied by `strategy` that the workload doesn't show (yet): the watch
@@ -48,24 +49,24 @@ class WorkloadMemory:
     """Source states when the pods last got (or were found with) their config; None when
     unknown, e.g. after a restart. Lets an Event name the keys that changed."""
 
-    def observe(self, view: WorkloadView) -> bool:
-        """Update from a new view of the workload; True when the view is the watch echo
-        of our own last write."""
-        if self.strategy is not None and view.settings.strategy != self.strategy:
-            self.applied = None  # a new strategy starts from what the workload records
-            self.strategy = None
-        if self.applied is not None and self.applied == view.applied_hash:
-            self.applied = None
-            return True
-        return False
+    def observed(self, view: WorkloadView) -> tuple[WorkloadMemory, bool]:
+        """The record after a new view of the workload, and whether the view is the watch
+        echo of our own last write."""
+        memory = self
+        if memory.strategy is not None and view.settings.strategy != memory.strategy:
+            # A new strategy starts from what the workload records.
+            memory = replace(memory, applied=None, strategy=None)
+        if memory.applied is not None and memory.applied == view.applied_hash:
+            return replace(memory, applied=None), True
+        return memory, False
 
-    def remember_applied(self, strategy: str, config_hash: str) -> None:
-        """Record that `strategy` just applied (or adopted) `config_hash`."""
-        self.applied = config_hash
-        self.strategy = strategy
+    def applying(self, strategy: str, config_hash: str) -> WorkloadMemory:
+        """The record once `strategy` applies (or adopts) `config_hash`."""
+        return replace(self, applied=config_hash, strategy=strategy)
 
-    def remember_rollout(self, now: float, view: WorkloadView) -> None:
-        """Record a rollout at `now` (after `remember_applied`): the flap cap counts it, and
-        keeps only the rollouts still within the workload's window."""
+    def with_rollout(self, now: float, view: WorkloadView) -> WorkloadMemory:
+        """The record with a rollout at `now` (after `applying`): the flap cap counts it,
+        and keeps only the rollouts still within the workload's window."""
         window = view.settings.rollout_window
-        self.rollouts = {*recent_rollouts(self.rollouts, view.rolled_at, now, window), now}
+        recent = recent_rollouts(self.rollouts, view.rolled_at, now, window)
+        return replace(self, rollouts=frozenset({*recent, now}))
