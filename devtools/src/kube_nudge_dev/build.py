@@ -10,6 +10,8 @@ each with its own wrapper module and cache directory).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -17,7 +19,7 @@ import subprocess  # nosec B404 # runs the Go toolchain to build the dev control
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -227,21 +229,33 @@ def ensure_binaries(
             )
         out_dir = bin_cache_dir(kube)
         out_dir.mkdir(parents=True, exist_ok=True)
-        log = out_dir.parent / "build.log"
-        say(
-            f"building {len(missing)} Kubernetes {kube.version} binaries into {out_dir} "
-            f"(log: {log})"
-        )
-        say("the first build downloads Go modules and compiles Kubernetes: several minutes")
-        everything = time.monotonic()
-        for index, name in enumerate(missing, start=1):
-            started = time.monotonic()
-            say(f"  [{index}/{len(missing)}] {name} ...")
-            _build_one(name, kube, out_dir, log, go)
-            say(f"  [{index}/{len(missing)}] {name} built in {time.monotonic() - started:.0f} s")
-            found[name] = out_dir / name
-        say(f"Kubernetes {kube.version}: built in {time.monotonic() - everything:.0f} s")
+        lock = out_dir.parent / ".build.lock"
+        with _one_build_at_a_time(lock, f"Kubernetes {kube.version}", say):
+            found = {name: find_binary(name, kube) for name in names}  # built meanwhile?
+            missing = [name for name, path in found.items() if path is None]
+            found.update(_build_binaries(missing, kube, out_dir, go, say))
     return {name: path for name, path in found.items() if path is not None}
+
+
+def _build_binaries(
+    missing: list[str], kube: KubeRelease, out_dir: Path, go: str, say: Callable[[str], None]
+) -> dict[str, Path | None]:
+    """Build the ``missing`` binaries of ``kube`` into ``out_dir``, one by one."""
+    if not missing:
+        return {}
+    log = out_dir.parent / "build.log"
+    say(f"building {len(missing)} Kubernetes {kube.version} binaries into {out_dir} (log: {log})")
+    say("the first build downloads Go modules and compiles Kubernetes: several minutes")
+    everything = time.monotonic()
+    built: dict[str, Path | None] = {}
+    for index, name in enumerate(missing, start=1):
+        started = time.monotonic()
+        say(f"  [{index}/{len(missing)}] {name} ...")
+        _build_one(name, kube, out_dir, log, go)
+        say(f"  [{index}/{len(missing)}] {name} built in {time.monotonic() - started:.0f} s")
+        built[name] = out_dir / name
+    say(f"Kubernetes {kube.version}: built in {time.monotonic() - everything:.0f} s")
+    return built
 
 
 # helm renders and lints the chart in deploy/helm (tests/unit/test_chart.py). It has its own
@@ -497,6 +511,32 @@ def go_tool_binary(tool: GoTool, *, progress: Callable[[str], None] | None = Non
             f"cannot build {tool.name} {tool.version}: no Go toolchain on PATH (Go >= 1.26)"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _one_build_at_a_time(tool.home() / ".build.lock", tool.name, say):
+        if target.is_file() and os.access(target, os.X_OK):
+            return target  # built by whoever held the lock
+        return _build_go_tool(go, tool, target, say)
+
+
+@contextlib.contextmanager
+def _one_build_at_a_time(lock: Path, name: str, say: Callable[[str], None]) -> Iterator[None]:
+    """Hold ``lock`` while building ``name``: test sessions started side by side (pytest
+    runs, make targets) each asked for a missing tool and ran one Go build each, at once;
+    three of promtool beside the control plane's filled 24 GiB. Now the others wait, then
+    find the binary built."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another build of {name} ({lock})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_go_tool(go: str, tool: GoTool, target: Path, say: Callable[[str], None]) -> Path:
     log = tool.home() / "build.log"
     say(f"building {tool.name} {tool.version} into {target.parent} (log: {log}; {tool.cold} cold)")
     started = time.monotonic()
