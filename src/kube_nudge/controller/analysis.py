@@ -2,8 +2,9 @@
 change completed, the metrics of its template (``kube-nudge.io/analysis``) are measured as
 they fall due, each measurement recorded on the workload (``kube-nudge.io/analysis-run``),
 until the analysis ends. The rules are the model's (``model/analysis.py``, pure); this reads
-the template, asks Prometheus (``runtime/prometheus.py``: only the allowed servers), writes
-the record and says what happened.
+the template from the caches (``templates.py``: never from the API server, so an edit counts
+from the next look), asks Prometheus (``runtime/prometheus.py``: only the allowed servers),
+writes the record and says what happened.
 
 Until the analysis is Successful the rollout counts as in progress (``model/tracking``): a
 later ``rollout-order`` waits, no ``RolloutComplete``. Failed is a failed rollout (the
@@ -17,19 +18,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kube_nudge.controller.options import ControllerOptions
-from kube_nudge.kube.client import ApiError, KubeClient
+from kube_nudge.controller.templates import Missing, TemplateLookup
 from kube_nudge.kube.events import NORMAL, WARNING
-from kube_nudge.kube.resources import (
-    ANALYSISTEMPLATES,
-    ARGO_ANALYSISTEMPLATES,
-    ARGO_CLUSTERANALYSISTEMPLATES,
-    Resource,
-)
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model.analysis import (
     AnalysisPhase,
@@ -48,61 +41,23 @@ from kube_nudge.model.analysis import (
 )
 from kube_nudge.model.annotations import ANALYSIS_RUN
 from kube_nudge.model.query_scope import QueryScopeError, unscoped_selectors
-from kube_nudge.runtime.clock import Clock
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.prometheus import PrometheusClient, QueryError
 from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.writes import annotate_workload
 
-__all__ = ["Analyser", "TemplateCache"]
+__all__ = ["TEMPLATE_WAIT", "Analyser"]
 
 log = logging.getLogger(__name__)
 
-TEMPLATE_TTL = 10.0
-"""Seconds a template read from the API is used before it is read again."""
-_RESOURCES: Mapping[str, Resource] = {
-    "AnalysisTemplate.kube-nudge.io": ANALYSISTEMPLATES,
-    "AnalysisTemplate.argoproj.io": ARGO_ANALYSISTEMPLATES,
-    "ClusterAnalysisTemplate.argoproj.io": ARGO_CLUSTERANALYSISTEMPLATES,
-}
+TEMPLATE_WAIT = 1.0
+"""Seconds before looking again at an analysis whose template's kind is still being
+discovered or listed (a CRD installed after start): nothing is started or written meanwhile."""
 _HELD = {
     AnalysisPhase.ERROR: "AnalysisError",
     AnalysisPhase.INCONCLUSIVE: "AnalysisInconclusive",
     AnalysisPhase.FAILED: "AnalysisFailed",
 }
-
-
-class TemplateCache:
-    """Templates read from the API server, each kept ``TEMPLATE_TTL`` seconds (a fleet of a
-    thousand workloads measured every interval reads each template once a TTL, not once a
-    measurement)."""
-
-    def __init__(self, client: KubeClient, clock: Clock) -> None:
-        self._client = client
-        self._clock = clock
-        self._read: dict[tuple[str, str, str], tuple[float, dict[str, Any] | None]] = {}
-
-    async def get(self, ref: AnalysisRef, namespace: str) -> dict[str, Any] | None:
-        """The template ``ref`` names for a workload in ``namespace``; None if there is none
-        (or its kind isn't served)."""
-        resource = _RESOURCES[ref.kind]
-        key = (ref.kind, namespace if resource.namespaced else "", ref.name)
-        now = self._clock.monotonic()
-        cached = self._read.get(key)
-        if cached is not None and now - cached[0] < TEMPLATE_TTL:
-            return cached[1]
-        try:
-            found: dict[str, Any] | None = await self._client.get(
-                resource.path(namespace, ref.name)
-            )
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-            found = None
-        if len(self._read) > 10_000:
-            self._read.clear()
-        self._read[key] = (now, found)
-        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +76,18 @@ class Analyser:
         prometheus: PrometheusClient | None,
         metrics: Metrics,
         options: ControllerOptions | None = None,
+        templates: TemplateLookup | None = None,
     ) -> None:
         """``options``: the analysis flags (``--analysis-error-interval``,
-        ``--analysis-namespace-label``); their defaults when None."""
+        ``--analysis-namespace-label``); their defaults when None. ``templates``: the
+        caches' lookup (``Cache.templates``), there when analysis is on."""
         self._context = context
         options = options or ControllerOptions()
         self._error_interval = options.analysis_error_interval
         self._namespace_label = options.analysis_namespace_label
         self._prometheus = prometheus
         self._metrics = metrics
-        self._templates = TemplateCache(context.client, context.clock)
+        self._templates = templates
 
     async def step(
         self, target: Target, ref: AnalysisRef, config_hash: str, record: AnalysisRecord | None
@@ -140,11 +97,13 @@ class Analyser:
         now = round(self._context.clock.now(), 3)
         if record is None or record.config_hash != config_hash or record.phase is not None:
             return Step(None)  # not a judged rollout (tracking says so too), or ended
+        template = self._template(target, ref, config_hash)
+        if template is None:
+            return Step(TEMPLATE_WAIT)
         recorded = record
         if record.started is None:
             record = record.begun(now)
             self._started(target, ref)
-        template = await self._template(target, ref, config_hash)
         if isinstance(template, str):
             await self._end(target, record.ended(AnalysisPhase.ERROR, template), None)
             return Step(None)
@@ -159,19 +118,19 @@ class Analyser:
         at = next_look(template, measured)
         return Step(None if at is None else max(at - self._context.clock.now(), 0.0))
 
-    async def _template(self, target: Target, ref: AnalysisRef, config_hash: str) -> Template | str:
-        """The template read for ``target``, or why it can't be evaluated (one line)."""
-        if self._prometheus is None:
+    def _template(
+        self, target: Target, ref: AnalysisRef, config_hash: str
+    ) -> Template | str | None:
+        """The template cached for ``target``, or why it can't be evaluated (one line); None
+        while it may yet come (``Missing``)."""
+        if self._prometheus is None or self._templates is None:
             return (
                 "analysis is off: kube-nudge run was given no --prometheus-url, so no "
                 "measurement can be taken"
             )
-        try:
-            raw = await self._templates.get(ref, target.namespace)
-        except ApiError as exc:
-            return f"cannot read analysis template {ref}: {exc}"
-        if raw is None:
-            return f"analysis template {ref} not found (kube-nudge.io/analysis)"
+        raw = self._templates(ref, target.namespace)
+        if isinstance(raw, Missing):
+            return raw.why
         supplied = {
             "namespace": target.namespace,
             "kind": target.kind.resource.kind,

@@ -1,6 +1,7 @@
 """The caches: one informer per watched resource and namespace, keeping projections, the
 index of which workloads consume each source, the lookups everyone else reads them through
-(``Reader``), and the gauges that report them.
+(``Reader``), and the gauges that report them; with analysis on, the analysis templates
+(``templates.py``).
 
 Like controller-runtime's cache, it only keeps state: what each change means (which keys it
 enqueues) is the handlers' (``handlers.py``), registered with ``add_handlers`` before it
@@ -20,6 +21,7 @@ from kube_nudge.controller.csi_cache import CsiClasses
 from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.controller.reader import Inputs, WorkloadKey
 from kube_nudge.controller.runner_cache import Runners
+from kube_nudge.controller.templates import TEMPLATE_RESOURCES, Templates
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Handler, Informer, InformerConfig, Key
 from kube_nudge.kube.resources import Resource, source_resource
@@ -112,6 +114,12 @@ class Cache:
         }
         self._runners = [self._runners_of(kind) for kind in options.kinds
                          if runs_elsewhere(kind.resource.group_kind)]  # fmt: skip
+        self.templates = (
+            Templates(client, options, self._start, self._restart_counter)
+            if options.prometheus is not None
+            else None
+        )
+        """The analysis templates, with analysis on (``--prometheus-url``)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._running = False
         self._gauges()
@@ -205,7 +213,8 @@ class Cache:
         ]
 
     def informers(self) -> list[Informer[Any]]:
-        """Every informer, sources first."""
+        """Every informer started with the caches, sources first (the templates' start once
+        their kinds are served: ``templates.py``)."""
         found: list[Informer[Any]] = [i for group in self._sources.values() for i in group]
         found += self._csi.informers if self._csi is not None else []
         found += [i for group in self._workloads.values() for i in group]
@@ -319,7 +328,11 @@ class Cache:
             self._runners.append(self._runners_of(kind))
             started += self._runners[-1].informers
         if self._running:
-            self._tasks += [asyncio.create_task(i.run(), name=str(i.resource)) for i in started]
+            self._start(started)
+
+    def _start(self, informers: Sequence[Informer[Any]]) -> None:
+        """Run ``informers``, added while the caches run, among their tasks."""
+        self._tasks += [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
 
     # -- gauges ----------------------------------------------------------------------------
 
@@ -338,6 +351,9 @@ class Cache:
             self._gauge_tracked(self._csi.resource, self._csi.informers)
         for workload_kind, group in self._workloads.items():
             self._gauge_tracked(workload_kind.resource, group)
+        if self.templates is not None:
+            for template_kind, kept in self.templates.informers.items():
+                self._gauge_tracked(TEMPLATE_RESOURCES[template_kind], kept)
 
     def _gauge_tracked(self, resource: Resource, informers: Sequence[Informer[Any]]) -> None:
         """``kube_nudge_objects_tracked{resource}``: the caches' sizes, read when scraped."""
@@ -365,8 +381,12 @@ class Cache:
         informers = self.informers()
         self._running = True
         self._tasks = [asyncio.create_task(i.run(), name=str(i.resource)) for i in informers]
+        synced = [informer.synced for informer in informers]
+        if self.templates is not None:
+            self._tasks.append(asyncio.create_task(self.templates.run(), name="templates"))
+            synced.append(self.templates.synced)
         try:
-            await asyncio.gather(*(informer.synced.wait() for informer in informers))
+            await asyncio.gather(*(event.wait() for event in synced))
             self.synced.set()
             log.info(
                 "caches synced: %d workloads opted in, %d sources referenced",

@@ -36,6 +36,9 @@ class ControllerOptions:
     quiet_window: float = DEFAULT_QUIET_WINDOW
     # The Prometheus servers analyses may query (--prometheus-url; None: analysis is off).
     prometheus: PrometheusAccess | None = None
+    # Also read Argo Rollouts' AnalysisTemplates (and, cluster-wide, ClusterAnalysisTemplates)
+    # once the API serves them (--argo-analysis-templates).
+    argo_analysis_templates: bool = False
     # Seconds before a measurement that errored is tried again (--analysis-error-interval).
     analysis_error_interval: float = DEFAULT_ERROR_INTERVAL
     # A label every series selector of an analysis query must set to the workload's namespace

@@ -228,10 +228,9 @@ async def resolve(client: KubeClient, spec: WorkloadSpec) -> WorkloadKind:
     )
 
 
-async def served(client: KubeClient, kind: WorkloadKind) -> bool:
-    """Whether API discovery serves ``kind``'s resource (its CRD is installed); False
-    also when the user may not ask (a reader that can't discover it can't list it)."""
-    resource = kind.resource
+async def served(client: KubeClient, resource: Resource) -> bool:
+    """Whether API discovery serves ``resource`` (its CRD is installed); False also when
+    the user may not ask (a reader that can't discover it can't list it)."""
     try:
         found = await client.get(f"/apis/{resource.group}/{resource.version}")
     except ApiError as exc:
@@ -253,7 +252,7 @@ async def readable_kinds(
     ``refused`` instead of failing the command: it is optional, the built-in ones are not."""
     kinds = list(BUILTIN_KINDS)
     for kind in DISCOVERED_KINDS:
-        if not await served(client, kind):
+        if not await served(client, kind.resource):
             continue
         if await _may_list(client, kind, namespaces):
             kinds.append(kind)
