@@ -22,8 +22,8 @@ from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.resources import CONFIGMAPS, DEPLOYMENTS
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.reporting.status import collect
-from kube_nudge.strategies.hot.rules import NO_AGENT
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
+from kube_nudge.strategies.hot.verdicts import NO_AGENT
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.cluster import LocalCluster
 from kube_nudge_dev.waiting import until, wait_for_object

@@ -49,8 +49,8 @@ from kube_nudge.kube.resources import (
 )
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model.projection import parse_timestamp
-from kube_nudge.strategies.hot.rules import NO_AGENT
 from kube_nudge.strategies.hot.settings import HOT_RELOAD
+from kube_nudge.strategies.hot.verdicts import NO_AGENT
 from kube_nudge_dev import manifests
 from kube_nudge_dev.admin import AdminClient
 from kube_nudge_dev.chartapply import apply_documents, cluster_scoped

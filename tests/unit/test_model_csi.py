@@ -25,7 +25,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.csi import PodStatus, advance, class_view, project_pod_status
 from kube_nudge.model.references import CSI_DRIVER, discover
-from kube_nudge.strategies.hot.rules import check_claim
+from kube_nudge.strategies.hot.claims import check_claim
 from tests.agent_support import KEY as HOT_KEY
 from tests.unit.fakes import KEY, NS, PATH
 

@@ -22,7 +22,8 @@ from kube_nudge.model.hashing import ABSENT
 from kube_nudge.model.projection import WorkloadView, project_workload
 from kube_nudge.model.references import SourceKind, SourceRef, discover
 from kube_nudge.model.shapes import NO_EXTRAS
-from kube_nudge.strategies.hot.rules import (
+from kube_nudge.strategies.hot.settings import hot_agent
+from kube_nudge.strategies.hot.verdicts import (
     NO_AGENT,
     POLL_SECONDS,
     PodReport,
@@ -33,7 +34,6 @@ from kube_nudge.strategies.hot.rules import (
     runs_agent,
     started_after,
 )
-from kube_nudge.strategies.hot.settings import hot_agent
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge_dev import manifests
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kube_nudge.agent.watch import dir_hash, directory_files, loaded_hash
 from kube_nudge.agentwire import AGENT_KEY_SECRET, Claim, key_id, parse_claim
 from kube_nudge.model.references import SourceKind, SourceRef
-from kube_nudge.strategies.hot.rules import (
+from kube_nudge.strategies.hot.claims import (
     NotReproducible,
     agent_dir_hash,
     agent_key,

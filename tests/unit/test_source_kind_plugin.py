@@ -37,7 +37,7 @@ from kube_nudge.model.source_kinds import (
     source_row,
     unregister_source_kind,
 )
-from kube_nudge.strategies.hot.rules import volume_files
+from kube_nudge.strategies.hot.claims import volume_files
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge.strategies.snapshot.copies import copy_manifest
 from tests.unit.podspecs import Ref, refs_st, render

@@ -20,7 +20,7 @@ from kube_nudge.model.parsing import duration_between, one_of
 from kube_nudge.model.projection import WorkloadView
 from kube_nudge.model.records import parse_hash_at
 from kube_nudge.model.shapes import Annotation, By, On, WorkloadSettings
-from kube_nudge.strategies.hot.rules import delivery, runs_agent
+from kube_nudge.strategies.hot.verdicts import delivery, runs_agent
 
 __all__ = [
     "DEFAULT_HOT_DEADLINE",
@@ -135,7 +135,7 @@ def hot_reload(view: WorkloadView) -> tuple[str, float] | None:
 
 
 def hot_agent(view: WorkloadView) -> bool:
-    """Whether ``view``'s pod template runs the reload agent (``rules.runs_agent``); True
+    """Whether ``view``'s pod template runs the reload agent (``verdicts.runs_agent``); True
     when it has no template of its own to tell."""
     return not view.extras.of(NAME, HotView, _NO_VIEW).agentless
 
@@ -151,7 +151,7 @@ def _view(
 
 
 def _delivery(view: WorkloadView, plan: Apply, assessment: Assessment) -> Delivery:
-    """``rules.delivery`` with what ``view`` says of its agent and its fallback."""
+    """``verdicts.delivery`` with what ``view`` says of its agent and its fallback."""
     fallback = hot_settings(view.settings).fallback_rollout
     return delivery(view, plan, assessment, agent=hot_agent(view), fallback_rollout=fallback)
 

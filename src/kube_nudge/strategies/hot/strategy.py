@@ -1,5 +1,6 @@
 """The ``hot`` strategy: deliver a change to running pods without a rollout when every
-changed key reaches them through a refreshed volume, else roll (the pure rules: ``rules``).
+changed key reaches them through a refreshed volume, else roll (the pure rules:
+``verdicts`` and ``claims``).
 
 A hot change is recorded on the workload's metadata (the adoption baseline becomes the
 new hash, and ``kube-nudge.io/hot-reload`` says which change waits for confirmation), so a
@@ -63,19 +64,12 @@ from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_has
 from kube_nudge.model.references import SourceRef
 from kube_nudge.model.source_kinds import known_once_mounted
 from kube_nudge.strategies.base import StrategyContext
-from kube_nudge.strategies.hot.rules import (
-    NO_AGENT,
+from kube_nudge.strategies.hot.claims import (
     CsiWrites,
     NotReproducible,
-    PodReport,
-    Verdict,
-    VerdictKind,
     agent_key,
     check_claim,
     claim_sources,
-    in_place_blockers,
-    judge,
-    started_after,
 )
 from kube_nudge.strategies.hot.settings import (
     HOT_FALLBACK,
@@ -84,6 +78,15 @@ from kube_nudge.strategies.hot.settings import (
     hot_agent,
     hot_reload,
     hot_settings,
+)
+from kube_nudge.strategies.hot.verdicts import (
+    NO_AGENT,
+    PodReport,
+    Verdict,
+    VerdictKind,
+    in_place_blockers,
+    judge,
+    started_after,
 )
 from kube_nudge.strategies.writes import (
     AdoptsBaseline,
