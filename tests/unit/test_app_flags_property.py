@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from kube_nudge.app import agent_command, run_command
 from kube_nudge.app.cli import COMMANDS, build_parser, main
 from kube_nudge.kube.client import KubeClient
-from kube_nudge.model.annotations import is_dns_label, is_dns_subdomain
+from kube_nudge.model.parsing import is_dns_label, is_dns_subdomain
 
 KEY_FILE = __file__  # 16 bytes or more: a usable HMAC key file
 #: Manifests `plan` reads (the pull-request example's).

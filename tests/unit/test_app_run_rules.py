@@ -1,5 +1,5 @@
 """`kube-nudge run --debounce` and `--max-rollouts` take the annotations' rules: one parser
-of each (`debounce_seconds`, `rollout_cap` in model/annotations.py), worded by the flag.
+of each (`debounce_seconds`, `rollout_cap` in model/annotation_values.py), worded by the flag.
 Whatever the annotation accepts the flag accepts with the same value, and the reverse."""
 
 from __future__ import annotations

@@ -10,15 +10,15 @@ import pytest
 
 from kube_nudge.model import annotations as a
 from kube_nudge.model import compat
-from kube_nudge.model.annotations import (
-    SourceSettings,
-    WorkloadSettings,
+from kube_nudge.model.annotations import SourceSettings, WorkloadSettings
+from kube_nudge.model.parsing import FALSE_SPELLINGS, TRUE_SPELLINGS, parse_duration
+from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.settings import (
     cross_namespace_allowed,
-    parse_duration,
+    mistyped_opt_in,
     parse_source,
     parse_workload,
 )
-from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.strategies.hot.settings import DEFAULT_HOT_DEADLINE, HotSettings, hot_settings
 from kube_nudge.strategies.registry import product_defaults
 
@@ -81,8 +81,8 @@ def test_defaults_match_constants() -> None:
 # --- enabled and compat ----------------------------------------------------------------
 
 
-SPELLINGS = [(value, True) for value in a.TRUE_SPELLINGS] + [
-    (value, False) for value in a.FALSE_SPELLINGS
+SPELLINGS = [(value, True) for value in TRUE_SPELLINGS] + [
+    (value, False) for value in FALSE_SPELLINGS
 ]
 NOT_BOOLEANS = ["yes", "no", "on", "off", "y", "enabled", "TrUe", "2", "-1", "", "true!"]
 ACCEPTED = "(also accepted: True, TRUE, t, T, 1 and False, FALSE, f, F, 0)"
@@ -90,8 +90,8 @@ ACCEPTED = "(also accepted: True, TRUE, t, T, 1 and False, FALSE, f, F, 0)"
 
 def test_the_one_set_of_boolean_spellings() -> None:
     """Go's strconv.ParseBool: what Reloader reads its own switches with."""
-    assert a.TRUE_SPELLINGS == ("true", "True", "TRUE", "t", "T", "1")
-    assert a.FALSE_SPELLINGS == ("false", "False", "FALSE", "f", "F", "0")
+    assert TRUE_SPELLINGS == ("true", "True", "TRUE", "t", "T", "1")
+    assert FALSE_SPELLINGS == ("false", "False", "FALSE", "f", "F", "0")
 
 
 @pytest.mark.parametrize(("value", "enabled"), [*SPELLINGS, (" true ", True)])
@@ -170,7 +170,7 @@ def test_a_mistyped_opt_in_is_told(
     annotations: dict[str, Any], compat_on: bool, mistyped: bool
 ) -> None:
     defaults = replace(a.WorkloadDefaults(), compat=compat_on)
-    errors = a.mistyped_opt_in(annotations, "team", defaults)
+    errors = mistyped_opt_in(annotations, "team", defaults)
     assert bool(errors) is mistyped
     if mistyped:
         assert errors == parse(annotations, compat=compat_on)[1]

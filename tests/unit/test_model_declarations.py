@@ -11,6 +11,7 @@ from typing import Any
 
 from kube_nudge import agentwire
 from kube_nudge.model import annotations as a
+from kube_nudge.model.settings import parse_workload
 from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.strategies import registry
 from kube_nudge.strategies.snapshot import copies
@@ -97,6 +98,6 @@ def test_the_agents_copies_are_declared_as_the_agents() -> None:
 
 def test_the_debounce_declaration_reads_the_flag_default() -> None:
     [debounce] = [d for d in a.WORKLOAD_ANNOTATIONS if d.name == a.DEBOUNCE]
-    settings, _ = a.parse_workload({}, "ns", a.WorkloadDefaults(debounce=7.0))
+    settings, _ = parse_workload({}, "ns", a.WorkloadDefaults(debounce=7.0))
     assert settings.debounce == 7.0
     assert "--debounce" in debounce.shown_default

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kube_nudge.kube.pods import pod_started
-from kube_nudge.model.annotations import parse_workload
 from kube_nudge.model.projection import data_changed_at, data_write, parse_timestamp, pod_selector
+from kube_nudge.model.settings import parse_workload
 
 T0 = 1_795_392_000.0  # 2026-11-23T00:00:00Z
 

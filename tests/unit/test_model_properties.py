@@ -22,9 +22,6 @@ from kube_nudge.model.annotations import (
     SHARE_WITH,
     STRATEGY,
     WorkloadDefaults,
-    parse_duration,
-    parse_source,
-    parse_workload,
 )
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.hashing import (
@@ -35,7 +32,9 @@ from kube_nudge.model.hashing import (
     consumed_digests,
     source_state,
 )
+from kube_nudge.model.parsing import parse_duration
 from kube_nudge.model.references import Consumption, SourceKind, SourceRef, discover, merge
+from kube_nudge.model.settings import parse_source, parse_workload
 
 NS = "team"
 KEY = b"\x07" * 32

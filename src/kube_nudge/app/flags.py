@@ -16,7 +16,7 @@ from typing import TextIO
 from kube_nudge.app.errors import UsageError
 from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import SECRETS
-from kube_nudge.model.annotations import is_dns_label, is_dns_subdomain, parse_duration
+from kube_nudge.model.parsing import is_dns_label, is_dns_subdomain, parse_duration
 from kube_nudge.model.quoting import SHOWN_CHARS
 from kube_nudge.reporting.hmackey import KEY_FIELD, read_key_file
 

@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from kube_nudge.app.manifest_names import dns1123_subdomain, name_problem
 from kube_nudge.model import WorkloadDefaults
-from kube_nudge.model.annotations import mistyped_opt_in, parse_source, parse_workload
+from kube_nudge.model.settings import mistyped_opt_in, parse_source, parse_workload
 
 __all__ = ["annotation_problem", "object_problem"]
 

@@ -29,13 +29,13 @@ from kube_nudge.controller.controller import ControllerOptions
 from kube_nudge.kube.client import ClientOptions, KubeconfigError, load_kubeconfig
 from kube_nudge.kube.workloads import ARGO_ROLLOUTS, WorkloadSpec, parse_workload_flag
 from kube_nudge.model import parse_duration
-from kube_nudge.model.annotations import (
+from kube_nudge.model.annotation_values import (
     MAX_DEBOUNCE,
     MAX_MAX_ROLLOUTS,
-    Refused,
     debounce_seconds,
     rollout_cap,
 )
+from kube_nudge.model.parsing import Refused
 from kube_nudge.model.query_scope import LABEL_NAME
 from kube_nudge.model.selectors import check_label_selector
 from kube_nudge.notifications.config import load_receivers

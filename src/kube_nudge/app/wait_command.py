@@ -53,7 +53,7 @@ from kube_nudge.kube.client import ApiError, KubeClient
 from kube_nudge.kube.resources import source_resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS, readable_kinds
 from kube_nudge.model import SourceKind
-from kube_nudge.model.annotations import is_dns_subdomain
+from kube_nudge.model.parsing import is_dns_subdomain
 from kube_nudge.model.source_kinds import is_source_kind, source_kind_rows
 from kube_nudge.reporting.status import WorkloadStatus, collect
 

@@ -1,15 +1,7 @@
 """Pure model: the annotation contract, reference discovery, digests, hashing, projections,
 visibility and the decision of what to do. No I/O, no clock of its own."""
 
-from kube_nudge.model.annotations import (
-    BASELINE_HASH,
-    CONFIG_HASH,
-    ROLLED_AT,
-    cross_namespace_allowed,
-    parse_duration,
-    parse_source,
-    parse_workload,
-)
+from kube_nudge.model.annotations import BASELINE_HASH, CONFIG_HASH, ROLLED_AT
 from kube_nudge.model.decide import (
     Adopt,
     Apply,
@@ -37,6 +29,7 @@ from kube_nudge.model.hashing import (
     source_state,
 )
 from kube_nudge.model.memory import WorkloadMemory
+from kube_nudge.model.parsing import parse_duration
 from kube_nudge.model.podtemplate import (
     TemplatePath,
     annotation_patch,
@@ -54,6 +47,7 @@ from kube_nudge.model.references import (
     discover,
     merge,
 )
+from kube_nudge.model.settings import cross_namespace_allowed, parse_source, parse_workload
 from kube_nudge.model.shapes import SourceSettings, WorkloadDefaults, WorkloadSettings
 from kube_nudge.model.visibility import Visibility, visible_sources, without_excluded
 

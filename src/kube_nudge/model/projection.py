@@ -24,8 +24,6 @@ from kube_nudge.model.annotations import (
     KEY_ID,
     RELEASED_AT,
     ROLLED_AT,
-    parse_source,
-    parse_workload,
 )
 from kube_nudge.model.hashing import SourceState, source_state
 from kube_nudge.model.podtemplate import TemplatePath, get_pod_spec, template_annotation
@@ -40,6 +38,7 @@ from kube_nudge.model.references import (
     merge,
 )
 from kube_nudge.model.runners import template_elsewhere
+from kube_nudge.model.settings import parse_source, parse_workload
 from kube_nudge.model.shapes import (
     NO_EXTRAS,
     Extras,

@@ -8,7 +8,8 @@ to the model (``StrategyShape``).
 They refer to each other (a declaration's parser reads the defaults, the defaults hold the
 strategies' shapes, a shape holds declarations), so they share this module, which imports
 nothing of the model but the leaves it needs for field types. The table of declarations
-and the parsers are ``model.annotations``; a strategy's decisions ``model.extensions``.
+is ``model.annotations``, their parsers ``model.annotation_values`` and ``model.parsing``,
+the parsing of the settings ``model.settings``; a strategy's decisions ``model.extensions``.
 """
 
 from __future__ import annotations

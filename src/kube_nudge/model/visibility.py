@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from kube_nudge.model.annotations import cross_namespace_allowed
 from kube_nudge.model.references import Consumption, SourceRef
+from kube_nudge.model.settings import cross_namespace_allowed
 from kube_nudge.model.shapes import SourceSettings, WorkloadSettings
 
 __all__ = ["SettingsLookup", "Visibility", "counted", "visible_sources", "without_excluded"]

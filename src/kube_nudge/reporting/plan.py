@@ -27,7 +27,7 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import SHARE_ALL
+from kube_nudge.model.annotation_values import SHARE_ALL
 from kube_nudge.model.podtemplate import get_template
 from kube_nudge.model.source_kinds import source_kind_rows
 from kube_nudge.reporting.desired import project_read, read_allowed

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kube_nudge.agentwire import LOADED_AT, LOADED_HASH, RELOAD_FAILED_AT
-from kube_nudge.model.annotations import PREFIX, go_duration
+from kube_nudge.model.annotation_values import go_duration
+from kube_nudge.model.annotations import PREFIX
 from kube_nudge.model.decide import Apply, Assessment
 from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.model.parsing import duration_between, one_of
