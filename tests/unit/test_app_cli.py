@@ -50,6 +50,7 @@ NO_CLUSTER = ["--kubeconfig=/nonexistent/kubeconfig"]
             "--analysis-namespace-label '__name__': not a Prometheus label name",
         ),
         (["--prometheus-url=http://127.0.0.1:0"], "the port is no number 1-65535"),
+        (["--argo-analysis-templates"], "--argo-analysis-templates needs --prometheus-url"),
         (
             ["--notify-receivers-file=/no/receivers.json"],
             "cannot read notification receivers from file /no/receivers.json",

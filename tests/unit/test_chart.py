@@ -317,18 +317,23 @@ def test_analysis_queries_only_the_given_servers_with_credentials_of_its_own_nam
 
     assert template_rules(render()) == []
     assert not [a for a in container_args(render()) if a.startswith("--prometheus")]
+    off = render("analysis.argoTemplates=true")  # analysis off: no template is read
+    assert template_rules(off) == []
+    assert "--argo-analysis-templates" not in container_args(off)
     docs = render(
         "analysis.prometheusUrls={http://prometheus.monitoring:9090}",
         "analysis.credentialsSecret=prom-token",
         "analysis.argoTemplates=true",
     )
+    read = ["get", "list", "watch"]  # watched: an analysis reads its template from the cache
     assert template_rules(docs) == [
-        {"apiGroups": ["kube-nudge.io"], "resources": ["analysistemplates"], "verbs": ["get"]},
+        {"apiGroups": ["kube-nudge.io"], "resources": ["analysistemplates"], "verbs": read},
         {"apiGroups": ["argoproj.io"],
-         "resources": ["analysistemplates", "clusteranalysistemplates"], "verbs": ["get"]},
+         "resources": ["analysistemplates", "clusteranalysistemplates"], "verbs": read},
     ]  # fmt: skip
     args = container_args(docs)
     assert "--prometheus-url=http://prometheus.monitoring:9090" in args
+    assert "--argo-analysis-templates" in args
     assert "--prometheus-credentials=/etc/kube-nudge/prometheus/prom-token" in args
     pod = only(docs, "Deployment")["spec"]["template"]["spec"]
     assert {"name": "prometheus-0", "secret": {"secretName": "prom-token"}} in pod["volumes"]
@@ -336,6 +341,7 @@ def test_analysis_queries_only_the_given_servers_with_credentials_of_its_own_nam
     given = [a if not a.startswith("--prometheus-credentials") else
              f"--prometheus-credentials={tmp_path}" for a in args]  # fmt: skip
     config = RUN.config(build_parser().parse_args(given))  # raises on a flag it rejects
+    assert config.controller.argo_analysis_templates
     access = config.controller.prometheus
     assert access is not None and access.allowed == ("http://prometheus.monitoring:9090",)
     credentials = access.credentials["http://prometheus.monitoring:9090"]

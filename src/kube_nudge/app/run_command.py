@@ -271,6 +271,13 @@ def _credentials_server(flag: str, folder: Path, allowed: list[str]) -> str:
     return server
 
 
+def _argo_templates(args: argparse.Namespace) -> bool:
+    """--argo-analysis-templates: only with analysis on (a --prometheus-url)."""
+    if args.argo_analysis_templates and not args.prometheus_url:
+        raise ValueError("--argo-analysis-templates needs --prometheus-url")
+    return bool(args.argo_analysis_templates)
+
+
 def _error_interval(text: str) -> float:
     """--analysis-error-interval: seconds, 1s to 10m."""
     return check_duration("--analysis-error-interval", text, MIN_ERROR_INTERVAL, MAX_ERROR_INTERVAL)
@@ -432,6 +439,12 @@ class RunCommand:
             "are held",
         )
         add(
+            "--argo-analysis-templates",
+            action="store_true",
+            help="also read Argo Rollouts' AnalysisTemplates (and, watching every namespace, "
+            "ClusterAnalysisTemplates); watched once the API serves their CRDs",
+        )
+        add(
             "--analysis-error-interval",
             default="10s",
             help="how long after a measurement that errored (Prometheus unreachable, say) it is "
@@ -524,6 +537,7 @@ class RunCommand:
                 max_concurrent_rollouts=int(concurrent) or None,
                 quiet_window=quiet_window,
                 prometheus=_prometheus(args),
+                argo_analysis_templates=_argo_templates(args),
                 analysis_error_interval=_error_interval(args.analysis_error_interval),
                 analysis_namespace_label=_namespace_label(args.analysis_namespace_label),
             ),

@@ -103,14 +103,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   verbs: [get, list, watch, patch]
 {{- end }}
 {{- if .Values.analysis.prometheusUrls }}
-# kube-nudge.io/analysis: the templates whose metrics judge a completed rollout, read only.
+# kube-nudge.io/analysis: the templates whose metrics judge a completed rollout, read only
+# (watched: an analysis reads its template from the cache).
 - apiGroups: [kube-nudge.io]
   resources: [analysistemplates]
-  verbs: [get]
+  verbs: [get, list, watch]
 {{- if .Values.analysis.argoTemplates }}
+# --argo-analysis-templates: Argo's too, once the API server serves them.
 - apiGroups: [argoproj.io]
   resources: [analysistemplates, clusteranalysistemplates]
-  verbs: [get]
+  verbs: [get, list, watch]
 {{- end }}
 {{- end }}
 {{- if .Values.csi.enabled }}
