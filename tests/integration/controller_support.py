@@ -78,6 +78,7 @@ async def running_controller(
     csi_secrets: bool = False,
     prometheus: PrometheusAccess | None = None,
     analysis_namespace_label: str | None = None,
+    argo_analysis_templates: bool = False,
 ) -> AsyncIterator[Running]:
     """Start a controller scoped to ``namespace``; stop it on exit. ``kubeconfig`` points
     it elsewhere than the cluster's own (e.g. through a fault-injecting proxy)."""
@@ -101,6 +102,7 @@ async def running_controller(
         max_concurrent_rollouts=max_concurrent_rollouts,
         prometheus=prometheus,
         analysis_namespace_label=analysis_namespace_label,
+        argo_analysis_templates=argo_analysis_templates,
     )
     controller = Controller(
         client, options, hmac_key=key, metrics=metrics, recorder=EventRecorder(client),

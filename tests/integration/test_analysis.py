@@ -90,10 +90,10 @@ async def monitored(namespace: str, tmp_path: Path) -> AsyncIterator[tuple[Expor
 
 @contextlib.asynccontextmanager
 async def controlled(
-    cluster: LocalCluster, namespace: str, exporter: Exporter, *allowed: str
+    cluster: LocalCluster, namespace: str, exporter: Exporter, *allowed: str, argo: bool = False
 ) -> AsyncIterator[tuple[Running, Server]]:
-    """The controller allowed to query ``allowed``, its notifications to a receiver, its
-    own metrics scraped with the app's."""
+    """The controller allowed to query ``allowed`` (and with ``argo``, reading Argo's
+    templates), its notifications to a receiver, its own metrics scraped with the app's."""
     receiver = Server()
     await receiver.start()
     notifier = Notifier([receiver.receiver("hook")], backoff_base=0.01)
@@ -107,6 +107,7 @@ async def controlled(
             prometheus=access,
             notify=notifier.notify,
             analysis_namespace_label="namespace",
+            argo_analysis_templates=argo,
         ) as running:
             exporter.also = lambda: running.metrics.render()[0]
             yield running, receiver
@@ -403,7 +404,7 @@ async def test_an_argo_analysis_template_is_read_as_it_is(
         argo["apiVersion"] = f"{ARGO_ANALYSISTEMPLATES.group}/{ARGO_ANALYSISTEMPLATES.version}"
         await fleet(kube, namespace, argo, {"web-1": 1},
                     analysis="AnalysisTemplate.argoproj.io/web-health")  # fmt: skip
-        async with controlled(cluster, namespace, exporter, prometheus.url):
+        async with controlled(cluster, namespace, exporter, prometheus.url, argo=True):
             await change(kube, namespace, "v2")
             await deployments(kube, namespace, lambda objs: analysed(
                 objs["web-1"], AnalysisPhase.SUCCESSFUL))  # fmt: skip
