@@ -270,7 +270,7 @@ async def step(read: Read) -> tuple[float | None, FakeApi, RecordedEvents]:
     api, recorder, clock = FakeApi(), RecordedEvents(), FakeClock()
     events = BackgroundEvents(recorder.as_recorder(), on_failure=lambda: None)
     context = StrategyContext(api.as_client(), events, Metrics(), KEY, clock=clock)
-    analyser = Analyser(context, PrometheusClient(ACCESS), context.metrics, templates=read.get)
+    analyser = Analyser(context, PrometheusClient(ACCESS), context.metrics, templates=read)
     target = Target(BUILTIN_KINDS[0], NS, "web", workload())
     taken = await analyser.step(target, REF, "h1", AnalysisRecord("h1", None))
     await events.flush()

@@ -271,6 +271,13 @@ def _credentials_server(flag: str, folder: Path, allowed: list[str]) -> str:
     return server
 
 
+def _state_namespace(given: str | None) -> str:
+    """--state-namespace, checked; the default when not given."""
+    if given is not None:
+        check_namespace("--state-namespace", given)
+    return given or default_state_namespace()
+
+
 def _argo_templates(args: argparse.Namespace) -> bool:
     """--argo-analysis-templates: only with analysis on (a --prometheus-url)."""
     if args.argo_analysis_templates and not args.prometheus_url:
@@ -510,9 +517,7 @@ class RunCommand:
         audit_interval = _audit_interval(args.audit_interval)
         receivers = _receivers(args.notify_receivers_file)
         cluster_name = check_text("--cluster-name", args.cluster_name, MAX_CLUSTER_NAME)
-        if args.state_namespace is not None:
-            check_namespace("--state-namespace", args.state_namespace)
-        state_namespace = args.state_namespace or default_state_namespace()
+        state_namespace = _state_namespace(args.state_namespace)
         lease_name = check_name("--lease-name", args.lease_name)
         check_name("--hmac-secret", args.hmac_secret)
         if args.hmac_key_file:

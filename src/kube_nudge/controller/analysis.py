@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 
 from kube_nudge.controller.options import ControllerOptions
-from kube_nudge.controller.templates import Missing, TemplateLookup
+from kube_nudge.controller.templates import Missing, TemplateReader
 from kube_nudge.kube.events import NORMAL, WARNING
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model.analysis import (
@@ -76,11 +76,11 @@ class Analyser:
         prometheus: PrometheusClient | None,
         metrics: Metrics,
         options: ControllerOptions | None = None,
-        templates: TemplateLookup | None = None,
+        templates: TemplateReader | None = None,
     ) -> None:
         """``options``: the analysis flags (``--analysis-error-interval``,
         ``--analysis-namespace-label``); their defaults when None. ``templates``: the
-        caches' lookup (``Cache.templates``), there when analysis is on."""
+        caches' (``Cache.templates``), there when analysis is on."""
         self._context = context
         options = options or ControllerOptions()
         self._error_interval = options.analysis_error_interval
@@ -128,7 +128,7 @@ class Analyser:
                 "analysis is off: kube-nudge run was given no --prometheus-url, so no "
                 "measurement can be taken"
             )
-        raw = self._templates(ref, target.namespace)
+        raw = self._templates.get(ref, target.namespace)
         if isinstance(raw, Missing):
             return raw.why
         supplied = {

@@ -91,12 +91,10 @@ class Controller:
         self.prometheus = (
             PrometheusClient(options.prometheus) if options.prometheus is not None else None
         )
-        templates = self.cache.templates
         self.reconciler = Reconciler(
             self.cache, strategies, self.book, context,
             windows=self.queue, max_concurrent=options.max_concurrent_rollouts,
-            analyser=Analyser(context, self.prometheus, metrics, options,
-                              templates.get if templates is not None else None),
+            analyser=Analyser(context, self.prometheus, metrics, options, self.cache.templates),
         )  # fmt: skip
         enqueue = Enqueue(self.queue, self.cache, quiet_window=options.quiet_window)
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=enqueue.own)

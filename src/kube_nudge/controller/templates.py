@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.controller.pending_kinds import FIRST_RETRY, MAX_RETRY
@@ -37,8 +37,8 @@ from kube_nudge.model.analysis import KUBE_NUDGE_TEMPLATE, AnalysisRef
 __all__ = [
     "TEMPLATE_RESOURCES",
     "Missing",
-    "TemplateLookup",
     "TemplateObject",
+    "TemplateReader",
     "Templates",
     "project_template",
 ]
@@ -69,8 +69,12 @@ class Missing:
     why: str | None = None
 
 
-TemplateLookup = Callable[[AnalysisRef, str], TemplateObject | Missing]
-"""``Templates.get``: the template a ref names for a workload in a namespace, or why none."""
+class TemplateReader(Protocol):
+    """What the Analyser reads templates through (``Templates``)."""
+
+    def get(self, ref: AnalysisRef, namespace: str) -> TemplateObject | Missing:
+        """The template ``ref`` names for a workload in ``namespace``, or why there is none."""
+        ...
 
 
 def project_template(obj: JSON) -> TemplateObject:
