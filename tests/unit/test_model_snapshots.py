@@ -48,7 +48,7 @@ from kube_nudge.strategies.snapshot.model import (
     format_baseline,
     parse_baseline,
 )
-from kube_nudge.strategies.snapshot.strategy import _onto_baseline
+from kube_nudge.strategies.snapshot.rollback import _onto_baseline
 
 KEY = b"k" * 32
 #: The workloads here use strategy snapshot: decided with what it adds to the model.

@@ -1,5 +1,6 @@
-"""Strategy ``snapshot``: roll onto immutable copies of the config (``strategy.py``), with
-its admission webhook (``webhook.py``, deciding in the pure ``admission.py``)."""
+"""Strategy ``snapshot``: roll onto immutable copies of the config (``strategy.py``, through
+``rolling.py``, ``upkeep.py`` and ``rollback.py``), with its admission webhook
+(``webhook.py``, deciding in the pure ``admission.py``)."""
 
 from kube_nudge.strategies.snapshot.strategy import SnapshotStrategy
 from kube_nudge.strategies.snapshot.webhook import WEBHOOK_PATH, SnapshotWebhook

@@ -11,6 +11,8 @@ template records which copy stands for which source (``kube-nudge.io/snapshots``
 with ``model.standins``); that
 mapping travels with every ReplicaSet and ControllerRevision, so ``kubectl rollout undo``
 brings back the copies of its time, and discovery maps copy names back to their sources.
+Here too is what the strategy's modules share about copies: which kinds are copied, a
+mapping's copies as ``kind/name``, and the ownerReference to a copy's owner.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ import hmac
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kube_nudge.kube.resources import source_resource
+from kube_nudge.kube.resources import Resource, source_resource
 from kube_nudge.model.annotations import PREFIX
 from kube_nudge.model.digests import key_digests
 from kube_nudge.model.hashing import SourceState
-from kube_nudge.model.references import SourceRef
+from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.shapes import Annotation, By, On
-from kube_nudge.model.source_kinds import source_row
+from kube_nudge.model.source_kinds import source_kind_rows, source_row
 
 __all__ = [
     "COPY_ANNOTATIONS",
@@ -36,7 +38,10 @@ __all__ = [
     "SNAPSHOT_OF",
     "copy_manifest",
     "copy_name",
+    "copy_names",
+    "copyable",
     "is_copy_of",
+    "owner_reference",
 ]
 
 MAX_NAME = 253  # a ConfigMap or Secret name is a DNS subdomain
@@ -129,3 +134,24 @@ def is_copy_of(
         and obj.get("type") == source.get("type")
         and key_digests(obj) == key_digests(source)
     )
+
+
+def copyable() -> dict[SourceKind, Resource]:
+    """The resource of each kind whose sources are copied (``SourceKindRow.holds_data``)."""
+    return {row.kind: source_resource(row.kind) for row in source_kind_rows() if row.holds_data}
+
+
+def copy_names(mapping: Mapping[tuple[SourceKind, str], str]) -> list[str]:
+    """The copies of ``mapping`` (copy to source) as ``kind/name``, sorted."""
+    return sorted(f"{kind.value}/{copy}" for kind, copy in mapping)
+
+
+def owner_reference(resource: Resource, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The ownerReference to ``obj``, an object of ``resource`` (a copy's owner)."""
+    metadata = obj.get("metadata") or {}
+    return {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+    }

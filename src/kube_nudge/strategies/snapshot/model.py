@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from kube_nudge.model.annotations import PREFIX
 from kube_nudge.model.decide import Apply, Assessment, Hold
@@ -29,6 +29,8 @@ __all__ = [
     "SNAPSHOTS",
     "SNAPSHOT_MODEL",
     "Baseline",
+    "annotations_of",
+    "baseline_of",
     "format_baseline",
     "parse_baseline",
 ]
@@ -94,6 +96,16 @@ def parse_baseline(text: object) -> Baseline | None:
         return None
     copies = parse_stand_ins(json.dumps(raw.get("copies")))
     return Baseline(raw["hash"], copies) if copies else None
+
+
+def baseline_of(workload: Mapping[str, Any]) -> Baseline | None:
+    """``workload``'s ``kube-nudge.io/baseline-snapshots`` read back (``parse_baseline``)."""
+    return parse_baseline(annotations_of(workload).get(BASELINE_SNAPSHOTS))
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``obj``'s metadata annotations (empty when it has none)."""
+    return (obj.get("metadata") or {}).get("annotations") or {}
 
 
 def _held_if_rolled_back(
