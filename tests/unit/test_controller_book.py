@@ -153,7 +153,7 @@ def test_views_update_the_rolling_set_only_when_rollouts_are_counted() -> None:
     book, _ = book_over(cluster, count_rolling=False)
     book.observed(APP, cluster[APP])
     assert book.rolling_count() == 0
-    book.started(APP, followed=True)  # a rollout this controller writes is always counted
+    book.started(APP, "rollout", "h2", followed=True)  # always counted: this controller's
     assert book.rolling_count() == 1
     assert followed(book) is Phase.ROLLING
 
@@ -175,7 +175,7 @@ def test_a_deleted_workload_is_forgotten_with_its_count() -> None:
     book, metrics = book_over({})
     book.remember(APP)
     book.set_state(APP, "held-turn")
-    book.started(APP, followed=True)
+    book.started(APP, "rollout", "h1", followed=True)
     book.observed(APP, dataclasses.replace(rolling("h1"), failed=("h1", 5.0)))
     assert not book.observed(APP, None)
     assert book.memory(APP) is None
@@ -192,15 +192,13 @@ def test_a_write_that_raises_is_forgotten(error: BaseException) -> None:
     book.applying(APP, "rollout", "h1")
     book.page(APP, complete("h1"), capped=True)
     with pytest.raises(type(error)), book.writing(APP):
-        book.applying(APP, "notify", "h2")
-        book.started(APP, followed=True)
+        book.started(APP, "notify", "h2", followed=True)
         raise error
     memory = book.remember(APP)
     assert (memory.applied, memory.strategy) == ("h1", "rollout")
     assert followed(book) is Phase.COMPLETE
     with book.writing(APP):  # one that returns is kept
-        book.applying(APP, "rollout", "h2")
-        book.started(APP, followed=True)
+        book.started(APP, "rollout", "h2", followed=True)
     assert book.remember(APP).applied == "h2" and followed(book) is Phase.ROLLING
 
 

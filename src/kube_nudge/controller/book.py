@@ -254,10 +254,12 @@ class RolloutBook:
                 self._followed[key] = followed
             raise
 
-    def started(self, key: WorkloadKey, *, followed: bool) -> None:
-        """A rollout of ``key`` is about to be written: counted as rolling at once, and, if
+    def started(self, key: WorkloadKey, strategy: str, config_hash: str, *, followed: bool) -> None:
+        """A rollout of ``key`` to ``config_hash`` by ``strategy`` is about to be written
+        (inside ``writing``): remembered as applying, counted as rolling at once, and, if
         ``followed``, its phase is rolling, so a sibling's order gate does not take the new
         template's not yet observed status for the previous rollout's completion."""
+        self.applying(key, strategy, config_hash)
         self._maybe_rolling.add(key)
         if followed:
             self._followed[key] = Phase.ROLLING

@@ -312,8 +312,8 @@ class Reconciler:
             view = self.reader.workload(key) or view
             decision = self._decision(view, assessment, book.remember(key), strategy)
         if isinstance(decision, Apply):
-            book.applying(key, strategy.name, decision.config_hash)
-            book.started(key, followed=strategy.capped)  # before the write, as above
+            # Before the write, as above (one call: the book is the pass's to enter sparingly).
+            book.started(key, strategy.name, decision.config_hash, followed=strategy.capped)
             await strategy.apply(target, decision, assessment)
             book.rolled(key, decision.rolled_at[-1], view)
             action = Action.ROLLED
