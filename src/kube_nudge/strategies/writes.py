@@ -20,7 +20,7 @@ from typing import Any
 
 from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.events import NORMAL
-from kube_nudge.kube.patches import FIELD_MANAGER, Patch, send
+from kube_nudge.kube.patches import FIELD_MANAGER, Patch, PatchType, send
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
     BASELINE_HASH,
@@ -248,12 +248,18 @@ async def patch_fresh(
                 raise
 
 
-async def patch_workload(context: StrategyContext, target: Target, patch: dict[str, Any]) -> None:
-    """Send a JSON merge patch of ``target`` as field manager kube-nudge, and count it;
-    until the caches show the write, passes over ``target`` wait for them
-    (``StrategyContext.expectations``)."""
+async def patch_workload(
+    context: StrategyContext,
+    target: Target,
+    patch: dict[str, Any] | list[dict[str, Any]],
+    patch_type: PatchType = PatchType.MERGE,
+) -> None:
+    """Send a patch of ``target`` (a JSON merge patch, or JSON patch operations with their
+    ``test`` preconditions) as field manager kube-nudge, and count it; until the caches
+    show the write, passes over ``target`` wait for them (``StrategyContext.expectations``).
+    Every write of a workload ends here: its bookkeeping is in one place."""
     path = target.kind.resource.path(target.namespace, target.name)
-    written = await send(context.client, Patch(path, patch))
+    written = await send(context.client, Patch(path, patch, patch_type))
     context.expectations.wrote(target.key, written)
     context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
 

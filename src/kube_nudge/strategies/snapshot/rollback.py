@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kube_nudge.kube.client import ApiError
-from kube_nudge.kube.patches import Patch, PatchType, send
+from kube_nudge.kube.patches import PatchType
 from kube_nudge.kube.resources import source_resource
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import CONFIG_HASH
@@ -21,6 +21,7 @@ from kube_nudge.strategies.base import CannotRollBack, StrategyContext
 from kube_nudge.strategies.snapshot.copies import copy_names
 from kube_nudge.strategies.snapshot.model import SNAPSHOTS, Baseline, baseline_of
 from kube_nudge.strategies.snapshot.upkeep import owned_revisions
+from kube_nudge.strategies.writes import patch_workload
 
 __all__ = ["REVISION", "Rollback"]
 
@@ -76,15 +77,12 @@ class Rollback:
             await self._check_copies_exist(target, baseline, which)
             template, copies = _onto_baseline(template, baseline), dict(baseline.copies)
             which += " with the copies of its config made at adoption"
-        undo = [
+        undo: list[dict[str, Any]] = [
             {"op": "test", "path": "/metadata/resourceVersion",
              "value": metadata.get("resourceVersion")},
             {"op": "replace", "path": "/spec/template", "value": template},
         ]  # fmt: skip
-        path = target.kind.resource.path(target.namespace, target.name)
-        written = await send(client, Patch(path, undo, PatchType.JSON))
-        self._context.expectations.wrote(target.key, written)
-        self._context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
+        await patch_workload(self._context, target, undo, PatchType.JSON)
         return f"rolled back to {which}: config snapshots {', '.join(copy_names(copies))}"
 
     async def _check_copies_exist(self, target: Target, baseline: Baseline, which: str) -> None:
