@@ -15,14 +15,13 @@ import pytest
 
 from kube_nudge.controller.cache import Cache
 from kube_nudge.controller.controller import ControllerOptions
-from kube_nudge.controller.csi_cache import CsiClasses
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Handler
-from kube_nudge.kube.resources import CONFIGMAPS, SECRETS, Resource
+from kube_nudge.kube.resources import CONFIGMAPS, SECRETPROVIDERCLASSPODSTATUSES, SECRETS, Resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS
 from kube_nudge.model import SourceKind, SourceRef, SourceView, WorkloadView
-from kube_nudge.model.csi import PodStatus
+from kube_nudge.model.mounts import PodStatus
 from kube_nudge.runtime.metrics import Metrics
 from tests.unit.fakes import APP, NS, configmap, workload
 from tests.unit.httpx_support import HttpxTransport
@@ -98,7 +97,7 @@ def test_a_pass_reads_its_view_and_every_source_it_consumes_at_once(cache: Cache
     assert inputs is not None and inputs.view == view
     assert dict(inputs.sources) == {APP: None}  # consumed, not cached (yet)
     app = configmap(LEVEL="info")
-    cache._sources[SourceKind.CONFIGMAP][0]._apply((NS, "app"), app)
+    cache._sources[SourceKind.CONFIGMAP].informers[0]._apply((NS, "app"), app)
     inputs = cache.inputs(WEB)
     assert inputs is not None and dict(inputs.sources) == {APP: app}
 
@@ -135,19 +134,21 @@ async def test_each_source_informer_hands_its_changes_to_the_handlers_itself() -
     options = ControllerOptions(namespaces=(NS, "other"), defaults=csi)
     cache = Cache(KubeClient(HttpxTransport(http)), options, Metrics())
     app, secret = configmap(LEVEL="info"), configmap(a="1")
-    cache._sources[SourceKind.CONFIGMAP][0]._apply((NS, "early"), app)  # nobody listens yet
+    cache._sources[SourceKind.CONFIGMAP].informers[0]._apply(
+        (NS, "early"), app
+    )  # nobody listens yet
     handlers = Recorded()
     cache.add_handlers(handlers)
-    cache._sources[SourceKind.CONFIGMAP][0]._apply((NS, "app"), app)
-    cache._sources[SourceKind.SECRET][1]._apply(("other", "db"), secret)
-    assert cache._csi is not None
-    status = PodStatus(NS, "vault", "web-1", (("db-password", "v1"),), resource_version=3)
-    cache._csi.informers[0]._apply((NS, "web-1-status"), status)
-    vault = SourceRef(SourceKind.CSI, NS, "vault")
+    cache._sources[SourceKind.CONFIGMAP].informers[0]._apply((NS, "app"), app)
+    cache._sources[SourceKind.SECRET].informers[1]._apply(("other", "db"), secret)
+    spc = SourceKind.CSI
+    status = PodStatus(spc, NS, "vault", "web-1", (("db-password", "v1"),), resource_version=3)
+    cache._sources[spc].informers[0]._apply((NS, "web-1-status"), status)
+    vault = SourceRef(spc, NS, "vault")
     assert cache.source(vault) is not None
     assert handlers.changes == [
         (CONFIGMAPS, APP, app),
         (SECRETS, SourceRef(SourceKind.SECRET, "other", "db"), secret),
-        (CsiClasses.resource, vault, cache.source(vault)),
+        (SECRETPROVIDERCLASSPODSTATUSES, vault, cache.source(vault)),
     ]
     await http.aclose()

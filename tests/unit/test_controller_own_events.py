@@ -71,7 +71,7 @@ def workload_event(
 
 
 def change_config(controller: Controller, before: str, after: str) -> None:
-    controller.cache._sources[APP.kind][0].handler(  # the source informer's handler
+    controller.cache._sources[APP.kind].informers[0].handler(  # the source informer's handler
         (APP.namespace, APP.name), configmap(LEVEL=before), configmap(LEVEL=after)
     )
 
@@ -162,7 +162,7 @@ async def test_a_completed_rollout_whose_analysis_starts_is_looked_at_at_once(
 
 def source_seen(controller: Controller, view: SourceView) -> None:
     """Put the ConfigMap's view in the source cache, as its informer does."""
-    controller.cache._sources[APP.kind][0].store[(APP.namespace, APP.name)] = view
+    controller.cache._sources[APP.kind].informers[0].store[(APP.namespace, APP.name)] = view
 
 
 async def test_an_early_pass_inside_a_window_does_not_roll_the_change_it_holds(

@@ -300,7 +300,7 @@ async def walk() -> Walk:
 
 async def _walk_change(controller: Controller, server: ApiServer, clock: FakeClock) -> Walk:
     """Hand the informer the MODIFIED event of ConfigMap ``app`` and walk to the pass's end."""
-    informer = controller.cache._sources[SourceKind.CONFIGMAP][0]
+    informer = controller.cache._sources[SourceKind.CONFIGMAP].informers[0]
     raw = watch_line("MODIFIED", app("debug"))  # its bytes, made before the walk
     patched = asyncio.Event()
     to_patch: list[int] = []

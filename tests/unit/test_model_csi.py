@@ -1,5 +1,5 @@
-"""Secrets Store CSI classes as sources (``model/csi.py``): discovery, the class's state
-from its newest pod status, and the decision once pods mount a class."""
+"""Secrets Store CSI classes as sources (their row, read by ``model/mounts.py``): discovery,
+the class's state from its newest pod status, and the decision once pods mount a class."""
 
 from __future__ import annotations
 
@@ -23,13 +23,14 @@ from kube_nudge.model import (
     describe_changes,
     project_workload,
 )
-from kube_nudge.model.csi import PodStatus, advance, class_view, project_pod_status
+from kube_nudge.model.mounts import PodStatus, advance, class_view, project_pod_status
 from kube_nudge.model.references import CSI_DRIVER, discover
 from kube_nudge.strategies.hot.claims import check_claim
 from tests.agent_support import KEY as HOT_KEY
 from tests.unit.fakes import KEY, NS, PATH
 
-DB = SourceRef(SourceKind.CSI, NS, "db")
+CSI = SourceKind.CSI
+DB = SourceRef(CSI, NS, "db")
 CSI_ON = WorkloadDefaults(csi_secrets=True)
 
 
@@ -88,7 +89,7 @@ def status(
 
 
 def kept(objects: dict[str, str], rv: int, **kwargs: Any) -> PodStatus:
-    found = project_pod_status(status(objects, rv, **kwargs))
+    found = project_pod_status(status(objects, rv, **kwargs), CSI)
     assert found is not None
     return found
 
@@ -130,8 +131,8 @@ def test_the_class_counts_only_with_csi_secrets_on() -> None:
 def test_a_status_is_kept_as_sorted_pairs_and_an_unmounted_one_not_at_all() -> None:
     found = kept({"b": "2", "a": "1"}, 7)
     assert (found.ref, found.objects, found.resource_version) == (DB, (("a", "1"), ("b", "2")), 7)
-    assert project_pod_status(status({"a": "1"}, 7, mounted=False)) is None
-    assert project_pod_status({"metadata": {}, "status": {"mounted": True}}) is None
+    assert project_pod_status(status({"a": "1"}, 7, mounted=False), CSI) is None
+    assert project_pod_status({"metadata": {}, "status": {"mounted": True}}, CSI) is None
 
 
 def test_the_view_keeps_ids_and_digests_never_the_versions() -> None:

@@ -84,7 +84,9 @@ def toy_workload(**recorded: str) -> WorkloadView:
 def seen(controller: Controller, view: WorkloadView, level: str) -> None:
     """The caches as the informers would fill them: the workload and ConfigMap app."""
     controller.cache._workloads[DEPLOYMENT][0].store[(NS, "app")] = view
-    controller.cache._sources[SourceKind.CONFIGMAP][0].store[(NS, "app")] = configmap(LEVEL=level)
+    controller.cache._sources[SourceKind.CONFIGMAP].informers[0].store[(NS, "app")] = configmap(
+        LEVEL=level
+    )
 
 
 def test_a_registered_strategy_is_one_the_annotation_accepts(toy: type[ToyStrategy]) -> None:
@@ -156,7 +158,7 @@ async def test_the_controller_asks_its_own_hold(
 async def test_its_own_objects_are_no_sources_and_its_webhook_is_served(
     controller: Controller,
 ) -> None:
-    project = controller.cache._sources[SourceKind.CONFIGMAP][0].project
+    project = controller.cache._sources[SourceKind.CONFIGMAP].informers[0].project
     mine = {"metadata": {"name": "c", "namespace": NS, "labels": {OWN_LABEL: "1"}}, "data": {}}
     assert project(mine) is None
     assert project({"metadata": {"name": "c", "namespace": NS}}) is not None  # any other is

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from kube_nudge.controller.csi_cache import CsiClasses
+from kube_nudge.controller.mounted_cache import MountedSources
 from kube_nudge.controller.options import ControllerOptions
 from kube_nudge.controller.reader import Inputs, WorkloadKey
 from kube_nudge.controller.runner_cache import Runners
 from kube_nudge.controller.templates import TEMPLATE_RESOURCES, Templates
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Handler, Informer, InformerConfig, Key
-from kube_nudge.kube.resources import Resource, source_resource
+from kube_nudge.kube.resources import Resource, mount_resource, source_resource
 from kube_nudge.kube.workloads import WorkloadKind
 from kube_nudge.model import (
     SourceKind,
@@ -35,13 +34,13 @@ from kube_nudge.model import (
     project_workload,
 )
 from kube_nudge.model.runners import run_by, runs_elsewhere
-from kube_nudge.model.source_kinds import SourceKindRow, source_kind_rows
+from kube_nudge.model.source_kinds import SourceKindRow, kind_enabled, source_kind_rows
 from kube_nudge.model.tracking import failure_recorded
 from kube_nudge.runtime.index import ReverseIndex
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.registry import owned_source_labels
 
-__all__ = ["Cache", "Handlers"]
+__all__ = ["Cache", "Handlers", "ObjectSources", "Sources"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ class Handlers(Protocol):
     def source_changed(
         self, resource: Resource, ref: SourceRef, old: SourceView | None, new: SourceView | None
     ) -> None:
-        """A ConfigMap or Secret changed (None: absent)."""
+        """A source changed (None: absent)."""
         ...
 
     def source_handler(self, kind: SourceKind, resource: Resource) -> Handler[SourceView]:
@@ -77,6 +76,59 @@ class Handlers(Protocol):
     def runner_changed(self, key: WorkloadKey) -> None:
         """The workload running ``key``'s template (``runner_cache.py``) changed."""
         ...
+
+
+class Sources(Protocol):
+    """One kind's sources as the caches keep them."""
+
+    @property
+    def resource(self) -> Resource:
+        """What its informers watch."""
+        ...
+
+    @property
+    def informers(self) -> Sequence[Informer[Any]]:
+        """Its informers, one per watched scope."""
+        ...
+
+    def view(self, ref: SourceRef) -> SourceView | None:
+        """The source's view, None if not known."""
+        ...
+
+    def keys(self) -> list[Key]:
+        """(namespace, name) of every source known."""
+        ...
+
+    def add_handlers(self, handlers: Handlers) -> None:
+        """Hand every change of a source to ``handlers`` from now on."""
+        ...
+
+
+class ObjectSources:
+    """A kind held in its own objects: one informer of them per watched scope."""
+
+    def __init__(
+        self, kind: SourceKind, resource: Resource, informers: list[Informer[SourceView]]
+    ) -> None:
+        self.kind = kind
+        self.resource = resource
+        self.informers = informers
+
+    def view(self, ref: SourceRef) -> SourceView | None:
+        """The source's view, if it exists (and is in scope)."""
+        for informer in self.informers:
+            if informer.config.namespace in (None, ref.namespace):
+                return informer.store.get((ref.namespace, ref.name))
+        return None
+
+    def keys(self) -> list[Key]:
+        """(namespace, name) of every source kept."""
+        return [key for informer in self.informers for key in informer.store]
+
+    def add_handlers(self, handlers: Handlers) -> None:
+        """Each informer hands its changes to ``handlers`` itself, by key."""
+        for informer in self.informers:
+            informer.handler = handlers.source_handler(self.kind, self.resource)
 
 
 class Cache:
@@ -101,14 +153,13 @@ class Cache:
         self.synced = asyncio.Event()
         scopes: tuple[str | None, ...] = options.namespaces or (None,)
         self._scopes = scopes
-        # One informer per kind of object (ConfigMap, Secret); a kind known only from its
-        # mounts' statuses (a CSI class) is read from those (``CsiClasses``).
-        self._sources = {
-            row.kind: [self._source_informer(row, ns) for ns in scopes]
+        # Each enabled kind's sources, from where its row says: its own objects, or the
+        # statuses of its mounts (``mounted_cache.py``).
+        self._sources: dict[SourceKind, Sources] = {
+            row.kind: self._sources_of(row)
             for row in source_kind_rows()
-            if not row.known_once_mounted
+            if kind_enabled(row.kind, options.defaults)
         }
-        self._csi = self._csi_classes() if options.defaults.csi_secrets else None
         self._workloads = {
             kind: [self._workload_informer(kind, ns) for ns in scopes] for kind in options.kinds
         }
@@ -130,23 +181,16 @@ class Cache:
         registers one: the caches index no sources, so a source's change makes no stop
         here; a workload's goes through ``on_change``, which updates the indexes first."""
         self._handlers = handlers
-        for kind, informers in self._sources.items():
-            for informer in informers:
-                informer.handler = handlers.source_handler(kind, informer.resource)
-        if self._csi is not None:
-            self._csi.handler = functools.partial(handlers.source_changed, CsiClasses.resource)
+        for sources in self._sources.values():
+            sources.add_handlers(handlers)
 
     # -- lookups (Reader) ------------------------------------------------------------------
 
     def source(self, ref: SourceRef) -> SourceView | None:
-        """The cached view of a ConfigMap/Secret (a CSI class: once mounted), if it exists
-        (and is in scope)."""
-        if ref.kind not in self._sources:
-            return self._csi.view(ref) if self._csi is not None else None
-        for informer in self._sources[ref.kind]:
-            if informer.config.namespace in (None, ref.namespace):
-                return informer.store.get((ref.namespace, ref.name))
-        return None
+        """The cached view of a source, if it exists (and is in scope; a kind known once
+        mounted: once mounted)."""
+        sources = self._sources.get(ref.kind)
+        return sources.view(ref) if sources is not None else None
 
     def workload(self, key: WorkloadKey) -> WorkloadView | None:
         """The cached view of an opted-in workload; if another workload runs its template
@@ -193,10 +237,9 @@ class Cache:
         return bool(self._failed)
 
     def source_keys(self, kind: SourceKind) -> list[Key]:
-        """(namespace, name) of every cached ConfigMap or Secret (or known CSI class)."""
-        if kind not in self._sources:
-            return self._csi.keys() if self._csi is not None else []
-        return [key for informer in self._sources[kind] for key in informer.store]
+        """(namespace, name) of every cached source of ``kind``."""
+        sources = self._sources.get(kind)
+        return sources.keys() if sources is not None else []
 
     def source_refs(self) -> list[SourceRef]:
         """Every cached source, of every kind."""
@@ -215,12 +258,23 @@ class Cache:
     def informers(self) -> list[Informer[Any]]:
         """Every informer started with the caches, sources first (the templates' start once
         their kinds are served: ``templates.py``)."""
-        found: list[Informer[Any]] = [i for group in self._sources.values() for i in group]
-        found += self._csi.informers if self._csi is not None else []
+        found: list[Informer[Any]] = [
+            i for group in self._sources.values() for i in group.informers
+        ]
         found += [i for group in self._workloads.values() for i in group]
         return found + [i for runners in self._runners for i in runners.informers]
 
     # -- the informers ---------------------------------------------------------------------
+
+    def _sources_of(self, row: SourceKindRow) -> Sources:
+        """``row``'s sources: its own objects' informers, or its mount statuses'."""
+        mounts = mount_resource(row.kind)
+        if mounts is not None:
+            restarts = self._restart_counter(mounts)
+            configs = self._unfiltered_configs()
+            return MountedSources(row.kind, mounts, self._client, configs, restarts)
+        informers = [self._source_informer(row, ns) for ns in self._scopes]
+        return ObjectSources(row.kind, source_resource(row.kind), informers)
 
     def _source_informer(self, row: SourceKindRow, namespace: str | None) -> Informer[SourceView]:
         resource = source_resource(row.kind)
@@ -248,7 +302,7 @@ class Cache:
         )  # fmt: skip
 
     def _unfiltered_configs(self) -> list[InformerConfig]:
-        """One informer config per watched scope, with no selector (the CSI driver's and
+        """One informer config per watched scope, with no selector (mount statuses and
         Argo's objects carry no labels of the user's to select on)."""
         return [
             InformerConfig(
@@ -258,12 +312,6 @@ class Cache:
             )
             for namespace in self._scopes
         ]
-
-    def _csi_classes(self) -> CsiClasses:
-        """The informers of the Secrets Store CSI driver's pod statuses (--csi-secrets)."""
-        resource = CsiClasses.resource
-        restarts = self._restart_counter(resource)
-        return CsiClasses(self._client, self._unfiltered_configs(), _dropped, restarts)
 
     def _workload_informer(
         self, kind: WorkloadKind, namespace: str | None
@@ -345,10 +393,8 @@ class Cache:
             metrics.seed_kind(kind.resource.kind)
         metrics.seed_holds(r for model in self._options.defaults.extensions
                            for r in model.hold_reasons)  # fmt: skip
-        for source_kind, informers in self._sources.items():
-            self._gauge_tracked(source_resource(source_kind), informers)
-        if self._csi is not None:
-            self._gauge_tracked(self._csi.resource, self._csi.informers)
+        for sources in self._sources.values():
+            self._gauge_tracked(sources.resource, sources.informers)
         for workload_kind, group in self._workloads.items():
             self._gauge_tracked(workload_kind.resource, group)
         if self.templates is not None:

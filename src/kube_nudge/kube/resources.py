@@ -55,6 +55,15 @@ def source_resource(kind: SourceKind) -> Resource:
     return Resource(row.group, row.version, row.plural, row.api_kind)
 
 
+def mount_resource(kind: SourceKind) -> Resource | None:
+    """The API resource holding the per-pod mount statuses of a ``kind`` known only once
+    mounted (its row's ``mounts``), None for a kind whose own objects hold its data."""
+    mounts = source_row(kind).mounts
+    if mounts is None:
+        return None
+    return Resource(mounts.group, mounts.version, mounts.plural, mounts.api_kind)
+
+
 CONFIGMAPS = source_resource(SourceKind.CONFIGMAP)
 SECRETS = source_resource(SourceKind.SECRET)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -88,4 +97,5 @@ SECRETPROVIDERCLASSPODSTATUSES = Resource(
     "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasspodstatuses",
     "SecretProviderClassPodStatus",
 )  # fmt: skip
-"""The Secrets Store CSI driver's record of what it mounted for one pod (docs/csi-secrets.md)."""
+"""The Secrets Store CSI driver's record of what it mounted for one pod (docs/csi-secrets.md):
+``mount_resource(SourceKind.CSI)``, named for ``--csi-secrets``'s check that it is served."""

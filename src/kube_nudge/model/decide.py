@@ -73,7 +73,7 @@ class Assessment:
     unmounted: str | None = None
     """When a Secrets Store CSI class counts and its versions are known: the hash as it was
     while none was known (every CSI class left out). A workload recorded at it has since
-    had its pods mount the classes: it adopts ``desired`` (model/csi.py)."""
+    had its pods mount the classes: it adopts ``desired`` (model/mounts.py)."""
 
 
 def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Assessment:
@@ -295,7 +295,7 @@ def _current(
     assessment: Assessment, applied: str, uncopied: tuple[SourceRef, ...]
 ) -> Decision | None:
     """Noop when the pods run the desired config; Adopt when they do but its hash was
-    recorded while the Secrets Store CSI classes they mount were unknown (model/csi.py)."""
+    recorded while the Secrets Store CSI classes they mount were unknown (model/mounts.py)."""
     if uncopied:
         return None
     if assessment.desired == applied:

@@ -48,7 +48,7 @@ from kube_nudge.model.shapes import (
     WorkloadSettings,
 )
 from kube_nudge.model.sharing import shared
-from kube_nudge.model.source_kinds import known_once_mounted
+from kube_nudge.model.source_kinds import kind_enabled
 from kube_nudge.model.standins import parse_stand_ins, restore_sources
 from kube_nudge.model.visibility import counted
 
@@ -252,8 +252,8 @@ def project_workload(
         return None
     pod_spec = get_pod_spec(obj, template_path)
     consumed = discover(pod_spec, namespace) if pod_spec is not None else {}
-    if not defaults.csi_secrets:
-        consumed = {r: u for r, u in consumed.items() if not known_once_mounted(r.kind)}
+    # A kind its flag leaves off (a CSI class without --csi-secrets) is consumed by no one.
+    consumed = {r: u for r, u in consumed.items() if kind_enabled(r.kind, defaults)}
     # A template may name stand-ins: what it consumes are the sources they stand for.
     stand_ins = _stand_ins(obj, template_path, defaults)
     direct: frozenset[SourceRef] = _NONE

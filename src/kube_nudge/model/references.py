@@ -333,7 +333,7 @@ def _csi_mounted(
     """The source every ``csi`` volume names (the Secrets Store CSI driver's: a
     SecretProviderClass). Every object it fetches counts (None: all keys), and it is
     optional: until a pod mounted it, its versions are unknown, which is not missing config
-    (model/csi.py). A subPath doesn't narrow it: the driver names files by object alias,
+    (model/mounts.py). A subPath doesn't narrow it: the driver names files by object alias,
     which the class, not the pod spec, says."""
     rows = pod_spec_names().csi
     for volume in _dicts(spec.get("volumes")):

@@ -1,12 +1,12 @@
 """Source kinds as data: one row per kind of configuration source.
 
 A row says everything the rest of kube-nudge asks of a kind: the API type it is read
-from (and, for a kind only its mounts know, the per-pod status written for it), which
-fields hold its data and how they are encoded, the field selector its watch uses, and
-every place a pod spec names one (a volume, a projected volume's source, an env var's
-``valueFrom``, ``envFrom``, a CSI volume's attribute). Discovery, the caches, the readers
-of the read-only commands, strategy hot's reproduction of a volume and snapshot's copies
-all read the row; none of them asks which kind it is.
+from, which fields hold its data and how they are encoded (or, for a kind known only once
+mounted, the per-pod statuses that hold its versions and the flag that turns it on), the
+field selector its watch uses, and every place a pod spec names one (a volume, a projected
+volume's source, an env var's ``valueFrom``, ``envFrom``, a CSI volume's attribute).
+Discovery, the caches, the readers of the read-only commands, strategy hot's reproduction
+of a volume and snapshot's copies all read the row; none of them asks which kind it is.
 
 Adding a kind is one row here (or ``register`` for one that lives elsewhere, such as a
 test's: tests/unit/toy_source_kind) plus its tests.
@@ -22,11 +22,13 @@ __all__ = [
     "CSI_DRIVER",
     "CsiMount",
     "DataField",
+    "MountStatuses",
     "NameAt",
     "PodSpecNames",
     "SourceKind",
     "SourceKindRow",
     "is_source_kind",
+    "kind_enabled",
     "known_once_mounted",
     "pod_spec_names",
     "register_source_kind",
@@ -99,6 +101,30 @@ class CsiMount:
 
 
 @dataclass(frozen=True, slots=True)
+class MountStatuses:
+    """Where a kind whose versions are known only once mounted has them: the objects of
+    another API type, one per pod and source, that whatever mounted it writes (the Secrets
+    Store CSI driver's SecretProviderClassPodStatus). The fields named are those of the
+    object's ``section``; one projection reads them for every such kind (model/mounts.py)."""
+
+    group: str
+    version: str
+    plural: str
+    api_kind: str
+    source: str
+    """The field naming the source mounted (``secretProviderClassName``)."""
+    pod: str
+    """The field naming the pod it was mounted for (``podName``)."""
+    objects: str
+    """The list of what was fetched: entries of an id and a version (``objects``)."""
+    mounted: str | None = None
+    """A field that is true once mounted (``mounted``); None: every status is."""
+    section: str = "status"
+    object_id: str = "id"
+    object_version: str = "version"
+
+
+@dataclass(frozen=True, slots=True)
 class SourceKindRow:
     """Everything kube-nudge asks of one source kind."""
 
@@ -121,10 +147,18 @@ class SourceKindRow:
     env_from: str | None = None
     """The ``envFrom`` field naming all of its keys (``configMapRef``)."""
     csi: CsiMount | None = None
-    known_once_mounted: bool = False
-    """Its versions are known only from the statuses a CSI driver writes per pod that
-    mounted it (model/csi.py): unknown, not absent, until one did; not an object to read,
-    copy or post Events on; consumed only with ``--csi-secrets``."""
+    mounts: MountStatuses | None = None
+    """Its versions are known only from the statuses written per pod that mounted it
+    (model/mounts.py), not from an object of its own: unknown, not absent, until one did;
+    not an object to read, copy or post Events on. None: its own objects hold its data."""
+    enabled_by: str | None = None
+    """The ``WorkloadDefaults`` flag that turns the kind on (``csi_secrets``: the
+    controller's ``--csi-secrets``), None: always on. Off, it is never consumed or kept."""
+
+    @property
+    def known_once_mounted(self) -> bool:
+        """Whether only its mounts' statuses know its versions (``mounts``)."""
+        return self.mounts is not None
 
     @property
     def holds_data(self) -> bool:
@@ -162,7 +196,12 @@ BUILTIN_SOURCE_KINDS = (
     SourceKindRow(
         SourceKind.CSI, "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasses",
         "SecretProviderClass", csi=CsiMount(CSI_DRIVER, "secretProviderClass"),
-        known_once_mounted=True,
+        mounts=MountStatuses(
+            "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasspodstatuses",
+            "SecretProviderClassPodStatus", source="secretProviderClassName",
+            pod="podName", objects="objects", mounted="mounted",
+        ),
+        enabled_by="csi_secrets",
     ),
 )  # fmt: skip
 
@@ -242,6 +281,13 @@ def pod_spec_names() -> PodSpecNames:
 def known_once_mounted(kind: SourceKind) -> bool:
     """Whether only its mounts' statuses know ``kind``'s versions (``SourceKindRow``)."""
     return kind in _names.known_once_mounted
+
+
+def kind_enabled(kind: SourceKind, defaults: object) -> bool:
+    """Whether ``defaults`` (a ``WorkloadDefaults``: the table sits below its module) turn
+    ``kind`` on: its row's ``enabled_by`` flag, if it names one."""
+    flag = _ROWS[kind].enabled_by
+    return flag is None or bool(getattr(defaults, flag))
 
 
 def is_source_kind(text: str) -> bool:

@@ -13,24 +13,25 @@ from collections.abc import Iterable
 from typing import Any
 
 from kube_nudge.kube.client import ApiError, KubeClient
-from kube_nudge.kube.resources import SECRETPROVIDERCLASSPODSTATUSES, source_resource
+from kube_nudge.kube.resources import mount_resource, source_resource
 from kube_nudge.model import (
     SourceRef,
     SourceView,
     WorkloadView,
     project_source,
 )
-from kube_nudge.model.csi import advance, project_pod_status
-from kube_nudge.model.source_kinds import known_once_mounted
+from kube_nudge.model.mounts import advance, project_pod_status
 
 JSON = dict[str, Any]
 
 
 async def read_source(client: KubeClient, ref: SourceRef) -> JSON | None:
-    """The ConfigMap or Secret ``ref``, or None if it doesn't exist; for a Secrets Store CSI
-    class, the list of its namespace's SecretProviderClassPodStatuses (None: not served)."""
-    if known_once_mounted(ref.kind):
-        path = SECRETPROVIDERCLASSPODSTATUSES.path(ref.namespace)
+    """The source ``ref`` (a ConfigMap, a Secret), or None if it doesn't exist; for a kind
+    known once mounted (a Secrets Store CSI class), the list of its namespace's mount
+    statuses (SecretProviderClassPodStatuses; None: not served)."""
+    mounts = mount_resource(ref.kind)
+    if mounts is not None:
+        path = mounts.path(ref.namespace)
     else:
         path = source_resource(ref.kind).path(ref.namespace, ref.name)
     try:
@@ -60,15 +61,15 @@ async def read_allowed(
 
 
 def project_read(ref: SourceRef, obj: JSON, *, compat: bool = True) -> SourceView | None:
-    """What ``read_source`` read, as the controller's caches keep it. A CSI class is its
-    newest mounted status's versions (None: none mounted), as ``model/csi.py`` folds them;
-    unlike the caches, which keep a class's versions once a status went away, this sees
-    only the statuses there are now."""
-    if not known_once_mounted(ref.kind):
+    """What ``read_source`` read, as the controller's caches keep it. A kind known once
+    mounted (a CSI class) is its newest mounted status's versions (None: none mounted), as
+    ``model/mounts.py`` folds them; unlike the caches, which keep a class's versions once a
+    status went away, this sees only the statuses there are now."""
+    if mount_resource(ref.kind) is None:
         return project_source(obj, compat=compat)
     view = None
     for item in obj.get("items") or ():
-        status = project_pod_status(item)
+        status = project_pod_status(item, ref.kind)
         if status is not None and status.ref == ref:
             view = advance(view, None, status) or view
     return view

@@ -10,7 +10,7 @@ twice. So every write of a workload records the ``resourceVersion`` its response
 (``observed``).
 
 resourceVersions are compared as integers: every API server backed by etcd issues them
-so (the CSI statuses are ordered the same way, ``model/csi.py``). One that isn't an integer
+so (the CSI statuses are ordered the same way, ``model/mounts.py``). One that isn't an integer
 sets no expectation. An expectation is forgotten after ``ttl`` seconds, so a watch that
 never delivers the echo (or an object deleted meanwhile) holds a workload back no longer.
 """

@@ -41,9 +41,9 @@ from kube_nudge.kube.patches import Patch, send
 from kube_nudge.kube.pods import matching_pods, pod_started
 from kube_nudge.kube.resources import (
     PODS,
-    SECRETPROVIDERCLASSPODSTATUSES,
     SECRETS,
     Resource,
+    mount_resource,
     source_resource,
 )
 from kube_nudge.kube.workloads import Target
@@ -57,12 +57,12 @@ from kube_nudge.model import (
     describe_versions,
 )
 from kube_nudge.model.annotations import FAILED, KEY_ID
-from kube_nudge.model.csi import class_view, project_pod_status
 from kube_nudge.model.decide import MAX_RECORDED_ROLLOUTS
 from kube_nudge.model.hashing import ABSENT, source_state
+from kube_nudge.model.mounts import class_view, project_pod_status
 from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_hash_at
-from kube_nudge.model.references import SourceRef
-from kube_nudge.model.source_kinds import known_once_mounted
+from kube_nudge.model.references import SourceKind, SourceRef
+from kube_nudge.model.source_kinds import source_row
 from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.hot.claims import (
     CsiWrites,
@@ -353,7 +353,7 @@ class HotStrategy(AdoptsBaseline):
                 ):
                     why = f"{ref.display(namespace)} changed since this delivery"
                     return dict.fromkeys(claimed, why)
-            csi = [ref for ref in assessment.visible if known_once_mounted(ref.kind)]
+            csi = [ref for ref in assessment.visible if source_row(ref.kind).known_once_mounted]
             written = await self._csi_writes(namespace, csi, assessment) if csi else {}
         except NotReproducible as exc:
             return dict.fromkeys(claimed, str(exc))
@@ -370,28 +370,43 @@ class HotStrategy(AdoptsBaseline):
     async def _csi_writes(
         self, namespace: str, refs: list[SourceRef], assessment: Assessment
     ) -> dict[str, CsiWrites]:
-        """Per pod, for each Secrets Store CSI class that counts: when the driver wrote the
-        delivered versions into it (its SecretProviderClassPodStatus), None if it has not."""
-        resource = SECRETPROVIDERCLASSPODSTATUSES
+        """Per pod, for each source known once mounted that counts (a Secrets Store CSI
+        class): when the delivered versions were written into it (its mount status, a
+        SecretProviderClassPodStatus), None if they have not."""
+        written: dict[str, dict[str, float | None]] = {}
+        for kind in sorted({ref.kind for ref in refs}):
+            await self._mount_writes(namespace, kind, refs, assessment, written)
+        return dict(written)
+
+    async def _mount_writes(
+        self,
+        namespace: str,
+        kind: SourceKind,
+        refs: list[SourceRef],
+        assessment: Assessment,
+        written: dict[str, dict[str, float | None]],
+    ) -> None:
+        """``_csi_writes`` for the sources of one ``kind``, into ``written``."""
+        resource = mount_resource(kind)
+        if resource is None:
+            return
         try:
             found = await self._context.client.get(resource.path(namespace))
         except ApiError as exc:
             if exc.not_found:
-                return {}
+                return
             if exc.status == 403:
                 raise NotReproducible(
                     f"kube-nudge may not list {resource.kind}s in {namespace} (403)"
                 ) from None
             raise
-        written: dict[str, dict[str, float | None]] = {}
         for obj in found.get("items") or []:
-            status = project_pod_status(obj)
+            status = project_pod_status(obj, kind)
             if status is None or status.ref not in refs:
                 continue
             delivered = class_view(status).state == assessment.states.get(status.ref, ABSENT)
             at = (status.written_at or 0.0) if delivered else None
-            written.setdefault(status.pod, {})[status.secret_provider_class] = at
-        return dict(written)
+            written.setdefault(status.pod, {})[status.source] = at
 
     async def _read(self, resource: Resource, namespace: str, name: str) -> JSON | None:
         """One object by name, None if it doesn't exist; NotReproducible if refused."""

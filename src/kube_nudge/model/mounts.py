@@ -1,13 +1,15 @@
-"""Secrets mounted by the Secrets Store CSI driver, as sources (docs/csi-secrets.md).
+"""Sources known only once mounted (``SourceKindRow.mounts``): their versions, from the
+statuses written per pod that mounted one. The Secrets Store CSI driver's is the built-in
+kind (docs/csi-secrets.md): a pod mounting a ``csi`` volume of driver
+``secrets-store.csi.k8s.io`` consumes the SecretProviderClass its
+``volumeAttributes.secretProviderClass`` names (``references``). The driver writes one
+``SecretProviderClassPodStatus`` per pod and class, recording the id and version of every
+object it fetched from the provider (Vault, AWS, Azure, GCP), and rewrites it when
+rotation finds new versions. The values themselves never reach the API. Which fields of a
+status say what is the row's (``MountStatuses``); this one projection reads any kind's.
 
-A pod mounting a ``csi`` volume of driver ``secrets-store.csi.k8s.io`` consumes the
-SecretProviderClass its ``volumeAttributes.secretProviderClass`` names (``references``).
-The driver writes one ``SecretProviderClassPodStatus`` per pod and class, recording the id
-and version of every object it fetched from the provider (Vault, AWS, Azure, GCP), and
-rewrites it when rotation finds new versions. The values themselves never reach the API.
-
-The state of a class (per namespace) is the versions of its *newest* status: the one whose
-objects were written last (the highest resourceVersion among the mounted ones). So:
+The state of a source (a class, per namespace) is the versions of its *newest* status: the
+one whose objects were written last (the highest resourceVersion among the mounted ones). So:
 
 - a rotation is seen as soon as the driver re-mounts the first pod; the other pods' later
   rotations, and the new pods a rollout starts, record the same versions: no new change;
@@ -32,23 +34,27 @@ from kube_nudge.model.digests import value_digest
 from kube_nudge.model.projection import SourceView, data_write
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.shapes import SourceSettings
+from kube_nudge.model.source_kinds import MountStatuses, source_row
 from kube_nudge.model.sourcestate import SourceState
 
 __all__ = ["DEFAULT_CLASS_SETTINGS", "PodStatus", "advance", "class_view", "project_pod_status"]
 
 DEFAULT_CLASS_SETTINGS = SourceSettings(ignore=False, share_with=frozenset())
-"""A SecretProviderClass carries no kube-nudge annotations that are read: the defaults."""
+"""A source known once mounted carries no kube-nudge annotations that are read (a
+SecretProviderClass): the defaults."""
 
 _MAX_OBJECTS = 1000  # a class fetching more is cut here (a hostile status costs this much)
 
 
 @dataclass(frozen=True, slots=True)
 class PodStatus:
-    """What the caches keep of one SecretProviderClassPodStatus."""
+    """What the caches keep of one mount status (a SecretProviderClassPodStatus)."""
 
+    kind: SourceKind
+    """The kind of the source mounted."""
     namespace: str
-    secret_provider_class: str
-    """``status.secretProviderClassName``."""
+    source: str
+    """The source mounted (``status.secretProviderClassName``)."""
     pod: str
     """``status.podName``: the pod it is of (strategy hot reads each pod's)."""
     objects: tuple[tuple[str, str], ...]
@@ -61,27 +67,31 @@ class PodStatus:
 
     @property
     def ref(self) -> SourceRef:
-        """The class this status is of."""
-        return SourceRef(SourceKind.CSI, self.namespace, self.secret_provider_class)
+        """The source this status is of."""
+        return SourceRef(self.kind, self.namespace, self.source)
 
 
-def project_pod_status(obj: Mapping[str, Any]) -> PodStatus | None:
-    """A SecretProviderClassPodStatus as kept, or None when it names no class or the
-    driver has not mounted it (``status.mounted`` is not true). Never raises."""
+def project_pod_status(obj: Mapping[str, Any], kind: SourceKind) -> PodStatus | None:
+    """A mount status of ``kind`` (its row's ``mounts``: a SecretProviderClassPodStatus)
+    as kept, or None when it names no source or is not mounted (its ``mounted`` field is
+    not true). Never raises."""
+    fields = source_row(kind).mounts
     metadata = obj.get("metadata")
-    status = obj.get("status")
-    if not isinstance(metadata, Mapping) or not isinstance(status, Mapping):
+    status = obj.get(fields.section) if fields is not None else None
+    if fields is None or not isinstance(metadata, Mapping) or not isinstance(status, Mapping):
         return None
-    name = status.get("secretProviderClassName")
-    if not isinstance(name, str) or not name or status.get("mounted") is not True:
+    name = status.get(fields.source)
+    mounted = fields.mounted is None or status.get(fields.mounted) is True
+    if not isinstance(name, str) or not name or not mounted:
         return None
     version = str(metadata.get("resourceVersion") or "")
-    written_at, writers = data_write(metadata, ("f:status",))
+    written_at, writers = data_write(metadata, (f"f:{fields.section}",))
     return PodStatus(
+        kind=kind,
         namespace=sys.intern(str(metadata.get("namespace") or "")),
-        secret_provider_class=name,
-        pod=str(status.get("podName") or ""),
-        objects=_objects(status.get("objects")),
+        source=name,
+        pod=str(status.get(fields.pod) or ""),
+        objects=_objects(status.get(fields.objects), fields),
         resource_version=int(version) if version.isdigit() else 0,
         written_at=written_at,
         writers=writers,
@@ -109,7 +119,7 @@ def advance(
 
 
 def class_view(status: PodStatus) -> SourceView:
-    """The class as a source, from its newest status: each object id a key, its version's
+    """The source (a class), from its newest status: each object id a key, its version's
     digest the key's digest."""
     digests = {object_id: value_digest(version) for object_id, version in status.objects}
     return SourceView(
@@ -122,13 +132,14 @@ def class_view(status: PodStatus) -> SourceView:
     )
 
 
-def _objects(raw: object) -> tuple[tuple[str, str], ...]:
+def _objects(raw: object, fields: MountStatuses) -> tuple[tuple[str, str], ...]:
     """(id, version) of every readable entry of ``status.objects``, sorted; an id listed
     twice keeps its last version (the driver lists each once)."""
     found: dict[str, str] = {}
     if isinstance(raw, list):
         for entry in raw[:_MAX_OBJECTS]:
-            if isinstance(entry, Mapping) and isinstance(object_id := entry.get("id"), str):
-                version = entry.get("version")
+            object_id = entry.get(fields.object_id) if isinstance(entry, Mapping) else None
+            if isinstance(object_id, str):
+                version = entry.get(fields.object_version)
                 found[object_id] = version if isinstance(version, str) else ""
     return tuple(sorted(found.items()))
