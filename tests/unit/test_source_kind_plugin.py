@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kube_nudge.app.manifest_checks import annotation_problem
 from kube_nudge.app.wait_command import parse_target
 from kube_nudge.kube.resources import Resource, source_resource
 from kube_nudge.kube.workloads import BUILTIN_KINDS
@@ -28,15 +29,17 @@ from kube_nudge.model import (
     project_source,
     project_workload,
 )
-from kube_nudge.model.annotations import EXCLUDE
+from kube_nudge.model.annotations import EXCLUDE, IGNORE
 from kube_nudge.model.references import discover, rename_references
 from kube_nudge.model.source_kinds import (
     BUILTIN_SOURCE_KINDS,
+    DataField,
     is_source_kind,
     register_source_kind,
     source_row,
     unregister_source_kind,
 )
+from kube_nudge.reporting.plan import api_object
 from kube_nudge.strategies.hot.claims import volume_files
 from kube_nudge.strategies.registry import product_defaults
 from kube_nudge.strategies.snapshot.copies import copy_manifest
@@ -142,6 +145,25 @@ def test_a_toy_source_is_named_in_annotations_and_on_the_command_line() -> None:
     for text in ("toymap/app", "toymaps/app", "tm/app"):
         target = parse_target(text)
         assert (target.kind, target.name, target.is_source) == ("toymap", "app", True)
+
+
+def test_plan_reads_a_kinds_write_only_data_and_annotations_by_its_row() -> None:
+    """What ``plan`` knows of a manifest's kind is its row's: write-only text data folded
+    into its data as the API server stores it (a Secret's ``stringData``), and a source's
+    annotations checked as ``run`` would."""
+    kind = SourceKind.define("toysecret")
+    row = replace(TOY_ROW, kind=kind, plural="toysecrets", api_kind="ToySecret", aliases=(),
+                  data=(DataField("data", base64=True),), string_data="textData")  # fmt: skip
+    register_source_kind(row)
+    try:
+        given = {"apiVersion": "toy.example/v1", "kind": "ToySecret",
+                 "metadata": {"name": "db"}, "textData": {"pw": "hi"}}  # fmt: skip
+        assert api_object(given, NS)["data"] == {"pw": "aGk="}
+        assert "textData" not in api_object(given, NS)
+        bad = {**given, "metadata": {"name": "db", "annotations": {IGNORE: "maybe"}}}
+        assert annotation_problem(bad, NS, product_defaults(), ()) is not None
+    finally:
+        unregister_source_kind(kind)
 
 
 def test_unregistered_it_is_no_kind_at_all() -> None:

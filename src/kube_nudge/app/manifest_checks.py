@@ -35,10 +35,12 @@ from typing import Any, Final
 from kube_nudge.app.manifest_names import dns1123_subdomain, name_problem
 from kube_nudge.model import WorkloadDefaults
 from kube_nudge.model.settings import mistyped_opt_in, parse_source, parse_workload
+from kube_nudge.model.source_kinds import SourceKindRow, source_row_of
 
 __all__ = ["annotation_problem", "object_problem"]
 
 _SCHEMAS: Final = "core-v1.json"
+#: The kinds whose schema the file holds (a source kind's other rules are its row's).
 _KINDS: Final = {
     ("v1", "ConfigMap"): "io.k8s.api.core.v1.ConfigMap",
     ("v1", "Secret"): "io.k8s.api.core.v1.Secret",
@@ -72,8 +74,8 @@ def object_problem(obj: Mapping[str, Any]) -> str | None:
     # The schema held: the metadata is a mapping, and so is the data of a ConfigMap/Secret.
     for problem in _metadata_problems(sent.get("metadata") or {}, kind):
         return problem
-    if schema is not None:
-        for problem in _data_problems(sent, kind[1]):
+    if schema is not None and (row := source_row_of(*kind)) is not None:
+        for problem in _data_problems(sent, row):
             return problem
     return None
 
@@ -89,7 +91,7 @@ def annotation_problem(
     workload's, or the opt-in of one that meant to opt in (``enabled: "yes"``)."""
     kind = (str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""))
     annotations = (obj.get("metadata") or {}).get("annotations")
-    if kind in _KINDS:
+    if (row := source_row_of(*kind)) is not None and row.holds_data:
         _, errors = parse_source(annotations, compat=defaults.compat)
     elif kind in workload_kinds:
         settings, errors = parse_workload(annotations, namespace, defaults)
@@ -232,12 +234,14 @@ def _metadata_problems(metadata: Mapping[str, Any], kind: tuple[str, str]) -> It
                 yield f"{where}: not a valid label value"
 
 
-def _data_problems(obj: Mapping[str, Any], kind: str) -> Iterator[str]:
-    """ValidateConfigMap / ValidateSecret: every key is a valid key (IsConfigMapKey), no key
-    in both a ConfigMap's data and binaryData, the data at most 1 MiB (bytes as stored:
-    base64 decoded; a Secret's stringData replaces the data of its keys, as the API server
-    merges it)."""
-    fields = ("data", "binaryData") if kind == "ConfigMap" else ("data", "stringData")
+def _data_problems(obj: Mapping[str, Any], row: SourceKindRow) -> Iterator[str]:
+    """ValidateConfigMap / ValidateSecret, by the kind's row: every key is a valid key
+    (IsConfigMapKey), no key in two of its data fields (a ConfigMap's data and binaryData),
+    the data at most 1 MiB (bytes as stored: base64 decoded; write-only text data, a
+    Secret's stringData, replaces the data of its keys, as the API server merges it)."""
+    merged = row.string_data is not None
+    fields = tuple(f.name for f in row.data) + ((row.string_data,) if row.string_data else ())
+    encoded_fields = {f.name for f in row.data if f.base64}
     seen: dict[str, str] = {}
     sizes: dict[str, int] = {}
     for field in fields:
@@ -248,12 +252,11 @@ def _data_problems(obj: Mapping[str, Any], kind: str) -> Iterator[str]:
             key = str(key)
             if (why := _config_map_key(key)) is not None:
                 yield f"{_field([field, key])}: not a valid key: {why}"
-            if kind == "ConfigMap" and key in seen:
+            if not merged and key in seen:
                 yield f"{_field([field, key])}: also in {seen[key]} (a key may be in only one)"
             seen.setdefault(key, field)
-            encoded = field == "binaryData" or (kind == "Secret" and field == "data")
-            sizes[f"{field}/{key}" if kind == "ConfigMap" else key] = (
-                _decoded_bytes(value) if encoded else _bytes(value)
+            sizes[key if merged else f"{field}/{key}"] = (
+                _decoded_bytes(value) if field in encoded_fields else _bytes(value)
             )
     size = sum(sizes.values())
     if size > _DATA_MAX:

@@ -34,6 +34,7 @@ __all__ = [
     "register_source_kind",
     "source_kind_rows",
     "source_row",
+    "source_row_of",
     "unregister_source_kind",
 ]
 
@@ -138,6 +139,10 @@ class SourceKindRow:
     """Other names a user may type for it (``kube-nudge wait cm/NAME``)."""
     data: tuple[DataField, ...] = ()
     """The fields holding its data, in the order the kubelet projects them."""
+    string_data: str | None = None
+    """A write-only field of text values the API server merges, base64, into its first data
+    field on write, key by key (a Secret's ``stringData``). None: a key may be in only one
+    of its data fields (a ConfigMap's ``data`` and ``binaryData``)."""
     field_selector: str | None = None
     """What its watch leaves out server-side (Secrets no pod can consume as config)."""
     volume: NameAt | None = None
@@ -189,7 +194,8 @@ BUILTIN_SOURCE_KINDS = (
     ),
     SourceKindRow(
         SourceKind.SECRET, "", "v1", "secrets", "Secret",
-        data=(DataField("data", base64=True),), field_selector=SECRET_FIELD_SELECTOR,
+        data=(DataField("data", base64=True),), string_data="stringData",
+        field_selector=SECRET_FIELD_SELECTOR,
         volume=NameAt("secret", "secretName"), projected=NameAt("secret"),
         env_key="secretKeyRef", env_from="secretRef",
     ),
@@ -266,6 +272,18 @@ def unregister_source_kind(kind: SourceKind) -> None:
 def source_row(kind: SourceKind) -> SourceKindRow:
     """The row of ``kind``."""
     return _ROWS[kind]
+
+
+def source_row_of(api_version: str, api_kind: str) -> SourceKindRow | None:
+    """The row of the kind whose objects have this ``apiVersion`` and ``kind``, if any."""
+    for row in _ordered:
+        if (api_version, api_kind) == (_api_version(row), row.api_kind):
+            return row
+    return None
+
+
+def _api_version(row: SourceKindRow) -> str:
+    return f"{row.group}/{row.version}" if row.group else row.version
 
 
 def source_kind_rows() -> tuple[SourceKindRow, ...]:

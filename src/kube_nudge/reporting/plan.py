@@ -29,7 +29,7 @@ from kube_nudge.model import (
 )
 from kube_nudge.model.annotation_values import SHARE_ALL
 from kube_nudge.model.podtemplate import get_template
-from kube_nudge.model.source_kinds import source_kind_rows
+from kube_nudge.model.source_kinds import source_kind_rows, source_row_of
 from kube_nudge.reporting.desired import project_read, read_allowed
 from kube_nudge.reporting.planning import Candidate, Eviction, Inputs
 
@@ -50,15 +50,19 @@ class Objects:
 
 def api_object(obj: Mapping[str, Any], namespace: str) -> JSON:
     """``obj`` as the API server stores it: in ``namespace`` unless it names one, a
-    Secret's ``stringData`` folded into ``data`` (base64), as the server does on write."""
+    source's write-only text data (its row's ``string_data``: a Secret's ``stringData``)
+    folded into its data (base64), as the server does on write."""
     stored: JSON = copy.deepcopy(dict(obj))
     metadata = stored.setdefault("metadata", {})
     metadata.setdefault("namespace", namespace)
-    if stored.get("kind") == "Secret" and stored.get("stringData"):
-        data = dict(stored.get("data") or {})
-        for key, value in (stored.pop("stringData") or {}).items():
+    row = source_row_of(str(stored.get("apiVersion")), str(stored.get("kind")))
+    written = row.string_data if row is not None and row.data else None
+    if row is not None and written is not None and stored.get(written):
+        into = row.data[0].name
+        data = dict(stored.get(into) or {})
+        for key, value in (stored.pop(written) or {}).items():
             data[key] = base64.b64encode(str(value).encode()).decode()
-        stored["data"] = data
+        stored[into] = data
     return stored
 
 
