@@ -233,8 +233,13 @@ def _hot_spec() -> dict[str, Any]:
 def test_a_csi_directory_counts_once_the_status_has_the_versions_and_the_agent_reloaded() -> None:
     spec, claim = _hot_spec(), _claim({"/mnt/secrets": "any-hash-of-the-provider-files"})
 
-    def check(csi: dict[str, float | None] | None, loaded_at: float | None) -> str | None:
-        return check_claim(claim, spec, NS, HOT_KEY, {}, csi=csi, loaded_at=loaded_at)
+    def check(written: dict[str, float | None] | None, loaded_at: float | None) -> str | None:
+        mounted = (
+            None
+            if written is None
+            else {SourceRef(SourceKind.CSI, NS, name): at for name, at in written.items()}
+        )
+        return check_claim(claim, spec, NS, HOT_KEY, {}, mounted=mounted, loaded_at=loaded_at)
 
     assert check({"db": 100.0}, 100.4) is None  # the status write's second: after the files
     assert check({"db": 100.0}, 99.9) == (

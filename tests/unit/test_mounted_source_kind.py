@@ -14,6 +14,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from kube_nudge.agentwire import Claim, key_id
 from kube_nudge.controller.controller import Controller, ControllerOptions
 from kube_nudge.controller.mounted_cache import MountedSources
 from kube_nudge.controller.reconciler import WorkloadKey
@@ -37,7 +38,9 @@ from kube_nudge.model.references import discover
 from kube_nudge.model.source_kinds import known_once_mounted, source_row
 from kube_nudge.reporting.desired import project_read
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.hot.claims import check_claim
 from kube_nudge.strategies.registry import product_defaults
+from tests.agent_support import KEY as HOT_KEY
 from tests.unit.fakes import KEY, NS, PATH, FakeClock
 from tests.unit.httpx_support import HttpxTransport
 from tests.unit.toy_mounted_kind import VAULT, mount_status, registered, vault_volume
@@ -162,3 +165,23 @@ def test_the_decision_treats_it_as_known_once_mounted() -> None:
     assert mounted.unmounted == unknown.desired != mounted.desired
     plan = decide(recorded, mounted, WorkloadMemory(), 1000.0)
     assert plan == Adopt(mounted.desired, mounted=True)
+
+
+def test_hot_checks_a_directory_of_it_by_its_mounts_records() -> None:
+    """Strategy hot can't lay out the files a driver fetched, so a pod's claim for a
+    directory of such volumes is checked by the mount's record, by the row alone (its
+    ``csi`` volume, its ``mounts``): the toy driver is named as the row's default writer."""
+    spec = deployment()["spec"]["template"]["spec"]
+    claim = Claim(key_id(HOT_KEY), {"/mnt/secrets": "any-hash-of-the-fetched-files"})
+
+    def check(written: float | None, loaded_at: float) -> str | None:
+        return check_claim(claim, spec, NS, HOT_KEY, {}, mounted={DB: written},
+                           loaded_at=loaded_at)  # fmt: skip
+
+    assert check(100.0, 100.5) is None
+    assert check(100.0, 99.0) == (
+        "/mnt/secrets: its agent has not reloaded since its driver wrote toyvault/db"
+    )
+    assert check(None, 200.0) == (
+        "/mnt/secrets: its driver has not written the delivered versions of toyvault/db into it yet"
+    )

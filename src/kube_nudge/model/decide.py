@@ -98,13 +98,14 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
     for ref in visibility.visible:
         source = read[ref]
         states[ref] = source.state if source is not None else ABSENT
-    # A CSI class no pod has mounted yet has unknown versions, not absent ones: left out.
+    # A source known once mounted (a CSI class) no pod mounted yet has unknown versions,
+    # not absent ones: left out.
     hashed = {
         ref: use
         for ref, use in visibility.visible.items()
         if not known_once_mounted(ref.kind) or states[ref].present
     }
-    without_csi = {ref: use for ref, use in hashed.items() if not known_once_mounted(ref.kind)}
+    held_in_objects = {ref: use for ref, use in hashed.items() if not known_once_mounted(ref.kind)}
     missing = missing_requirements(visibility.visible, states, namespace=view.namespace)
     changes = [
         source.data_changed_at
@@ -125,7 +126,9 @@ def assess(view: WorkloadView, source_of: SourceLookup, hmac_key: bytes) -> Asse
             if (source := read[ref]) is not None and source.resource_version
         },
         unmounted=(
-            config_hash(hmac_key, without_csi, states) if len(without_csi) < len(hashed) else None
+            config_hash(hmac_key, held_in_objects, states)
+            if len(held_in_objects) < len(hashed)
+            else None
         ),
     )
 

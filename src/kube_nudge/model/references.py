@@ -37,6 +37,7 @@ __all__ = [
     "SourceKind",
     "SourceRef",
     "consume_all",
+    "csi_volume_source",
     "discover",
     "merge",
     "rename_references",
@@ -335,20 +336,28 @@ def _csi_mounted(
     optional: until a pod mounted it, its versions are unknown, which is not missing config
     (model/mounts.py). A subPath doesn't narrow it: the driver names files by object alias,
     which the class, not the pod spec, says."""
-    rows = pod_spec_names().csi
     for volume in _dicts(spec.get("volumes")):
-        csi = _dict(volume.get("csi"))
-        if csi is None:
+        named = csi_volume_source(volume)
+        if named is None:
             continue
-        attributes = _dict(csi.get("volumeAttributes")) or {}
         label = _label(volume.get("name"))
         shown = mounts.get(label, ()) if label != _UNNAMED else ()
-        for kind, mount in rows:
-            if csi.get("driver") != mount.driver:
-                continue
-            if (name := _name(attributes.get(mount.attribute))) is not None:
-                frozen = any(m.frozen for m in shown)
-                yield kind, name, _use(None, True, _via(label, shown), frozen=frozen)
+        frozen = any(m.frozen for m in shown)
+        yield *named, _use(None, True, _via(label, shown), frozen=frozen)
+
+
+def csi_volume_source(volume: Mapping[str, Any]) -> tuple[SourceKind, str] | None:
+    """The kind and name of the source a ``csi`` volume names, by the rows' ``csi`` (a
+    Secrets Store CSI volume: its SecretProviderClass); None for any other volume."""
+    csi = _dict(volume.get("csi"))
+    if csi is None:
+        return None
+    attributes = _dict(csi.get("volumeAttributes")) or {}
+    for kind, mount in pod_spec_names().csi:
+        name = _name(attributes.get(mount.attribute))
+        if csi.get("driver") == mount.driver and name is not None:
+            return kind, name
+    return None
 
 
 def _via(label: str, shown: tuple[_Mount, ...]) -> str:

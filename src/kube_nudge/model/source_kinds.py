@@ -123,6 +123,8 @@ class MountStatuses:
     section: str = "status"
     object_id: str = "id"
     object_version: str = "version"
+    writer: str = "its driver"
+    """Who writes the files and the status, as messages name it (``the CSI driver``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +207,7 @@ BUILTIN_SOURCE_KINDS = (
         mounts=MountStatuses(
             "secrets-store.csi.x-k8s.io", "v1", "secretproviderclasspodstatuses",
             "SecretProviderClassPodStatus", source="secretProviderClassName",
-            pod="podName", objects="objects", mounted="mounted",
+            pod="podName", objects="objects", mounted="mounted", writer="the CSI driver",
         ),
         enabled_by="csi_secrets",
     ),

@@ -34,11 +34,11 @@ from kube_nudge.agentwire import (
     key_id,
     usable_key,
 )
-from kube_nudge.model.references import CSI_DRIVER, SourceKind, SourceRef
+from kube_nudge.model.references import SourceKind, SourceRef, csi_volume_source
 from kube_nudge.model.source_kinds import pod_spec_names, source_row
 
 __all__ = [
-    "CsiWrites",
+    "MountWrites",
     "NotReproducible",
     "agent_dir_hash",
     "agent_key",
@@ -264,45 +264,44 @@ def _expected(
     return expected, problems
 
 
-CsiWrites = Mapping[str, float | None]
-"""Per SecretProviderClass that counts: when the Secrets Store CSI driver wrote the delivered
-versions into the pod (its SecretProviderClassPodStatus's write, whole seconds), None when
-its status records other versions or there is none."""
+MountWrites = Mapping[SourceRef, float | None]
+"""Per source known once mounted that counts (a Secrets Store CSI class): when whatever
+mounts it wrote the delivered versions into the pod (the write of its mount status, a
+SecretProviderClassPodStatus; whole seconds), None when its status records other versions
+or there is none."""
 
 
-def _csi_classes_at(pod_spec: Mapping[str, Any], directory: str) -> list[str]:
-    """The SecretProviderClasses of the Secrets Store CSI volumes mounted at ``directory``
-    (empty when something else is mounted there too: that is checked by data)."""
-    classes = []
+def _mounted_at(pod_spec: Mapping[str, Any], directory: str, namespace: str) -> list[SourceRef]:
+    """The sources known once mounted (a Secrets Store CSI class) of the ``csi`` volumes
+    mounted at ``directory`` (empty when something else is mounted there too: that is
+    checked by data)."""
+    refs = []
     for volume_name, _, _ in _mounts_at(pod_spec, directory):
-        volume = _volume(pod_spec, volume_name) or {}
-        csi = volume.get("csi")
-        if not isinstance(csi, Mapping) or csi.get("driver") != CSI_DRIVER:
+        named = csi_volume_source(_volume(pod_spec, volume_name) or {})
+        if named is None:
             return []
-        name = (csi.get("volumeAttributes") or {}).get("secretProviderClass")
-        classes.append(str(name))
-    return classes
+        refs.append(SourceRef(named[0], namespace, named[1]))
+    return refs
 
 
-def _csi_delivered(classes: list[str], csi: CsiWrites, loaded_at: float | None) -> str | None:
-    """Whether the pod has a change of the CSI classes mounted at a directory: the files
-    there come from the provider, so kube-nudge can't lay them out to check the agent's
-    hash. Instead the driver's status of the pod must record the delivered versions, and
-    the agent must have reloaded since it wrote them (in that second or later: the driver
-    writes the files, then the status). A class that doesn't count is not checked."""
-    for name in classes:
-        if name not in csi:
+def _mounted_delivered(
+    refs: list[SourceRef], written: MountWrites, loaded_at: float | None
+) -> str | None:
+    """Whether the pod has a change of the sources known once mounted at a directory: the
+    files there come from the provider, so kube-nudge can't lay them out to check the
+    agent's hash. Instead the mount's status must record the delivered versions, and the
+    agent must have reloaded since it was written (in that second or later: the driver
+    writes the files, then the status). A source that doesn't count is not checked."""
+    for ref in refs:
+        if ref not in written:
             continue
-        written = csi[name]
-        if written is None:
-            return (
-                "the CSI driver has not written the delivered versions of "
-                f"secretproviderclass/{name} into it yet"
-            )
-        if loaded_at is None or loaded_at < math.floor(written):
-            return (
-                f"its agent has not reloaded since the CSI driver wrote secretproviderclass/{name}"
-            )
+        mounts = source_row(ref.kind).mounts
+        at, shown = written[ref], ref.display(ref.namespace)
+        writer = mounts.writer if mounts is not None else "its driver"
+        if at is None:
+            return f"{writer} has not written the delivered versions of {shown} into it yet"
+        if loaded_at is None or loaded_at < math.floor(at):
+            return f"its agent has not reloaded since {writer} wrote {shown}"
     return None
 
 
@@ -313,12 +312,13 @@ def check_claim(
     key: bytes,
     sources: Sources,
     *,
-    csi: CsiWrites | None = None,
+    mounted: MountWrites | None = None,
     loaded_at: float | None = None,
 ) -> str | None:
     """None when ``claim`` is the data in ``sources`` as the pod's volumes lay it out under
-    ``key``; else why not (names, never values). A directory of Secrets Store CSI volumes is
-    checked by the driver's record instead (``csi``, and the agent's ``loaded_at``)."""
+    ``key``; else why not (names, never values). A directory of sources known once mounted
+    (Secrets Store CSI volumes) is checked by their mounts' records instead (``mounted``,
+    and the agent's ``loaded_at``)."""
     if claim is None:
         return "its kube-nudge.io/loaded-hash is missing or not of this version"
     if claim.key_id != key_id(key):
@@ -329,8 +329,8 @@ def check_claim(
     if not claim.dirs:
         return "its agent watches no directory"
     for directory, reported in sorted(claim.dirs.items()):
-        if classes := _csi_classes_at(pod_spec, directory):
-            if (why := _csi_delivered(classes, csi or {}, loaded_at)) is not None:
+        if refs := _mounted_at(pod_spec, directory, namespace):
+            if (why := _mounted_delivered(refs, mounted or {}, loaded_at)) is not None:
                 return f"{directory}: {why}"
             continue
         expected, problems = _expected(pod_spec, directory, key, namespace, sources)

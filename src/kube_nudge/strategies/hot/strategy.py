@@ -65,7 +65,7 @@ from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.source_kinds import source_row
 from kube_nudge.strategies.base import StrategyContext
 from kube_nudge.strategies.hot.claims import (
-    CsiWrites,
+    MountWrites,
     NotReproducible,
     agent_key,
     check_claim,
@@ -353,40 +353,40 @@ class HotStrategy(AdoptsBaseline):
                 ):
                     why = f"{ref.display(namespace)} changed since this delivery"
                     return dict.fromkeys(claimed, why)
-            csi = [ref for ref in assessment.visible if source_row(ref.kind).known_once_mounted]
-            written = await self._csi_writes(namespace, csi, assessment) if csi else {}
+            mounted = [r for r in assessment.visible if source_row(r.kind).known_once_mounted]
+            written = await self._mount_writes(namespace, mounted, assessment) if mounted else {}
         except NotReproducible as exc:
             return dict.fromkeys(claimed, str(exc))
-        unwritten = dict.fromkeys(ref.name for ref in csi)
+        unwritten = dict.fromkeys(mounted)
         return {
             name: check_claim(
                 claim, claimed[name].get("spec") or {}, namespace, key, sources,
-                csi=written.get(name, unwritten),
+                mounted=written.get(name, unwritten),
                 loaded_at=parse_time(claimed[name]["metadata"]["annotations"].get(LOADED_AT)),
             )
             for name, claim in claims.items()
         }  # fmt: skip
 
-    async def _csi_writes(
+    async def _mount_writes(
         self, namespace: str, refs: list[SourceRef], assessment: Assessment
-    ) -> dict[str, CsiWrites]:
+    ) -> dict[str, MountWrites]:
         """Per pod, for each source known once mounted that counts (a Secrets Store CSI
         class): when the delivered versions were written into it (its mount status, a
         SecretProviderClassPodStatus), None if they have not."""
-        written: dict[str, dict[str, float | None]] = {}
+        written: dict[str, dict[SourceRef, float | None]] = {}
         for kind in sorted({ref.kind for ref in refs}):
-            await self._mount_writes(namespace, kind, refs, assessment, written)
+            await self._mount_writes_of(namespace, kind, refs, assessment, written)
         return dict(written)
 
-    async def _mount_writes(
+    async def _mount_writes_of(
         self,
         namespace: str,
         kind: SourceKind,
         refs: list[SourceRef],
         assessment: Assessment,
-        written: dict[str, dict[str, float | None]],
+        written: dict[str, dict[SourceRef, float | None]],
     ) -> None:
-        """``_csi_writes`` for the sources of one ``kind``, into ``written``."""
+        """``_mount_writes`` for the sources of one ``kind``, into ``written``."""
         resource = mount_resource(kind)
         if resource is None:
             return
@@ -406,7 +406,7 @@ class HotStrategy(AdoptsBaseline):
                 continue
             delivered = class_view(status).state == assessment.states.get(status.ref, ABSENT)
             at = (status.written_at or 0.0) if delivered else None
-            written.setdefault(status.pod, {})[status.source] = at
+            written.setdefault(status.pod, {})[status.ref] = at
 
     async def _read(self, resource: Resource, namespace: str, name: str) -> JSON | None:
         """One object by name, None if it doesn't exist; NotReproducible if refused."""
