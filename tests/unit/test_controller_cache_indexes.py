@@ -15,6 +15,7 @@ import pytest
 
 from kube_nudge.controller.cache import Cache
 from kube_nudge.controller.controller import ControllerOptions
+from kube_nudge.controller.reader import OwnNews
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Handler
@@ -126,6 +127,15 @@ class Recorded:
     def runner_changed(self, *_: Any) -> None: ...
 
 
+class NoOwnWrites:
+    """The rollout book's part, as the caches ask it: nothing written."""
+
+    def news(self, *_: Any) -> OwnNews:
+        return OwnNews()
+
+    def progress_moved(self, *_: Any) -> None: ...
+
+
 async def test_each_source_informer_hands_its_changes_to_the_handlers_itself() -> None:
     """Registered on the informer (client-go's ``AddEventHandler``), one per kind and
     scope; a Secrets Store CSI class's change too. Before ``add_handlers``: dropped."""
@@ -138,7 +148,7 @@ async def test_each_source_informer_hands_its_changes_to_the_handlers_itself() -
         (NS, "early"), app
     )  # nobody listens yet
     handlers = Recorded()
-    cache.add_handlers(handlers)
+    cache.add_handlers(handlers, own_writes=NoOwnWrites())
     cache._sources[SourceKind.CONFIGMAP].informers[0]._apply((NS, "app"), app)
     cache._sources[SourceKind.SECRET].informers[1]._apply(("other", "db"), secret)
     spc = SourceKind.CSI

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from kube_nudge.controller.reader import OwnNews
 from kube_nudge.kube.workloads import WorkloadKey
 from kube_nudge.model import SourceRef, WorkloadMemory, WorkloadView
 from kube_nudge.model.hashing import SourceState
@@ -105,6 +106,14 @@ class RolloutBook:
             self._memory[key], own_echo = memory.observed(view)
         self._count_if_rolling(key, view)
         return own_echo
+
+    def news(self, key: WorkloadKey, view: WorkloadView | None) -> OwnNews:
+        """Called by the caches on every change of ``key``'s cached view (None: deleted),
+        before the handlers: kept (``observed``, ``caught_up``), and what it means for our
+        own writes, which the workload handler gets with the event (``OwnWrites``)."""
+        echo, caught_up = self.observed(key, view), self.caught_up(key, view)
+        memory = self._memory.get(key)
+        return OwnNews(echo, caught_up, memory is not None and memory.applied is not None)
 
     def caught_up(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
         """Called on every change of ``key``'s cached view: True when it is the echo of our

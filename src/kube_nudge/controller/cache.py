@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from kube_nudge.controller.mounted_cache import MountedSources
 from kube_nudge.controller.options import ControllerOptions
-from kube_nudge.controller.reader import Inputs, WorkloadKey
+from kube_nudge.controller.reader import Inputs, OwnNews, OwnWrites, WorkloadKey
 from kube_nudge.controller.runner_cache import Runners
 from kube_nudge.controller.templates import TEMPLATE_RESOURCES, Templates
 from kube_nudge.kube.client import KubeClient
@@ -64,17 +64,20 @@ class Handlers(Protocol):
         ...
 
     def workload_changed(
-        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
-    ) -> None:
-        """An opted-in workload changed (None: absent, or no longer opted in)."""
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None,
+        news: OwnNews,
+    ) -> None:  # fmt: skip
+        """An opted-in workload changed (None: absent, or no longer opted in); ``news``:
+        what that means for our own writes (``OwnWrites``, asked first)."""
         ...
 
     def left_out(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A workload the projection left out (not opted in, or an opt-in that isn't one)."""
         ...
 
-    def runner_changed(self, key: WorkloadKey) -> None:
-        """The workload running ``key``'s template (``runner_cache.py``) changed."""
+    def runner_changed(self, key: WorkloadKey, view: WorkloadView | None) -> None:
+        """The workload running ``key``'s template (``runner_cache.py``) changed; ``view``:
+        ``key``'s, as ``workload`` gives it (None: not cached)."""
         ...
 
 
@@ -143,6 +146,7 @@ class Cache:
         self._options = options
         self._metrics = metrics
         self._handlers: Handlers | None = None
+        self._own_writes: OwnWrites | None = None
         self.index: ReverseIndex[WorkloadKey] = ReverseIndex()
         """Which workloads consume each source, kept from every workload change."""
         self._failed: set[WorkloadKey] = set()
@@ -175,12 +179,15 @@ class Cache:
         self._running = False
         self._gauges()
 
-    def add_handlers(self, handlers: Handlers) -> None:
+    def add_handlers(self, handlers: Handlers, own_writes: OwnWrites) -> None:
         """What each change enqueues (before ``run``; events before it are dropped). A
         source's informer calls its handler itself, as client-go's ``AddEventHandler``
         registers one: the caches index no sources, so a source's change makes no stop
-        here; a workload's goes through ``on_change``, which updates the indexes first."""
+        here; a workload's goes through ``on_change``, which updates the indexes and asks
+        ``own_writes`` (the rollout book) first, handing its answer to the handler: the
+        handlers get the event and the queue, never the book."""
         self._handlers = handlers
+        self._own_writes = own_writes
         for sources in self._sources.values():
             sources.add_handlers(handlers)
 
@@ -340,8 +347,9 @@ class Cache:
                 self._failed.add(workload)
             else:
                 self._failed.discard(workload)
-            if self._handlers is not None:
-                self._handlers.workload_changed(workload, old, new)
+            if self._own_writes is not None and self._handlers is not None:
+                news = self._own_writes.news(workload, new)
+                self._handlers.workload_changed(workload, old, new, news)
 
         return Informer(
             self._client, kind.resource, project, on_change, config,
@@ -355,8 +363,11 @@ class Cache:
         def on_change(namespace: str, owner: str) -> None:
             group_kind, _, name = owner.partition("/")
             watched = [k for k in self._workloads if k.resource.group_kind == group_kind]
-            if self._handlers is not None and watched:
-                self._handlers.runner_changed((watched[0], namespace, name))
+            if self._own_writes is not None and self._handlers is not None and watched:
+                key = (watched[0], namespace, name)
+                # Before sync too: a restart counts what is rolling.
+                self._own_writes.progress_moved(key)
+                self._handlers.runner_changed(key, self.workload(key))
 
         restarts = self._restart_counter(kind.resource)
         return Runners(self._client, kind, configs, on_change, restarts)

@@ -96,19 +96,19 @@ class Controller:
             windows=self.queue, max_concurrent=options.max_concurrent_rollouts,
             analyser=Analyser(context, self.prometheus, metrics, options, self.cache.templates),
         )  # fmt: skip
-        enqueue = Enqueue(self.queue, self.cache, quiet_window=options.quiet_window)
+        enqueue = Enqueue(self.queue, self.cache.workload, quiet_window=options.quiet_window)
         self.looks = NextLooks(self.queue, waiting=self.book.waiting, look_again=enqueue.own)
         self.replacer = PodReplacer(
             client, self.events, metrics, source=self.cache.source,
             sources=self.cache.source_refs, synced=self.synced, clock=clock,
         )  # fmt: skip
         self.cache.add_handlers(EventHandlers(
-            sources=SourceEvents(self.cache, enqueue, self.events, self.synced),
+            sources=SourceEvents(self.cache.consumers, enqueue, self.events, self.synced),
             source_pods=self.replacer.source_changed,
-            workloads=WorkloadEvents(self.book, enqueue, self.looks, self.synced),
+            workloads=WorkloadEvents(enqueue, self.looks, self.synced),
             opt_in_errors=OptInErrors(self.events, options.defaults),
-            runners=RunnerEvents(self.cache, self.book, enqueue, self.looks, self.synced),
-        ))  # fmt: skip
+            runners=RunnerEvents(enqueue, self.looks, self.synced),
+        ), own_writes=self.book)  # fmt: skip
         self.workers = Workers(
             self.queue, self.reconciler, self.looks, self.cache,
             synced=self.synced, metrics=metrics, workers=options.workers,

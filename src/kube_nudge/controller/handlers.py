@@ -20,8 +20,11 @@ One table, ``EventHandlers``, names a handler per kind of event:
 
 Every key goes onto the queue through ``Enqueue``, with its pacing (``model/pacing.py``); the
 next looks (``workers.py``) use it too. Nothing here reconciles: the workers drain the queue.
-A handler knows what it asks of the rest only by the protocols below (``OwnWrites``,
-``Waiters``), never the rollout book, the workers or the reconciler themselves.
+A handler gets the event and the queue, as controller-runtime's ``EventHandler``: no reader
+and no rollout book. What a workload's change means for our own writes comes with the event
+(``OwnNews``: the caches ask the book first, as client-go's indexers run before the
+handlers); a source's consumers come from its map function (``Consumers``, the caches'
+index); those waiting for a rollout are woken through ``Waiters``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kube_nudge.controller.reader import Reader, WorkloadKey
+from kube_nudge.controller.reader import OwnNews, WorkloadKey
 from kube_nudge.kube.events import WARNING, ObjectRef
 from kube_nudge.kube.informer import Handler, Key
 from kube_nudge.kube.resources import Resource
@@ -43,7 +46,6 @@ from kube_nudge.model import (
     SourceRef,
     SourceView,
     WorkloadDefaults,
-    WorkloadMemory,
     WorkloadView,
 )
 from kube_nudge.model.pacing import hold_for_change, hold_for_own_event
@@ -56,7 +58,6 @@ __all__ = [
     "Enqueue",
     "EventHandlers",
     "OptInErrors",
-    "OwnWrites",
     "RunnerEvents",
     "SourceEvents",
     "Waiters",
@@ -66,28 +67,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SourceChanged = Callable[[SourceRef, SourceView | None, SourceView | None], None]
+Consumers = Callable[[SourceRef], list[tuple[WorkloadKey, WorkloadView]]]
+"""The workloads consuming a source, with their views (``Cache.consumers``, the caches'
+index): the map function of a source's events, as controller-runtime's
+``EnqueueRequestsFromMapFunc`` is given one."""
 """A source's change as a runnable of its own queues it (``PodReplacer.source_changed``)."""
-
-
-class OwnWrites(Protocol):
-    """What the controller keeps of its own writes, as the workload watch must see it
-    (``RolloutBook``): each view goes there first, and tells whether it is an echo."""
-
-    def observed(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
-        """Keep ``view``; True when it is the echo of our own last write."""
-        ...
-
-    def caught_up(self, key: WorkloadKey, view: WorkloadView | None) -> bool:
-        """True when ``view`` is the echo a pass read too early was held back for."""
-        ...
-
-    def memory(self, key: WorkloadKey) -> WorkloadMemory | None:
-        """What is remembered of ``key``'s config, if anything."""
-        ...
-
-    def progress_moved(self, key: WorkloadKey) -> None:
-        """``key``'s rollout progress moved with no change of its own view."""
-        ...
 
 
 class Waiters(Protocol):
@@ -102,10 +86,15 @@ class Enqueue:
     """Puts workload keys on the work queue with the pacing each kind of event gets."""
 
     def __init__(
-        self, queue: WorkQueue[WorkloadKey], reader: Reader, *, quiet_window: float
+        self,
+        queue: WorkQueue[WorkloadKey],
+        workload: Callable[[WorkloadKey], WorkloadView | None],
+        *,
+        quiet_window: float,
     ) -> None:
         self._queue = queue
-        self._reader = reader
+        self._workload = workload
+        """A key's cached view, for the pacing its settings ask (``Cache.workload``)."""
         self._quiet_window = quiet_window
 
     def at_once(self, key: WorkloadKey) -> None:
@@ -122,7 +111,7 @@ class Enqueue:
         """An event of ``key``'s own (its status, an edit, another's rollout it waits for):
         looked at a moment later (``promptly``: now), but it opens no window a change could
         ride in, and never extends, shortens or restarts one."""
-        view = self._reader.workload(key)
+        view = self._workload(key)
         if view is not None:
             debounce = view.settings.debounce
             hold = hold_for_change(debounce, (), self._quiet_window)
@@ -139,12 +128,12 @@ class SourceEvents:
 
     def __init__(
         self,
-        reader: Reader,
+        consumers: Consumers,
         enqueue: Enqueue,
         events: BackgroundEvents,
         synced: asyncio.Event,
     ) -> None:
-        self._reader = reader
+        self._consumers = consumers
         self._enqueue = enqueue
         self._events = events
         self._synced = synced
@@ -162,7 +151,7 @@ class SourceEvents:
         if not self._synced.is_set():
             return  # every workload is queued once the initial lists are in
         writers = new.writers if new is not None else ()
-        for key, view in self._reader.consumers(ref):
+        for key, view in self._consumers(ref):
             self._enqueue.change(key, view, writers)
 
     def _report_errors(self, resource: Resource, ref: SourceRef, view: SourceView) -> None:
@@ -176,19 +165,16 @@ class SourceEvents:
 class WorkloadEvents:
     """A workload's own change → itself; its rollout moving on → those waiting for one."""
 
-    def __init__(
-        self, book: OwnWrites, enqueue: Enqueue, looks: Waiters, synced: asyncio.Event
-    ) -> None:
-        self._book = book
+    def __init__(self, enqueue: Enqueue, looks: Waiters, synced: asyncio.Event) -> None:
         self._enqueue = enqueue
         self._looks = looks
         self._synced = synced
 
     def __call__(
-        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
-    ) -> None:
-        own_write = self._book.observed(key, new)
-        woken = self._book.caught_up(key, new)
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None,
+        news: OwnNews,
+    ) -> None:  # fmt: skip
+        own_write, woken = news.echo, news.caught_up
         if new is not None and new.errors and (old is None or old.errors != new.errors):
             kind = key[0]
             log.warning("%s %s/%s: %s", kind.resource.kind, key[1], key[2], "; ".join(new.errors))
@@ -200,7 +186,7 @@ class WorkloadEvents:
             # started with, not what it has become a debounce window later.
             self._enqueue.at_once(key)
         elif synced and not (own_write and old is not None and old.same_but_records(new)):
-            if self._dropped_record(key, old, new):
+            if _dropped_record(old, new, news):
                 self._enqueue.at_once(key)  # as at first sight: its next look adopts what runs
             else:
                 # The workload's own event (its status, an edit of its spec or annotations)
@@ -215,20 +201,18 @@ class WorkloadEvents:
         if synced and old is not None and new is not None and _rollout_moved(old, new):
             self._looks.rollout_moved(key)
 
-    def _dropped_record(
-        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView
-    ) -> bool:
-        """Whether an edit took away the hash kube-nudge recorded on ``key`` (a template
-        applied without it), with nothing remembered instead: the next look then adopts
-        what the sources hold, as the restarted pods read it now, so it must be now."""
-        memory = self._book.memory(key)
-        return (
-            old is not None
-            and old.applied_hash is not None
-            and new.applied_hash is None
-            and new.has_template
-            and (memory is None or memory.applied is None)
-        )
+
+def _dropped_record(old: WorkloadView | None, new: WorkloadView, news: OwnNews) -> bool:
+    """Whether an edit took away the hash kube-nudge recorded on a workload (a template
+    applied without it), with nothing remembered instead (``news``): the next look then
+    adopts what the sources hold, as the restarted pods read it now, so it must be now."""
+    return (
+        old is not None
+        and old.applied_hash is not None
+        and new.applied_hash is None
+        and new.has_template
+        and not news.remembered
+    )
 
 
 def _analysis_starts(old: WorkloadView | None, new: WorkloadView) -> bool:
@@ -280,23 +264,13 @@ class RunnerEvents:
     """The runner of a workload's template changed → that workload, as its own event; and
     those waiting for its rollout, since its progress is the runner's."""
 
-    def __init__(
-        self,
-        reader: Reader,
-        book: OwnWrites,
-        enqueue: Enqueue,
-        looks: Waiters,
-        synced: asyncio.Event,
-    ) -> None:
-        self._reader = reader
-        self._book = book
+    def __init__(self, enqueue: Enqueue, looks: Waiters, synced: asyncio.Event) -> None:
         self._enqueue = enqueue
         self._looks = looks
         self._synced = synced
 
-    def __call__(self, key: WorkloadKey) -> None:
-        self._book.progress_moved(key)  # before sync too: a restart counts what is rolling
-        if self._synced.is_set() and self._reader.workload(key) is not None:
+    def __call__(self, key: WorkloadKey, view: WorkloadView | None) -> None:
+        if self._synced.is_set() and view is not None:
             self._enqueue.own(key)
             self._looks.rollout_moved(key)
 
@@ -335,15 +309,16 @@ class EventHandlers:
         self.source_changed(resource, SourceRef(kind, *key), old, new)
 
     def workload_changed(
-        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None
-    ) -> None:
-        """An opted-in workload changed."""
-        self.workloads(key, old, new)
+        self, key: WorkloadKey, old: WorkloadView | None, new: WorkloadView | None,
+        news: OwnNews,
+    ) -> None:  # fmt: skip
+        """An opted-in workload changed (``news``: what it means for our own writes)."""
+        self.workloads(key, old, new, news)
 
     def left_out(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A workload the projection left out."""
         self.opt_in_errors(kind, obj)
 
-    def runner_changed(self, key: WorkloadKey) -> None:
-        """The workload running ``key``'s template changed."""
-        self.runners(key)
+    def runner_changed(self, key: WorkloadKey, view: WorkloadView | None) -> None:
+        """The workload running ``key``'s template changed (``view``: ``key``'s)."""
+        self.runners(key, view)

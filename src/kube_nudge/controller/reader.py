@@ -11,7 +11,7 @@ from kube_nudge.kube.informer import Key
 from kube_nudge.kube.workloads import WorkloadKey
 from kube_nudge.model import SourceKind, SourceRef, SourceView, WorkloadView
 
-__all__ = ["Inputs", "Reader", "WorkloadKey"]
+__all__ = ["Inputs", "OwnNews", "OwnWrites", "Reader", "WorkloadKey"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +22,34 @@ class Inputs:
     view: WorkloadView
     sources: Mapping[SourceRef, SourceView | None]
     """Every source ``view`` consumes, as cached (None: absent, or out of scope)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnNews:
+    """What a change of a workload's cached view means for the controller's own writes,
+    as the rollout book says when the caches ask it (``OwnWrites``), before any handler
+    runs, as client-go's indexers do: handed to the workload handler with the event."""
+
+    echo: bool = False
+    """The view is the echo of our own last write."""
+    caught_up: bool = False
+    """The view is the echo a pass read too early was held back for: look again."""
+    remembered: bool = False
+    """A hash applied but not yet seen is remembered (the book's memory record)."""
+
+
+class OwnWrites(Protocol):
+    """What the caches ask of the controller's own writes (``RolloutBook``) on every change
+    of a workload's view, before the handlers: the book keeps its state, the handlers get
+    the answer as event data."""
+
+    def news(self, key: WorkloadKey, view: WorkloadView | None) -> OwnNews:
+        """Take in ``key``'s new view (None: deleted): what it means for our own writes."""
+        ...
+
+    def progress_moved(self, key: WorkloadKey) -> None:
+        """``key``'s rollout progress moved with no change of its own view."""
+        ...
 
 
 class Reader(Protocol):
