@@ -66,6 +66,7 @@ def counted(metrics: Metrics, state: str) -> float:
 def test_the_echo_of_our_own_write_is_recognised_once() -> None:
     book, _ = book_over({})
     assert not book.observed(APP, workload(template_hash="h1"))  # nothing written yet
+    book.remember(APP)  # as a pass's page starts it
     book.applying(APP, "rollout", "h2")
     assert not book.observed(APP, workload(template_hash="h1"))  # someone else's edit
     assert book.observed(APP, workload(template_hash="h2"))  # ours
@@ -75,6 +76,7 @@ def test_the_echo_of_our_own_write_is_recognised_once() -> None:
 def test_a_write_whose_echo_is_on_its_way_is_rolling_then_the_view_decides() -> None:
     book, _ = book_over({})
     assert book.tracking(APP, workload(template_hash="h1")).phase is Phase.IDLE
+    book.remember(APP)  # as a pass's page starts it
     book.applying(APP, "rollout", "h2")
     assert book.tracking(APP, workload(template_hash="h1")).phase is Phase.ROLLING
     assert book.tracking(APP, rolling("h2")).phase is Phase.ROLLING
@@ -189,6 +191,7 @@ def test_a_deleted_workload_is_forgotten_with_its_count() -> None:
 @pytest.mark.parametrize("error", [RuntimeError("API down"), asyncio.CancelledError()])
 def test_a_write_that_raises_is_forgotten(error: BaseException) -> None:
     book, _ = book_over({})
+    book.remember(APP)  # as a pass's page starts it
     book.applying(APP, "rollout", "h1")
     book.page(APP, complete("h1"), capped=True)
     with pytest.raises(type(error)), book.writing(APP):
@@ -236,3 +239,19 @@ def test_who_waits_follows_every_sequence_of_states_and_deletions(
         memories = {k: book.memory(k) for k in (APP, OTHER)}
         expected = {k for k, memory in memories.items() if memory and memory.state in WAITING}
         assert set(book.waiting()) == expected
+
+
+def test_a_workload_deleted_during_its_pass_stays_forgotten() -> None:
+    """The pass's later steps (its write, what it remembers, the state it leaves) never
+    bring a forgotten record back: it would stay, counted in the state gauge, for good."""
+    book, metrics = book_over({})
+    book.remember(APP)  # the pass's page
+    book.set_state(APP, "held-order")
+    assert not book.observed(APP, None)  # deleted while the pass awaited
+    with book.writing(APP):
+        book.started(APP, "rollout", "h1", followed=True)
+    book.rolled(APP, 100.0, workload(template_hash="h0"))
+    book.runs(APP, {})
+    book.set_state(APP, "applied")
+    assert book.memory(APP) is None and book.waiting() == []
+    assert counted(metrics, "applied") == counted(metrics, "held-order") == 0

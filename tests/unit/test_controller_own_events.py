@@ -222,6 +222,7 @@ async def test_the_echo_a_pass_was_held_back_for_brings_it_back(
     await ctl.queue.get()
     ctl.queue.done(WEB)
     ctl.reconciler.context.expectations.wrote(WEB, {"metadata": {"resourceVersion": "8"}})
+    ctl.book.remember(WEB)  # as a pass's page starts it
     ctl.book.applying(WEB, "rollout", "h2")
     assert ctl.book.lagging(WEB, rolled) is not None  # a pass held back
     clock.advance(10.0)
@@ -242,6 +243,7 @@ async def test_the_echo_of_a_write_no_pass_waited_for_queues_nothing(
     await ctl.queue.get()
     ctl.queue.done(WEB)
     ctl.reconciler.context.expectations.wrote(WEB, {"metadata": {"resourceVersion": "8"}})
+    ctl.book.remember(WEB)  # as a pass's page starts it
     ctl.book.applying(WEB, "rollout", "h2")
     echo = dataclasses.replace(rolled, template_hash="h2", resource_version=8)
     seen(ctl, echo)

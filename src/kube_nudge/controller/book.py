@@ -1,8 +1,10 @@
 """The rollout book: what the controller remembers of each workload between passes.
 
-One object, owned by the controller, written by the workload watch handler (``observed``)
-and by the reconciler (``page``, ``writing``, ``applying``, ``rolled``, ``runs``), read by
-both; its records are immutable values only the book replaces. A pass reads all
+One object, owned by the controller, told of every change of a workload's view by the
+caches (``news``, before any handler runs) and written by the reconciler (``page``,
+``writing``, ``started``, ``rolled``, ``runs``); its records are immutable values only the
+book replaces, and a record forgotten (the workload deleted) is never brought back by a pass
+still under way. A pass reads all
 it needs of its workload at its start, in one ``Page``:
 
 - each workload's memory record (``model/memory.py``): the hash written but not yet seen
@@ -189,17 +191,25 @@ class RolloutBook:
     def applying(self, key: WorkloadKey, strategy: str, config_hash: str) -> None:
         """``strategy`` is about to apply (or adopt) ``config_hash`` on ``key`` (inside
         ``writing``: forgotten if the write raises)."""
-        self._memory[key] = self.remember(key).applying(strategy, config_hash)
+        self._update(key, lambda memory: memory.applying(strategy, config_hash))
 
     def rolled(self, key: WorkloadKey, at: float, view: WorkloadView) -> None:
         """A rollout of ``key`` (``view`` as the pass read it) was written at ``at``: the
         flap cap counts it."""
-        self._memory[key] = self.remember(key).with_rollout(at, view)
+        self._update(key, lambda memory: memory.with_rollout(at, view))
 
     def runs(self, key: WorkloadKey, states: Mapping[SourceRef, SourceState]) -> None:
         """``key``'s pods now run (or are rolling to) ``states``: later Events name the
         keys that change from here."""
-        self._memory[key] = replace(self.remember(key), rolled_with=states)
+        self._update(key, lambda memory: replace(memory, rolled_with=states))
+
+    def _update(self, key: WorkloadKey, change: Callable[[WorkloadMemory], WorkloadMemory]) -> None:
+        """Replace ``key``'s record by ``change`` of it. A record forgotten meanwhile (the
+        workload was deleted while its pass awaited) stays forgotten: bringing it back
+        would leave it, and its count in the state gauge, behind for good."""
+        memory = self._memory.get(key)
+        if memory is not None:
+            self._memory[key] = change(memory)
 
     def set_state(self, key: WorkloadKey, state: str | None) -> None:
         """The state ``key``'s last pass left it in (the ``workloads{state}`` gauge)."""
@@ -249,14 +259,14 @@ class RolloutBook:
         cancelled, a bug), that is forgotten again: the write may not have happened, and
         a new leader term must not take the unwritten hash for applied (the fault suite
         lost changes that way)."""
-        before = self.remember(key)
+        before = self._memory.get(key) or WorkloadMemory()
         followed = self._followed.get(key)
         try:
             yield
         except BaseException:
-            self._memory[key] = replace(
-                self.remember(key), applied=before.applied, strategy=before.strategy
-            )
+            self._update(key, lambda now: replace(
+                now, applied=before.applied, strategy=before.strategy
+            ))  # fmt: skip
             if followed is None:
                 self._followed.pop(key, None)
             else:

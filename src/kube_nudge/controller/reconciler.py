@@ -252,7 +252,7 @@ class Reconciler:
         view = reading.target.view
         # The record as it is now (the book's): an echo handled while this pass read the
         # pods has taken our own write's hash out of it.
-        memory = self.book.remember(reading.key)
+        memory = self.book.memory(reading.key) or WorkloadMemory()
         decision = self._decision(view, reading.assessment, memory,
                                   reading.strategy, reading.oldest_pod_start)  # fmt: skip
         if not isinstance(decision, Apply) or decision.config_hash == view.applied_hash:
@@ -310,7 +310,8 @@ class Reconciler:
             # before its response, it has taken the adopted hash out of the record and
             # into the view.
             view = self.reader.workload(key) or view
-            decision = self._decision(view, assessment, book.remember(key), strategy)
+            decision = self._decision(view, assessment, book.memory(key) or WorkloadMemory(),
+                                      strategy)  # fmt: skip
         if isinstance(decision, Apply):
             # Before the write, as above (one call: the book is the pass's to enter sparingly).
             book.started(key, strategy.name, decision.config_hash, followed=strategy.capped)
