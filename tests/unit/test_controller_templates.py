@@ -129,6 +129,23 @@ async def test_a_template_is_listed_before_the_caches_sync_and_then_read_with_no
     await started.stop(task)
 
 
+async def test_a_kind_rbac_does_not_let_us_list_is_an_error_and_never_holds_the_caches() -> None:
+    """A template kind served but refused (403: RBAC grants only ``get``, a hand-rolled
+    install): its analyses are an Error naming the grant, and the caches sync all the same,
+    so every other workload still reloads."""
+    api = FakeApi(objects={DISCOVERY: SERVED})
+    api.streaming_error = ApiError(403, "Forbidden", "analysistemplates is forbidden")
+    started = Started()
+    templates = Templates(api.as_client(), ON, started, restarts)
+    task = asyncio.create_task(templates.run())
+    await asyncio.wait_for(templates.synced.wait(), 5)
+    assert templates.get(REF, NS) == Missing(
+        f"analysis template {REF}: kube-nudge may not list and watch {ANALYSISTEMPLATES} "
+        "(403): grant get, list and watch on it (the chart does)"
+    )
+    await started.stop(task)
+
+
 async def test_an_edited_template_is_read_as_its_watch_event_brings_it_no_ttl() -> None:
     api = FakeApi(objects={DISCOVERY: SERVED})
     api.initial_events = [{"type": "ADDED", "object": template(limit=0)}, END]

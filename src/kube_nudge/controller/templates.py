@@ -151,6 +151,11 @@ class Templates:
             if informer.config.namespace not in (None, key[0]):
                 continue
             if not informer.synced.is_set():
+                if informer.refused.is_set():
+                    return Missing(
+                        f"analysis template {ref}: kube-nudge may not list and watch "
+                        f"{resource} (403): grant get, list and watch on it (the chart does)"
+                    )
                 return Missing()
             found = informer.store.get(key)
             if found is not None:
@@ -172,7 +177,9 @@ class Templates:
             delay = min(delay * 2, self._max_retry)
         listed = [i for kind, group in self.informers.items() if kind not in self._unread
                   for i in group]  # fmt: skip
-        await asyncio.gather(*(informer.synced.wait() for informer in listed))
+        # Listed, or refused (403): a template kind RBAC doesn't grant makes its analyses an
+        # Error that says so (``get``), never the whole controller unready.
+        await asyncio.gather(*(_listed_or_refused(informer) for informer in listed))
         self.synced.set()
         while pending:
             await self._sleep(delay)
@@ -198,6 +205,17 @@ class Templates:
         self._start(self.informers[kind])
         log.info("watching %s: the API server serves it", resource)
         return True
+
+
+async def _listed_or_refused(informer: Informer[TemplateObject]) -> None:
+    """Return once ``informer`` listed its objects or the API server refused it."""
+    waits = [asyncio.ensure_future(informer.synced.wait()),
+             asyncio.ensure_future(informer.refused.wait())]  # fmt: skip
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def _not_read(options: ControllerOptions) -> dict[str, str | None]:

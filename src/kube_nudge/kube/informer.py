@@ -90,6 +90,9 @@ class Informer(Generic[T]):
         self.on_restart = on_restart or (lambda reason: None)
         self.store: dict[Key, T] = {}
         self.synced = asyncio.Event()
+        self.refused = asyncio.Event()
+        """Set while the API server refuses it (403: RBAC grants no list or watch); cleared
+        once a list succeeds. For a reader that must say why, not wait (the templates)."""
         self.resource_version = ""
         self._streaming = self.config.stream_list
         self._initial: set[Key] | None = None  # keys seen so far in a streaming list
@@ -143,6 +146,7 @@ class Informer(Generic[T]):
             self._apply(key, None)  # deleted while we were not watching
         self.resource_version = resource_version
         self._need_list = False
+        self.refused.clear()
         self.synced.set()
 
     def _initial_events_ended(self, resource_version: str) -> None:
@@ -152,6 +156,7 @@ class Informer(Generic[T]):
             self._apply(key, None)
         self.resource_version = resource_version
         self._need_list = False
+        self.refused.clear()
         self.synced.set()
 
     async def _watch(self, *, initial: bool = False) -> None:
@@ -227,6 +232,8 @@ class Informer(Generic[T]):
                     continue
                 log.warning("watch %s failed: %s", self.resource, exc)
                 self.on_restart("error")
+                if exc.status == 403:
+                    self.refused.set()
                 self._need_list = self._need_list or exc.status in (0, 403, 404)
             except TransportError as exc:
                 log.warning("watch %s connection failed: %s", self.resource, exc.kind)
