@@ -13,7 +13,8 @@ One table, ``EventHandlers``, names a handler per kind of event:
   never shorten a change's window), and, when its rollout moved on, the workloads waiting
   for another's rollout;
 - ``opt_in_errors`` (``OptInErrors``): a workload left out because its opt-in is not a
-  boolean → a Warning Event, once per message;
+  boolean → a Warning Event, once per message while the Events remember it (the recorder's
+  dedupe window: a message seen again after it is said again);
 - ``runners`` (``RunnerEvents``): the workload running another's template changed (an Argo
   Rollout with ``workloadRef``) → that template's owner, as an event of its own: its
   rollout is the runner's (``runner_cache.py``).
