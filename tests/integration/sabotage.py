@@ -22,12 +22,12 @@ from typing import Any, cast
 import pytest
 
 from kube_nudge.controller.workers import Workers
+from kube_nudge.controller.writer import WorkloadWriter
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.informer import Informer
 from kube_nudge.kube.transport import Transport
 from kube_nudge.kube.workloads import Target
 from kube_nudge.runtime.manager import Manager
-from kube_nudge.strategies import writes
 from kube_nudge.strategies.base import StrategyContext
 
 ENV = "FAULT_SABOTAGE"
@@ -157,7 +157,10 @@ def _retry_after_per_request(patch: pytest.MonkeyPatch) -> None:
 
 
 def _stale_read_modify_write(patch: pytest.MonkeyPatch) -> None:
-    async def read_modify_put(context: StrategyContext, target: Target, body: Any) -> None:
+    async def read_modify_put(
+        self: WorkloadWriter, target: Target, body: Any, patch_type: Any = None
+    ) -> None:
+        context: StrategyContext = self._context
         path = target.kind.resource.path(target.namespace, target.name)
         workload = await context.client.get(path)
         await asyncio.sleep(0.2)  # the copy is a moment old, as a cache's would be
@@ -166,7 +169,7 @@ def _stale_read_modify_write(patch: pytest.MonkeyPatch) -> None:
         await context.client.request("PUT", path, body=workload)
         context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
 
-    patch.setattr(writes, "patch_workload", read_modify_put)
+    patch.setattr(WorkloadWriter, "_send", read_modify_put)
 
 
 def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -224,7 +227,7 @@ SABOTAGES: dict[str, Sabotage] = {
         "concurrent_writer",
         "the other writer's edit was lost",
         _stale_read_modify_write,
-        ((writes, "patch_workload"),),
+        ((WorkloadWriter, "_send"),),
     ),
 }
 

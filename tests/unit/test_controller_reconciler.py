@@ -27,6 +27,7 @@ from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.expectations import EXPECTATION_TTL, WriteExpectations
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import Strategy, StrategyContext
+from kube_nudge.strategies.changes import WorkloadChanges
 from kube_nudge.strategies.registry import Strategies
 from tests.unit.fakes import (
     KEY,
@@ -54,11 +55,15 @@ class EchoFirstStrategy:
         self.reconciler: Reconciler | None = None
         self.writes: list[str] = []
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         self.writes.append(f"adopt {plan.config_hash}")
         self._echo(workload(baseline=plan.config_hash))
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         self.writes.append(f"apply {plan.config_hash}")
         self._echo(workload(template_hash=plan.config_hash))
 
@@ -120,7 +125,9 @@ async def test_present_config_at_first_sight_adopts_once_despite_an_early_echo()
 class CancelledMidWrite(EchoFirstStrategy):
     """The replica stops leading while the write is in flight: the task is cancelled."""
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         raise asyncio.CancelledError
 
 
@@ -153,7 +160,9 @@ class ConfirmingStrategy(EchoFirstStrategy):
         super().__init__(cluster)
         self.confirmed = 0
 
-    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
+    async def maintain(
+        self, target: Target, assessment: Assessment, changes: WorkloadChanges
+    ) -> float | None:
         if target.view.resource_version == PENDING:
             self.confirmed += 1
             assert self.reconciler is not None
@@ -224,10 +233,14 @@ class EchoThenSiblingStrategy:
         self.writes: list[str] = []
         self.high_while_low_in_flight: Any = None
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         raise AssertionError("adopted in the set-up")
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         self.writes.append(target.name)
         assert self.reconciler is not None
         if target.name != "low":

@@ -21,6 +21,7 @@ from kube_nudge.controller.templates import (
     Templates,
     project_template,
 )
+from kube_nudge.controller.writer import WorkloadWriter
 from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.informer import INITIAL_EVENTS_END, Informer
 from kube_nudge.kube.resources import ANALYSISTEMPLATES, Resource
@@ -38,6 +39,7 @@ from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.prometheus import PrometheusAccess, PrometheusClient
 from kube_nudge.strategies.base import StrategyContext
+from kube_nudge.strategies.changes import WorkloadChanges
 from tests.unit.fakes import KEY, NS, FakeApi, FakeClock, RecordedEvents, workload
 
 ACCESS = PrometheusAccess(("http://prometheus.monitoring:9090",))
@@ -289,7 +291,9 @@ async def step(read: Read) -> tuple[float | None, FakeApi, RecordedEvents]:
     context = StrategyContext(api.as_client(), events, Metrics(), KEY, clock=clock)
     analyser = Analyser(context, PrometheusClient(ACCESS), context.metrics, templates=read)
     target = Target(BUILTIN_KINDS[0], NS, "web", workload())
-    taken = await analyser.step(target, REF, "h1", AnalysisRecord("h1", None))
+    changes = WorkloadChanges()
+    taken = await analyser.step(target, REF, "h1", AnalysisRecord("h1", None), changes)
+    await WorkloadWriter(context).write(target, changes)  # as the reconciler's pass ends
     await events.flush()
     return taken.next_look, api, recorder
 

@@ -11,12 +11,14 @@ from typing import Any, cast
 
 import pytest
 
+from kube_nudge.controller.writer import WorkloadWriter
 from kube_nudge.kube.client import JSON, KubeClient
 from kube_nudge.kube.workloads import BUILTIN_KINDS, Target
 from kube_nudge.model import CONFIG_HASH, Apply, Assessment, SourceKind, assess
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.strategies.base import StrategyContext
+from kube_nudge.strategies.changes import WorkloadChanges
 from kube_nudge.strategies.registry import (
     build_strategies,
     pod_reloaded_at,
@@ -46,7 +48,9 @@ class InPlace(AdoptsBaseline):
         value = annotations.get(RELOADED)
         return float(value) if isinstance(value, str) else None
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         raise NotImplementedError
 
 
@@ -114,7 +118,9 @@ async def _roll(client: FakeClient, stand_ins: bool) -> None:
     data = sources(LEVEL="debug")
     plan = Apply(desired(view, data), {}, (1.0,), had_baseline=False)
     target = Target(DEPLOYMENT, NS, "web", view)
-    await roll(_context(client), target, plan, assess(view, data.get, KEY))
+    context, changes = _context(client), WorkloadChanges()
+    roll(context, target, plan, assess(view, data.get, KEY), changes)
+    await WorkloadWriter(context).write(target, changes)  # as the reconciler's pass ends
 
 
 def test_the_registry_collects_what_every_rollout_owes(plugins: None) -> None:

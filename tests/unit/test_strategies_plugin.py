@@ -7,14 +7,14 @@ served. Nothing outside its package names it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 import httpx2 as httpx
 import pytest
 
-from kube_nudge.controller import following
 from kube_nudge.controller.controller import Controller, ControllerOptions
+from kube_nudge.controller.following import RolloutFollower
 from kube_nudge.controller.reconciler import WorkloadKey
 from kube_nudge.kube.client import KubeClient
 from kube_nudge.kube.events import EventRecorder
@@ -23,6 +23,8 @@ from kube_nudge.model import SourceKind, WorkloadView, parse_workload
 from kube_nudge.model.tracking import Phase, Tracking
 from kube_nudge.reporting import status
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.base import Strategy
+from kube_nudge.strategies.changes import WorkloadChanges
 from kube_nudge.strategies.registry import (
     contract,
     owned_source_labels,
@@ -173,6 +175,15 @@ def test_kube_nudge_status_counts_a_pod_by_the_config_it_delivered(
     assert status._running_hash({"kube-nudge.io/config-hash": "v1-old"}) == "v1-old"
 
 
+async def said_failed(
+    follower: RolloutFollower, target: Target, failed: Tracking, strategy: Strategy
+) -> None:
+    """What the follower says of ``failed``, once its record is written (not sent here)."""
+    changes = WorkloadChanges()
+    follower._record_failure(target, failed, strategy, changes)
+    await changes.run_effects()
+
+
 async def test_a_failed_rollout_names_the_strategies_that_can_roll_back(
     controller: Controller, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,28 +193,22 @@ async def test_a_failed_rollout_names_the_strategies_that_can_roll_back(
     posted = PostedEvents()
     monkeypatch.setattr(controller.events, "post", posted.post)
 
-    async def annotate(
-        context: object, target: Target, annotations: Mapping[str, str | None]
-    ) -> None:
-        pass
-
-    monkeypatch.setattr(following, "annotate_workload", annotate)
     target = Target(DEPLOYMENT, NS, "app", toy_workload())
     failed = Tracking(Phase.FAILED, config_hash="v1-new", detail="0 of 1 updated")
     follower = reconciler.follower
-    await follower._record_failure(target, failed, reconciler.strategies["toy"])
+    await said_failed(follower, target, failed, reconciler.strategies["toy"])
     assert posted.events[-1][3].endswith(
         "; kube-nudge cannot roll it back: strategy toy keeps no copy of the earlier "
         "config (revert the source, or use strategy snapshot)"
     )
-    await follower._record_failure(target, failed, reconciler.strategies["snapshot"])
+    await said_failed(follower, target, failed, reconciler.strategies["snapshot"])
     assert posted.events[-1][3].endswith(
         "; not rolled back (kube-nudge.io/on-failure: rollback would; or kubectl rollout undo)"
     )
     # A kind whose revisions kube-nudge doesn't read: no strategy is offered instead.
     rollout = Target(ARGO_ROLLOUTS, NS, "app", toy_workload())
     for name in ("toy", "snapshot"):
-        await follower._record_failure(rollout, failed, reconciler.strategies[name])
+        await said_failed(follower, rollout, failed, reconciler.strategies[name])
         assert posted.events[-1][3].endswith(
             "; kube-nudge cannot roll back a Rollout: it reads no revisions of that kind "
             "(revert the source)"

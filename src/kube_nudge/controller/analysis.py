@@ -4,7 +4,8 @@ they fall due, each measurement recorded on the workload (``kube-nudge.io/analys
 until the analysis ends. The rules are the model's (``model/analysis.py``, pure); this reads
 the template from the caches (``templates.py``: never from the API server, so an edit counts
 from the next look), asks Prometheus (``runtime/prometheus.py``: only the allowed servers),
-writes the record and says what happened.
+adds the record to the pass's one write (``WorkloadChanges``) and, once written, says what
+happened.
 
 Until the analysis is Successful the rollout counts as in progress (``model/tracking``): a
 later ``rollout-order`` waits, no ``RolloutComplete``. Failed is a failed rollout (the
@@ -44,7 +45,7 @@ from kube_nudge.model.query_scope import QueryScopeError, unscoped_selectors
 from kube_nudge.runtime.metrics import Metrics
 from kube_nudge.runtime.prometheus import PrometheusClient, QueryError
 from kube_nudge.strategies.base import StrategyContext
-from kube_nudge.strategies.writes import annotate_workload
+from kube_nudge.strategies.changes import WorkloadChanges
 
 __all__ = ["TEMPLATE_WAIT", "Analyser"]
 
@@ -90,10 +91,12 @@ class Analyser:
         self._templates = templates
 
     async def step(
-        self, target: Target, ref: AnalysisRef, config_hash: str, record: AnalysisRecord | None
-    ) -> Step:
-        """Take the measurements due now, record them, and end the analysis when its rules
-        say so. ``record``: what the workload records of this config's analysis."""
+        self, target: Target, ref: AnalysisRef, config_hash: str, record: AnalysisRecord | None,
+        changes: WorkloadChanges,
+    ) -> Step:  # fmt: skip
+        """Take the measurements due now, record them (in the pass's ``changes``), and end
+        the analysis when its rules say so. ``record``: what the workload records of this
+        config's analysis."""
         now = round(self._context.clock.now(), 3)
         if record is None or record.config_hash != config_hash or record.phase is not None:
             return Step(None)  # not a judged rollout (tracking says so too), or ended
@@ -103,18 +106,17 @@ class Analyser:
         recorded = record
         if record.started is None:
             record = record.begun(now)
-            self._started(target, ref)
+            changes.then(lambda: self._started(target, ref))
         if isinstance(template, str):
-            await self._end(target, record.ended(AnalysisPhase.ERROR, template), None)
+            self._end(target, record.ended(AnalysisPhase.ERROR, template), changes)
             return Step(None)
         measured = await self._measure(template, record, now)
         phase = run_phase(template, measured.metrics)
         if phase.completed:
-            await self._end(target, measured.ended(phase, _verdict(template, measured, phase)),
-                            template)  # fmt: skip
+            self._end(target, measured.ended(phase, _verdict(template, measured, phase)), changes)
             return Step(None)
         if measured != recorded:
-            await annotate_workload(self._context, target, {ANALYSIS_RUN: measured.encode()})
+            changes.annotate({ANALYSIS_RUN: measured.encode()})
         at = next_look(template, measured)
         return Step(None if at is None else max(at - self._context.clock.now(), 0.0))
 
@@ -192,9 +194,13 @@ class Analyser:
             record = record.measured(metric.name, measurement)
         return record
 
-    async def _end(self, target: Target, record: AnalysisRecord, template: Template | None) -> None:
-        """Write the verdict, then say it: an Event, a log line, the metric."""
-        await annotate_workload(self._context, target, {ANALYSIS_RUN: record.encode()})
+    def _end(self, target: Target, record: AnalysisRecord, changes: WorkloadChanges) -> None:
+        """Record the verdict; once written, say it."""
+        changes.annotate({ANALYSIS_RUN: record.encode()})
+        changes.then(lambda: self._ended(target, record))
+
+    def _ended(self, target: Target, record: AnalysisRecord) -> None:
+        """Say an analysis's verdict: an Event, a log line, the metric."""
         phase = record.phase or AnalysisPhase.ERROR
         self._metrics.analyses_finished.labels(phase=phase.value).inc()
         if phase is AnalysisPhase.SUCCESSFUL:

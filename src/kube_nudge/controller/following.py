@@ -2,7 +2,8 @@
 rollout has news (``model.tracking.rollout_news``): a rollout that completed is announced;
 one that failed is recorded on the workload (once: ``kube-nudge.io/failed``, so a restart
 or a new leader stops the same line and announces nothing twice), announced, and rolled
-back when asked to and the strategy can."""
+back when asked to and the strategy can. The record and the rollback go in the pass's one
+write (``WorkloadChanges``); their announcements are its effects, made once it is written."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kube_nudge.model.records import format_failed
 from kube_nudge.model.tracking import Phase, RolloutNews, Tracking
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import CannotRollBack, RollingBack, Strategy, StrategyContext
-from kube_nudge.strategies.writes import annotate_workload
+from kube_nudge.strategies.changes import WorkloadChanges
 
 __all__ = ["RolloutFollower"]
 
@@ -39,27 +40,28 @@ class RolloutFollower:
         self._strategies = strategies
         self._announcer = announcer
         self._context = context
-        """For the one write of its own: the failure record."""
 
     async def follow(
-        self, target: Target, tracking: Tracking, news: RolloutNews, strategy: Strategy
-    ) -> None:
+        self, target: Target, tracking: Tracking, news: RolloutNews, strategy: Strategy,
+        changes: WorkloadChanges,
+    ) -> None:  # fmt: skip
         """Announce a rollout that completed; record (once) and announce one that failed,
         and roll it back if asked to (until it is: a failed rollback is tried again).
-        ``news``: what the rollout did (``model.tracking.rollout_news``)."""
+        ``news``: what the rollout did (``model.tracking.rollout_news``); ``changes``: the
+        pass's, which the record and the rollback go in."""
         if news is Phase.COMPLETE:
             self._completed(target, tracking)
             return
         # Failed (the only other news, as its type says).
         if not tracking.recorded:
-            await self._record_failure(target, tracking, strategy)
+            self._record_failure(target, tracking, strategy, changes)
         if (
             target.view.settings.rollback_on_failure
             and isinstance(strategy, RollingBack)
             and tracking.config_hash is not None
             and not target.view.rolled_back
         ):
-            await self._roll_back(target, strategy, tracking.config_hash)
+            await self._roll_back(target, strategy, tracking.config_hash, changes)
 
     def _completed(self, target: Target, tracking: Tracking) -> None:
         kind = target.kind.resource.kind
@@ -73,15 +75,20 @@ class RolloutFollower:
         self._announcer.announce(target, NotificationKind.COMPLETE, "RolloutComplete", message,
                                 tracking.config_hash)  # fmt: skip
 
-    async def _record_failure(self, target: Target, tracking: Tracking, strategy: Strategy) -> None:
-        """Write ``kube-nudge.io/failed`` (so a restart or a new leader stops the same line
-        and announces nothing twice), then the Warning Event."""
+    def _record_failure(
+        self, target: Target, tracking: Tracking, strategy: Strategy, changes: WorkloadChanges
+    ) -> None:
+        """Record ``kube-nudge.io/failed`` (so a restart or a new leader stops the same line
+        and announces nothing twice); once written, the Warning Event."""
         if tracking.config_hash is None:
             return
         now = round(self._context.clock.now(), 3)
-        await annotate_workload(
-            self._context, target, {FAILED: format_failed(tracking.config_hash, now)}
-        )
+        changes.annotate({FAILED: format_failed(tracking.config_hash, now)})
+        changes.then(lambda: self._failed(target, tracking, strategy))
+
+    def _failed(self, target: Target, tracking: Tracking, strategy: Strategy) -> None:
+        """Say a rollout failed: the metric, a log line, the Event and the notification."""
+        assert tracking.config_hash is not None  # nosec B101 # recorded only with one
         kind = target.kind.resource.kind
         self._announcer.metrics.rollouts_finished.labels(kind=kind, outcome="failed").inc()
         message = (
@@ -118,9 +125,12 @@ class RolloutFollower:
             f"earlier config (revert the source{instead})"
         )
 
-    async def _roll_back(self, target: Target, strategy: RollingBack, failed_hash: str) -> None:
+    async def _roll_back(
+        self, target: Target, strategy: RollingBack, failed_hash: str, changes: WorkloadChanges
+    ) -> None:
+        """Put ``target`` back (the pass's write), and say so once written; or say why not."""
         try:
-            done = await strategy.rollback(target, failed_hash)
+            done = await strategy.rollback(target, failed_hash, changes)
         except CannotRollBack as exc:
             # Never "RolledBack" when the earlier config is not what the pods get back.
             message = f"not rolled back: {exc}; held on the failed config"
@@ -135,9 +145,14 @@ class RolloutFollower:
                 target, WARNING, "RollbackFailed",
                 f"could not roll back (tried again at the next look): {exc}",
             )  # fmt: skip
-            raise
-        log.warning("%s: %s", target, done, extra=target.log_fields("rolled-back"))
+            changes.failure = exc  # the failure's record is written all the same
+            return
         message = f"{done}, after a failed rollout"
-        self._announcer.post(target, WARNING, "RolledBack", message)
-        self._announcer.announce(target, NotificationKind.ROLLED_BACK, "RolledBack", message,
-                                failed_hash)  # fmt: skip
+
+        def rolled_back() -> None:
+            log.warning("%s: %s", target, done, extra=target.log_fields("rolled-back"))
+            self._announcer.post(target, WARNING, "RolledBack", message)
+            self._announcer.announce(target, NotificationKind.ROLLED_BACK, "RolledBack",
+                                     message, failed_hash)  # fmt: skip
+
+        changes.then(rolled_back)

@@ -3,17 +3,21 @@
 - **read**: the workload's view and its sources from the caches (one ``Inputs``, which
   ``assess`` judges), its memory record and the phase of its rollout from the rollout book
   (``book.py``, one ``Page``), each read at once; what that rollout did since the last
-  pass is announced, recorded or rolled back (``following.py``);
+  pass is announced, recorded or rolled back (``following.py``), and a completed
+  rollout's analysis measured (``analysis.py``);
 - **decide**: the pure ``model.decide`` (noop, adopt, hold, apply), then the release gates
   for a rollout (``siblings.py``, over the pure ``model.gates``), unless the change's
   debounce window is still open;
-- **act**: the workload's strategy adopts or rolls; what it is about to write is in the
-  book first (its echo can come before its response) and out again if the write fails;
+- **act**: the workload's strategy adopts or rolls, and a maintaining strategy looks at
+  its own objects. Every step adds what it would write to the workload to the pass's one
+  ``WorkloadChanges``; the writer (``writer.py``) sends it as one PATCH at the end of the
+  step, then runs the effects that say so (the strategies' Events among them). What it is
+  about to write is in the book first (its echo can come before its response) and out
+  again if the write fails. A rollback is the one write of its pass: the decision waits
+  for the next pass, made on the template it put back;
 - **remember**: the memory record and the book, the Events and notifications of a hold
   (``announcer.py``), and the ``Outcome``: the one way a pass asks to be looked at again
   (``requeue_after``, ``follow_up``; carried out by ``NextLooks`` in ``workers.py``).
-
-Strategies post their own Events for what they write.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.following import RolloutFollower
 from kube_nudge.controller.reader import Reader, WorkloadKey
 from kube_nudge.controller.siblings import SiblingGates
+from kube_nudge.controller.writer import WorkloadWriter
 from kube_nudge.kube.client import ApiError
 from kube_nudge.kube.events import WARNING
 from kube_nudge.kube.pods import oldest_container_start
@@ -58,6 +63,7 @@ from kube_nudge.strategies.base import (
     Strategy,
     StrategyContext,
 )
+from kube_nudge.strategies.changes import WorkloadChanges
 
 __all__ = ["Action", "DebounceWindows", "Outcome", "Reconciler", "WorkloadKey"]
 
@@ -133,6 +139,8 @@ class Acted:
     action: Action  # none, adopted or rolled
     decision: Decision
     view: WorkloadView
+    maintained: float | None = None
+    """Seconds until a maintaining strategy wants another look (``Maintaining``)."""
 
 
 class Reconciler:
@@ -165,6 +173,7 @@ class Reconciler:
         self.announcer = Announcer(context)
         self.follower = RolloutFollower(strategies, self.announcer, context)
         self.analyser = analyser or Analyser(context, None, context.metrics)
+        self.writer = WorkloadWriter(context)
         self.gates = SiblingGates(reader, book, hmac_key=context.hmac_key, clock=context.clock,
                                   max_concurrent=max_concurrent)  # fmt: skip
 
@@ -180,24 +189,42 @@ class Reconciler:
         return outcome
 
     async def _reconcile(self, key: WorkloadKey) -> Outcome:
-        reading = await self._read(key)
-        if isinstance(reading, Outcome):
-            return reading  # gone, or following its rollout failed
-        decision = self._decide(reading)
-        if decision is None:
-            # An early pass (a retry, a follow-up) while the change's debounce window is
-            # open: the pass at the window's end rolls it, with what else comes by then.
-            return Outcome(Action.NONE, follow_up=reading.follow_up)
-        acted = await self._act(reading, decision)
-        if isinstance(acted, Outcome):
-            return acted  # the write failed
-        return await self._remember(reading, acted)
+        changes = WorkloadChanges()
+        with self.writer.pass_of(key):
+            reading = await self._read(key, changes)
+            if isinstance(reading, Outcome):
+                return reading  # gone, lagging, or following its rollout failed
+            if changes.operations is not None or changes.failure is not None:
+                # Rolled back (or tried to): a decision now would be made on the template
+                # the rollback replaces. The write's echo brings the next pass.
+                return await self._write_read(reading, changes)
+            decision = self._decide(reading)
+            if decision is None:
+                # An early pass (a retry, a follow-up) while the change's debounce window is
+                # open: the pass at the window's end rolls it, with what else comes by then.
+                return await self._write_read(reading, changes)
+            acted = await self._act(reading, decision, changes)
+            if isinstance(acted, Outcome):
+                return acted  # the write failed
+            return self._remember(reading, acted)
+
+    async def _write_read(self, reading: Reading, changes: WorkloadChanges) -> Outcome:
+        """A pass that acts on nothing writes what its read step gathered (an analysis's
+        measurements, a failure's record, a rollback)."""
+        try:
+            await self.writer.write(reading.target, changes)
+        except ApiError as exc:
+            return self._failed(reading.target, exc)
+        if changes.failure is not None:
+            return self._failed(reading.target, changes.failure)
+        return Outcome(Action.NONE, follow_up=reading.follow_up)
 
     # -- read ------------------------------------------------------------------------------
 
-    async def _read(self, key: WorkloadKey) -> Reading | Outcome:
+    async def _read(self, key: WorkloadKey, changes: WorkloadChanges) -> Reading | Outcome:
         """The view and its sources, the memory record and the rollout's phase; what the
-        rollout did since the last pass is announced (and recorded, if it failed)."""
+        rollout did since the last pass is announced (and recorded, if it failed: in
+        ``changes``)."""
         inputs = self.reader.inputs(key)
         if inputs is None:
             return Outcome(Action.GONE)
@@ -219,14 +246,16 @@ class Reconciler:
         news = rollout_news(page.followed, tracking)
         try:
             if news is not None:  # the follower's predicate: a pass with no news skips it
-                await self.follower.follow(target, tracking, news, strategy)
-            follow_up = await self._analyse(target, tracking)
+                await self.follower.follow(target, tracking, news, strategy, changes)
+            follow_up = await self._analyse(target, tracking, changes)
         except ApiError as exc:
             return self._failed(target, exc)
         oldest = await self._oldest_pod_start(target, memory)
         return Reading(key, target, assessment, strategy, tracking, follow_up, oldest)
 
-    async def _analyse(self, target: Target, tracking: Tracking) -> float | None:
+    async def _analyse(
+        self, target: Target, tracking: Tracking, changes: WorkloadChanges
+    ) -> float | None:
         """A completed rollout whose analysis is due: its measurements (``analysis.py``);
         when to look again, as for any rollout in progress (``_follow_up``)."""
         ref = target.view.settings.analysis
@@ -234,7 +263,7 @@ class Reconciler:
         if ref is None or analysis is None or analysis.completed or tracking.config_hash is None:
             return self._follow_up(tracking)
         step = await self.analyser.step(target, ref, tracking.config_hash,
-                                        target.view.analysis_run)  # fmt: skip
+                                        target.view.analysis_run, changes)  # fmt: skip
         return step.next_look
 
     def _follow_up(self, tracking: Tracking) -> float | None:
@@ -278,84 +307,100 @@ class Reconciler:
 
     # -- act -------------------------------------------------------------------------------
 
-    async def _act(self, reading: Reading, decision: Decision) -> Acted | Outcome:
-        """Let the strategy carry ``decision`` out. What it is about to write is in the
-        book first (the write's watch echo can be handled before its response resumes
-        this pass, and an echo not recognised as ours queues a reconcile whose earlier
-        ready time would cut the next change's debounce window short); if the write
-        raises, it is forgotten again (``RolloutBook.writing``)."""
-        target = reading.target
+    async def _act(
+        self, reading: Reading, decision: Decision, changes: WorkloadChanges
+    ) -> Acted | Outcome:
+        """Let the strategy carry ``decision`` out, then send the pass's changes. What it is
+        about to write is in the book first (the write's watch echo can be handled before
+        its response resumes this pass, and an echo not recognised as ours queues a
+        reconcile whose earlier ready time would cut the next change's debounce window
+        short); if the write raises, it is forgotten again (``RolloutBook.writing``). A
+        strategy that refuses leaves what the read step gathered to be written alone."""
+        target, gathered = reading.target, changes.copy()
         try:
             with self.book.writing(reading.key):
-                return await self._write(reading, decision)
+                acted = await self._carry_out(reading, decision, changes)
+                await self.writer.write(target, changes)
+                self._written(reading, acted)
+                return acted
         except ApiError as exc:
             return self._failed(target, exc)
         except Refused as refusal:
+            try:
+                await self.writer.write(target, gathered)
+            except ApiError as exc:
+                return self._failed(target, exc)
             return Acted(Action.NONE, refusal.hold, target.view)
         except NotYet as exc:
             log.debug("%s: not yet (%s); trying again shortly", target, exc)
             return Outcome(Action.FAILED)
 
-    async def _write(self, reading: Reading, decision: Decision) -> Acted:
+    async def _carry_out(
+        self, reading: Reading, decision: Decision, changes: WorkloadChanges
+    ) -> Acted:
+        """The strategy's part of the pass, added to ``changes``; a maintaining strategy's
+        look at its own objects when nothing rolled."""
         key, target, assessment = reading.key, reading.target, reading.assessment
         strategy, book = reading.strategy, self.book
         view, action = target.view, Action.NONE
         if isinstance(decision, Adopt):
             book.applying(key, strategy.name, decision.config_hash)
-            await strategy.adopt(target, decision, assessment)
+            await strategy.adopt(target, decision, assessment, changes)
             book.runs(key, assessment.states)
             action = Action.ADOPTED
             # Adopted what runs now; only a hold for missing config can follow. Decide
-            # on the view and the record as they are now: if the write's echo came in
-            # before its response, it has taken the adopted hash out of the record and
-            # into the view.
+            # on the view and the record as they are now: the adopted hash is in one of
+            # them (in the view, if an echo came in meanwhile).
             view = self.reader.workload(key) or view
             decision = self._decision(view, assessment, book.memory(key) or WorkloadMemory(),
                                       strategy)  # fmt: skip
         if isinstance(decision, Apply):
             # Before the write, as above (one call: the book is the pass's to enter sparingly).
             book.started(key, strategy.name, decision.config_hash, followed=strategy.capped)
-            await strategy.apply(target, decision, assessment)
-            book.rolled(key, decision.rolled_at[-1], view)
-            action = Action.ROLLED
-            if strategy.capped:
-                what = describe_apply(decision, assessment.states, target.namespace)
-                self.announcer.announce(target, NotificationKind.ROLLING, "Rolling",
-                                       f"rolling: {what}", decision.config_hash)  # fmt: skip
-        return Acted(action, decision, view)
+            await strategy.apply(target, decision, assessment, changes)
+            return Acted(Action.ROLLED, decision, view)
+        if isinstance(decision, Hold):
+            return Acted(action, decision, view)
+        # The same test as isinstance(strategy, Maintaining), whose runtime protocol check
+        # cost 2-3% of the CPU of a fan-out of 1,000 (py-spy).
+        if getattr(strategy, "maintain", None) is None:
+            return Acted(action, decision, view)
+        assert isinstance(strategy, Maintaining)  # nosec B101 # narrowing, after the cheap test
+        maintained = await strategy.maintain(target, assessment, changes)
+        return Acted(action, decision, view, maintained)
+
+    def _written(self, reading: Reading, acted: Acted) -> None:
+        """Once the pass's write is made: a rollout counts for the flap cap and, if its
+        strategy restarts pods, is announced."""
+        decision = acted.decision
+        if acted.action is not Action.ROLLED or not isinstance(decision, Apply):
+            return
+        target = reading.target
+        self.book.rolled(reading.key, decision.rolled_at[-1], acted.view)
+        if reading.strategy.capped:
+            what = describe_apply(decision, reading.assessment.states, target.namespace)
+            self.announcer.announce(target, NotificationKind.ROLLING, "Rolling",
+                                   f"rolling: {what}", decision.config_hash)  # fmt: skip
 
     # -- remember --------------------------------------------------------------------------
 
-    async def _remember(self, reading: Reading, acted: Acted) -> Outcome:
+    def _remember(self, reading: Reading, acted: Acted) -> Outcome:
         """A hold is reported; otherwise the pods now run (or are rolling to) what the
         sources hold: later Events name the keys that change from here. A rollout just
-        started is looked at again at its deadline."""
+        started is looked at again at its deadline, and by a maintaining strategy once the
+        caches show its new template."""
         decision, follow_up = acted.decision, reading.follow_up
         if isinstance(decision, Hold):
             self.announcer.held(reading.target, decision, reading.assessment.desired)
             return Outcome(Action.HELD, decision.retry_after, f"held-{decision.reason}", follow_up)
         self.book.runs(reading.key, reading.assessment.states)
-        rolled = acted.action is Action.ROLLED and reading.strategy.capped
-        if rolled and acted.view.progress is not None:  # a kind whose rollout can be followed
-            follow_up = progress_deadline(acted.view)
-        return await self._maintain(reading, acted.action, follow_up)
-
-    async def _maintain(self, reading: Reading, action: Action, follow_up: float | None) -> Outcome:
-        """The outcome, once a maintaining strategy has looked at its own objects."""
-        strategy = reading.strategy
-        # The same test as isinstance(strategy, Maintaining), whose runtime protocol check
-        # cost 2-3% of the CPU of a fan-out of 1,000 (py-spy).
-        if getattr(strategy, "maintain", None) is None:
-            return Outcome(action, follow_up=follow_up)
-        assert isinstance(strategy, Maintaining)  # nosec B101 # narrowing, after the cheap test
-        if action is Action.ROLLED:
-            # The cache doesn't show the new template yet: look again once it does.
-            return Outcome(action, MAINTAIN_AFTER_APPLY, follow_up=follow_up)
-        try:
-            maintained = await strategy.maintain(reading.target, reading.assessment)
-        except ApiError as exc:
-            return self._failed(reading.target, exc)
-        return Outcome(action, maintained, follow_up=follow_up)
+        if acted.action is not Action.ROLLED:
+            return Outcome(acted.action, acted.maintained, follow_up=follow_up)
+        if reading.strategy.capped and acted.view.progress is not None:
+            follow_up = progress_deadline(acted.view)  # a kind whose rollout can be followed
+        maintains = getattr(reading.strategy, "maintain", None) is not None
+        return Outcome(acted.action, MAINTAIN_AFTER_APPLY if maintains else None,
+                       follow_up=follow_up)  # fmt: skip
 
     async def _oldest_pod_start(self, target: Target, memory: WorkloadMemory) -> float | None:
         """At first sight only: when the workload's longest-running pod read its config

@@ -47,6 +47,7 @@ from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.expectations import WriteExpectations
 from kube_nudge.runtime.http import HttpServer
 from kube_nudge.runtime.metrics import Metrics
+from kube_nudge.strategies.changes import WorkloadChanges
 
 __all__ = [
     "CannotRollBack",
@@ -160,7 +161,9 @@ class NotYet(Exception):
 
 
 class Strategy(Protocol):
-    """How a decided change is carried out. Methods raise ``ApiError`` when the API
+    """How a decided change is carried out. What it writes to the workload it adds to the
+    pass's ``WorkloadChanges`` (``changes.py``), which the reconciler sends as one PATCH,
+    then running the effects added with it. Methods raise ``ApiError`` when the API
     refuses; the reconciler turns that into a retry with backoff and a Warning Event."""
 
     @property
@@ -173,13 +176,18 @@ class Strategy(Protocol):
         """Whether the flap cap (``kube-nudge.io/max-rollouts``) limits it."""
         ...
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Remember ``plan.config_hash`` as what ``target``'s pods run, restarting nothing
-        (first sight, or re-baselining after a key change)."""
+        (first sight, or re-baselining after a key change): added to ``changes``."""
         ...
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
-        """Bring ``target``'s pods to ``plan.config_hash`` (or announce the change)."""
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
+        """Bring ``target``'s pods to ``plan.config_hash`` (or announce the change): what to
+        write to ``target`` is added to ``changes``, never sent."""
         ...
 
 
@@ -188,8 +196,11 @@ class Maintaining(Protocol):
     """Optional: a strategy with objects of its own to keep in order (the snapshot copies'
     owners) is called on every reconcile that applied or found nothing to do."""
 
-    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
-        """Keep ``target``'s own objects in order; seconds until it wants another look."""
+    async def maintain(
+        self, target: Target, assessment: Assessment, changes: WorkloadChanges
+    ) -> float | None:
+        """Keep ``target``'s own objects in order (what to write to ``target`` itself is
+        added to ``changes``); seconds until it wants another look."""
         ...
 
 
@@ -207,9 +218,10 @@ class RollingBack(Protocol):
     #: What it goes back to, for the RolloutFailed Event ("rolling back to ...").
     rolls_back_to: str
 
-    async def rollback(self, target: Target, failed_hash: str) -> str:
+    async def rollback(self, target: Target, failed_hash: str, changes: WorkloadChanges) -> str:
         """Go back to the latest revision not running ``failed_hash``, with the config it
-        ran; what was done. ``CannotRollBack`` when that config can't be restored."""
+        ran (added to ``changes``); what it does. ``CannotRollBack`` when that config can't
+        be restored."""
         ...
 
 

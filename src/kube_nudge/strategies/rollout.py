@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import Apply, Assessment
+from kube_nudge.strategies.changes import WorkloadChanges
 from kube_nudge.strategies.writes import AdoptsBaseline, roll
 
 __all__ = ["RolloutStrategy"]
@@ -20,6 +21,8 @@ class RolloutStrategy(AdoptsBaseline):
     capped = True
     delivers = True
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Write the new hash on the pod template: the workload rolls."""
-        await roll(self._context, target, plan, assessment)
+        roll(self._context, target, plan, assessment, changes)

@@ -1,9 +1,11 @@
-"""How kube-nudge writes a workload, shared by every strategy: the rollout patch (the hash
-on the pod template), the adoption baseline, annotations on its metadata, and a patch built
-from a fresh read. Strategy ``rollout`` is these writes and nothing else; the others call
-them where they roll or adopt as it does. They name no strategy: what a rollout owes the
-others (removing their records of a change delivered in place, taking their stand-ins off
-the template) comes through ``StrategyContext.rollouts`` from the strategies' hooks.
+"""What kube-nudge writes to a workload, shared by every strategy: the rollout patch (the
+hash on the pod template), the adoption baseline, and a patch built from a fresh read, each
+added to the pass's ``WorkloadChanges`` (``changes.py``), with the Event that says so as an
+effect; the reconciler's writer sends them (``controller/writer.py``). Strategy ``rollout``
+is these writes and nothing else; the others call them where they roll or adopt as it does.
+They name no strategy: what a rollout owes the others (removing their records of a change
+delivered in place, taking their stand-ins off the template) comes through
+``StrategyContext.rollouts`` from the strategies' hooks.
 
 Writes are JSON merge patches that touch kube-nudge's annotations only, carry the
 workload's uid as a precondition (a deleted-and-recreated workload answers 409 instead of
@@ -15,12 +17,12 @@ was deleted meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kube_nudge.kube.client import JSON, ApiError
+from kube_nudge.kube.client import JSON
 from kube_nudge.kube.events import NORMAL
-from kube_nudge.kube.patches import FIELD_MANAGER, Patch, PatchType, send
+from kube_nudge.kube.patches import FIELD_MANAGER
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import (
     BASELINE_HASH,
@@ -39,6 +41,7 @@ from kube_nudge.model.analysis import pending_record
 from kube_nudge.model.annotations import ANALYSIS_RUN, CHANGE_CAUSE, FAILED, KEY_ID
 from kube_nudge.model.records import format_rolled_at
 from kube_nudge.strategies.base import StrategyContext
+from kube_nudge.strategies.changes import WorkloadChanges
 
 __all__ = [
     "CHANGE_CAUSE",
@@ -46,9 +49,6 @@ __all__ = [
     "AdoptsBaseline",
     "adopt_patch",
     "analysed",
-    "annotate_workload",
-    "patch_fresh",
-    "patch_workload",
     "record_baseline",
     "roll",
     "rollout_annotations",
@@ -57,9 +57,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Reads of a workload before a patch that must not overwrite an edit gives up (409).
-FRESH_READ_ATTEMPTS = 4
 
 
 def rollout_patch(
@@ -140,18 +137,23 @@ def adopt_patch(uid: str, config_hash: str, key_id: str) -> dict[str, Any]:
     return {"metadata": {"uid": uid, "annotations": annotations}}
 
 
-async def record_baseline(
+def record_baseline(
     context: StrategyContext,
     target: Target,
     plan: Adopt,
     assessment: Assessment,
+    changes: WorkloadChanges,
     also: Mapping[str, str | None] | None = None,
 ) -> None:
     """Record the baseline on the workload's metadata (not the template): restarts nothing.
     ``also``: more annotations of the strategy's, in the same patch."""
-    patch = adopt_patch(target.view.uid, plan.config_hash, assessment.key_id)
-    patch["metadata"]["annotations"].update(also or {})
-    await patch_workload(context, target, patch)
+    changes.add(adopt_patch(target.view.uid, plan.config_hash, assessment.key_id))
+    changes.annotate(also or {})
+    changes.then(lambda: _adopted(context, target, plan))
+
+
+def _adopted(context: StrategyContext, target: Target, plan: Adopt) -> None:
+    """Say the baseline was recorded: a log line and a Normal Event."""
     log.info(
         "adopted %s at %s%s",
         target,
@@ -181,17 +183,23 @@ class AdoptsBaseline:
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Record the baseline on the workload's metadata (not the template): nothing
         restarts; the first change rolls."""
-        await record_baseline(self._context, target, plan, assessment)
+        record_baseline(self._context, target, plan, assessment, changes)
 
 
-async def roll(
-    context: StrategyContext, target: Target, plan: Apply, assessment: Assessment
+def roll(
+    context: StrategyContext,
+    target: Target,
+    plan: Apply,
+    assessment: Assessment,
+    changes: WorkloadChanges,
 ) -> None:
     """Write the new hash on the pod template: the workload rolls. A template that names
-    another strategy's stand-ins names the sources again."""
+    another strategy's stand-ins names the sources again (built from a full read)."""
     what = describe_apply(plan, assessment.states, target.namespace)
     superseded = context.rollouts.superseded
     if target.view.stand_ins:
@@ -201,9 +209,9 @@ async def roll(
         async def build(workload: JSON) -> dict[str, Any]:
             return _leave_stand_ins(context, target, workload, plan, recorded)
 
-        await patch_fresh(context, target, build)
+        changes.build_fresh(build)
     else:
-        patch = rollout_patch(
+        changes.add(rollout_patch(
             target.kind.template_path,
             target.view.uid,
             plan.config_hash,
@@ -212,8 +220,14 @@ async def roll(
             key_id=assessment.key_id,
             superseded=superseded,
             analysed=analysed(target),
-        )
-        await patch_workload(context, target, patch)
+        ))  # fmt: skip
+    changes.then(lambda: _rolled(context, target, plan, assessment, what))
+
+
+def _rolled(
+    context: StrategyContext, target: Target, plan: Apply, assessment: Assessment, what: str
+) -> None:
+    """Say the workload rolls: the nudges metric, a log line and a Normal Event."""
     context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
     log.info(
         "rolled %s to %s: %s",
@@ -227,50 +241,6 @@ async def roll(
     versions = describe_versions(plan, assessment, target.namespace)
     suffix = f" (versions: {versions})" if versions else ""
     context.events.post(target.ref, NORMAL, "Rolling", f"rolling: {what}{suffix}")
-
-
-async def patch_fresh(
-    context: StrategyContext, target: Target, build: Callable[[JSON], Awaitable[dict[str, Any]]]
-) -> None:
-    """Read the workload in full, build a patch from it (preconditioned on its
-    resourceVersion) and send it; when the workload changed in between (mostly its
-    status, during a rollout) read it again, a few times, before giving up."""
-    path = target.kind.resource.path(target.namespace, target.name)
-    for attempt in range(FRESH_READ_ATTEMPTS):
-        workload = await context.client.get(path)
-        if (workload.get("metadata") or {}).get("uid") != target.view.uid:
-            raise ApiError(409, "Conflict", f"{target} was deleted and created again")
-        try:
-            await patch_workload(context, target, await build(workload))
-            return
-        except ApiError as exc:
-            if not exc.conflict or attempt == FRESH_READ_ATTEMPTS - 1:
-                raise
-
-
-async def patch_workload(
-    context: StrategyContext,
-    target: Target,
-    patch: dict[str, Any] | list[dict[str, Any]],
-    patch_type: PatchType = PatchType.MERGE,
-) -> None:
-    """Send a patch of ``target`` (a JSON merge patch, or JSON patch operations with their
-    ``test`` preconditions) as field manager kube-nudge, and count it; until the caches
-    show the write, passes over ``target`` wait for them (``StrategyContext.expectations``).
-    Every write of a workload ends here: its bookkeeping is in one place."""
-    path = target.kind.resource.path(target.namespace, target.name)
-    written = await send(context.client, Patch(path, patch, patch_type))
-    context.expectations.wrote(target.key, written)
-    context.metrics.writes.labels(kind=target.kind.resource.kind).inc()
-
-
-async def annotate_workload(
-    context: StrategyContext, target: Target, annotations: Mapping[str, str | None]
-) -> None:
-    """Set (or, with None, remove) annotations on ``target``'s metadata, nothing else; the
-    uid precondition keeps a re-created workload from being annotated."""
-    patch = {"metadata": {"uid": target.view.uid, "annotations": dict(annotations)}}
-    await patch_workload(context, target, patch)
 
 
 def _leave_stand_ins(

@@ -30,6 +30,7 @@ from kube_nudge.model.parsing import one_of
 from kube_nudge.model.shapes import Annotation, By, On
 from kube_nudge.runtime.http import HttpServer
 from kube_nudge.strategies.base import Host, StrategyContext, Webhook
+from kube_nudge.strategies.changes import WorkloadChanges
 
 __all__ = [
     "GREETING",
@@ -106,12 +107,18 @@ class ToyStrategy:
     def webhooks(host: Host, hmac_key: Callable[[], bytes]) -> Sequence[Webhook]:
         return (ToyWebhook(host, hmac_key),)
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         self.calls.append(f"adopt {target.name} {plan.config_hash}")
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         self.calls.append(f"apply {target.name} {plan.config_hash}")
 
-    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
+    async def maintain(
+        self, target: Target, assessment: Assessment, changes: WorkloadChanges
+    ) -> float | None:
         self.calls.append(f"maintain {target.name}")
         return None

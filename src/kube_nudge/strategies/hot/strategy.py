@@ -64,6 +64,7 @@ from kube_nudge.model.records import format_hash_at, format_rolled_at, parse_has
 from kube_nudge.model.references import SourceKind, SourceRef
 from kube_nudge.model.source_kinds import source_row
 from kube_nudge.strategies.base import StrategyContext
+from kube_nudge.strategies.changes import WorkloadChanges
 from kube_nudge.strategies.hot.claims import (
     MountWrites,
     NotReproducible,
@@ -91,8 +92,6 @@ from kube_nudge.strategies.hot.verdicts import (
 from kube_nudge.strategies.writes import (
     AdoptsBaseline,
     analysed,
-    annotate_workload,
-    patch_workload,
     roll,
     rollout_patch,
 )
@@ -151,27 +150,35 @@ class HotStrategy(AdoptsBaseline):
         status (``PodReloads``)."""
         return parse_time(annotations.get(LOADED_AT))
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Deliver ``plan`` in place when every changed key can be, else roll; without a
         reload agent in the pod template, roll at once (or, with ``hot-fallback: warn``,
-        deliver in place unconfirmed and warn at once): no deadline to wait out."""
+        deliver in place unconfirmed and warn at once): no deadline to wait out. The pods
+        are nudged once the workload records the delivery (an effect of the pass's write)."""
         view = target.view
         agent = hot_agent(view)
         fallback = hot_settings(view.settings).fallback_rollout
         reasons = in_place_blockers(view, plan, assessment, agent=agent, fallback_rollout=fallback)
         if reasons:
-            await self._roll_instead(target, plan, assessment, reasons)
+            self._roll_instead(target, plan, assessment, reasons, changes)
             return
         now = plan.rolled_at[-1]
         record = format_hash_at(plan.config_hash, now)
-        annotations = {
+        changes.annotate({
             BASELINE_HASH: plan.config_hash,
             HOT_RELOAD: record if agent else None,  # nothing to wait for without an agent
             KEY_ID: assessment.key_id,
             ROLLED_AT: format_rolled_at(list(plan.rolled_at)),
             FAILED: None,
-        }
-        await annotate_workload(self._context, target, annotations)
+        })  # fmt: skip
+        changes.then(lambda: self._delivered(target, plan, assessment, record, agent=agent))
+
+    async def _delivered(
+        self, target: Target, plan: Apply, assessment: Assessment, record: str, *, agent: bool
+    ) -> None:
+        """Once the delivery is recorded: nudge the pods, and say so."""
         nudged = await self._nudge(target, record, await self._pods(target))
         what = describe_apply(plan, assessment.states, target.namespace)
         versions = describe_versions(plan, assessment, target.namespace)
@@ -189,7 +196,7 @@ class HotStrategy(AdoptsBaseline):
                 "hot-reload", config_hash=plan.config_hash, changes=changes_field(plan)
             ),
         )
-        deadline = hot_settings(view.settings).deadline
+        deadline = hot_settings(target.view.settings).deadline
         self._context.events.post(
             target.ref,
             NORMAL,
@@ -199,22 +206,26 @@ class HotStrategy(AdoptsBaseline):
             "agents to report",
         )
 
-    async def _roll_instead(
-        self, target: Target, plan: Apply, assessment: Assessment, reasons: list[str]
-    ) -> None:
+    def _roll_instead(
+        self, target: Target, plan: Apply, assessment: Assessment, reasons: list[str],
+        changes: WorkloadChanges,
+    ) -> None:  # fmt: skip
         """Roll what can't be reloaded in place, saying why: a Warning when the pod
         template lacks the agent (a setup to fix), else a Normal Event (keys read at start
         are how the app is built)."""
-        self._context.metrics.hot_reloads.labels(outcome="rolled").inc()
         message = f"cannot reload in place: {'; '.join(reasons)}; rolling instead"
-        fields = target.log_fields("not-hot")
-        if NO_AGENT in reasons:
-            log.warning("%s: %s", target, message, extra=fields)
-            self._context.events.post(target.ref, WARNING, "HotReloadImpossible", message)
-        else:
-            log.info("%s: %s", target, message, extra=fields)
-            self._context.events.post(target.ref, NORMAL, "HotReloadImpossible", message)
-        await roll(self._context, target, plan, assessment)
+        warning = NO_AGENT in reasons
+
+        def said() -> None:
+            self._context.metrics.hot_reloads.labels(outcome="rolled").inc()
+            fields = target.log_fields("not-hot")
+            log.log(logging.WARNING if warning else logging.INFO, "%s: %s", target, message,
+                    extra=fields)  # fmt: skip
+            self._context.events.post(target.ref, WARNING if warning else NORMAL,
+                                      "HotReloadImpossible", message)  # fmt: skip
+
+        changes.then(said)
+        roll(self._context, target, plan, assessment, changes)
 
     def _unconfirmed(self, target: Target, plan: Apply, nudged: int, what: str) -> None:
         """A change delivered in place to a pod template without the agent, as
@@ -231,8 +242,11 @@ class HotStrategy(AdoptsBaseline):
         )  # fmt: skip
         self._context.events.post(target.ref, WARNING, "HotReloadUnconfirmed", message)
 
-    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
-        """Follow a hot change until every pod confirmed it, or fall back."""
+    async def maintain(
+        self, target: Target, assessment: Assessment, changes: WorkloadChanges
+    ) -> float | None:
+        """Follow a hot change until every pod confirmed it, or fall back (what that writes
+        to the workload goes in ``changes``)."""
         view = target.view
         delivered = hot_reload(view)
         if delivered is None or delivered[0] != view.applied_hash:
@@ -253,24 +267,25 @@ class HotStrategy(AdoptsBaseline):
         if verdict.kind is VerdictKind.WAITING:
             await self._nudge(target, format_hash_at(config_hash, delivered_at), pods)
             return verdict.retry_after
-        self._context.metrics.hot_reloads.labels(outcome=verdict.kind.value).inc()
         if verdict.kind is VerdictKind.RELOADED:
-            await annotate_workload(self._context, target, {HOT_RELOAD: None})
+            changes.annotate({HOT_RELOAD: None})
             message = f"every pod ({len(pods)}) reloaded config {config_hash} in place"
-            log.info(
-                "%s: %s (%s)",
-                target,
-                message,
-                _how_confirmed(reports, since),
-                extra=target.log_fields("hot-reloaded"),
-            )
-            self._context.events.post(target.ref, NORMAL, "HotReloaded", message)
-            return None
-        return await self._fall_back(target, assessment, config_hash, verdict)
+            how = _how_confirmed(reports, since)
 
-    async def _fall_back(
-        self, target: Target, assessment: Assessment, config_hash: str, verdict: Verdict
-    ) -> float | None:
+            def reloaded() -> None:
+                self._context.metrics.hot_reloads.labels(outcome=verdict.kind.value).inc()
+                log.info("%s: %s (%s)", target, message, how,
+                         extra=target.log_fields("hot-reloaded"))  # fmt: skip
+                self._context.events.post(target.ref, NORMAL, "HotReloaded", message)
+
+            changes.then(reloaded)
+            return None
+        return self._fall_back(target, assessment, config_hash, verdict, changes)
+
+    def _fall_back(
+        self, target: Target, assessment: Assessment, config_hash: str, verdict: Verdict,
+        changes: WorkloadChanges,
+    ) -> float | None:  # fmt: skip
         view = target.view
         names = ", ".join(verdict.pods[:5]) + (", ..." if len(verdict.pods) > 5 else "")
         if verdict.kind is VerdictKind.FAILED:
@@ -282,10 +297,11 @@ class HotStrategy(AdoptsBaseline):
                 "running beside the app, watching every mounted config volume, with the "
                 f"namespace's agent key?){_reasons(verdict)}"
             )
-        if hot_settings(view.settings).fallback_rollout:
+        rolled = hot_settings(view.settings).fallback_rollout
+        if rolled:
             now = round(self._context.clock.now(), 3)
             recent = view.rolled_at[-(MAX_RECORDED_ROLLOUTS - 1) :]
-            patch = rollout_patch(
+            changes.add(rollout_patch(
                 target.kind.template_path,
                 view.uid,
                 config_hash,
@@ -294,19 +310,25 @@ class HotStrategy(AdoptsBaseline):
                 key_id=assessment.key_id,
                 superseded=self._context.rollouts.superseded,
                 analysed=analysed(target),
-            )
-            await patch_workload(self._context, target, patch)
-            self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
+            ))  # fmt: skip
             message = f"{why}; rolling instead ({HOT_FALLBACK}: rollout)"
         else:
-            await annotate_workload(self._context, target, {HOT_RELOAD: None})
+            changes.annotate({HOT_RELOAD: None})
             message = (
                 f"{why}; not rolling ({HOT_FALLBACK}: warn): those pods may run the previous "
                 "config until they restart"
             )
-        log.warning("%s: %s", target, message, extra=target.log_fields("hot-reload-failed"))
-        self._context.events.post(target.ref, WARNING, "HotReloadFailed", message)
-        return AFTER_FALLBACK if hot_settings(view.settings).fallback_rollout else None
+
+        def failed() -> None:
+            metrics = self._context.metrics
+            metrics.hot_reloads.labels(outcome=verdict.kind.value).inc()
+            if rolled:
+                metrics.nudges.labels(kind=target.kind.resource.kind).inc()
+            log.warning("%s: %s", target, message, extra=target.log_fields("hot-reload-failed"))
+            self._context.events.post(target.ref, WARNING, "HotReloadFailed", message)
+
+        changes.then(failed)
+        return AFTER_FALLBACK if rolled else None
 
     async def _check_claims(
         self,

@@ -26,6 +26,7 @@ from kube_nudge.model import (
 from kube_nudge.model.extensions import Delivery, StrategyModel
 from kube_nudge.notifications.model import NotificationKind
 from kube_nudge.strategies.base import StrategyContext, notification
+from kube_nudge.strategies.changes import WorkloadChanges
 
 __all__ = ["NotifyStrategy"]
 
@@ -48,12 +49,19 @@ class NotifyStrategy:
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Nothing to record on the workload: the reconciler remembers the hash."""
         log.debug("watching %s at %s (notify)", target, plan.config_hash)
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
-        """Post ``ConfigChanged`` and count it."""
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
+        """Post ``ConfigChanged`` and count it, at the end of the pass (nothing to write)."""
+        changes.then(lambda: self._changed(target, plan, assessment))
+
+    def _changed(self, target: Target, plan: Apply, assessment: Assessment) -> None:
         what = describe_apply(plan, assessment.states, target.namespace)
         versions = describe_versions(plan, assessment, target.namespace)
         self._context.metrics.notifications.labels(kind=target.kind.resource.kind).inc()

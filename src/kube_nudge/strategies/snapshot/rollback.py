@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from kube_nudge.kube.client import ApiError
-from kube_nudge.kube.patches import PatchType
 from kube_nudge.kube.resources import source_resource
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import CONFIG_HASH
@@ -18,10 +17,10 @@ from kube_nudge.model.podtemplate import get_template, template_annotation
 from kube_nudge.model.references import rename_references
 from kube_nudge.model.standins import format_stand_ins, parse_stand_ins
 from kube_nudge.strategies.base import CannotRollBack, StrategyContext
+from kube_nudge.strategies.changes import Operations, WorkloadChanges
 from kube_nudge.strategies.snapshot.copies import copy_names
 from kube_nudge.strategies.snapshot.model import SNAPSHOTS, Baseline, baseline_of
 from kube_nudge.strategies.snapshot.upkeep import owned_revisions
-from kube_nudge.strategies.writes import patch_workload
 
 __all__ = ["REVISION", "Rollback"]
 
@@ -35,14 +34,15 @@ class Rollback:
     def __init__(self, context: StrategyContext) -> None:
         self._context = context
 
-    async def rollback(self, target: Target, failed_hash: str) -> str:
+    async def rollback(self, target: Target, failed_hash: str, changes: WorkloadChanges) -> str:
         """Put ``target`` back on the template (and so the copies) of its latest revision
         that doesn't run ``failed_hash``, as ``kubectl rollout undo`` does; a description
         of it. A revision that names the sources themselves (the one adopted) goes back
         onto the copies made at adoption; without them (adopted before they were kept),
         or with no earlier revision, ``CannotRollBack``: the sources now hold the failed
         config, and going back would say so while changing nothing. The patch tests the
-        resourceVersion read, so an edit made meanwhile is never overwritten."""
+        resourceVersion read, so an edit made meanwhile is never overwritten; it is the pass's
+        write (``changes``), with the pass's annotations (the failure's record) in it."""
         revisions = target.kind.revisions
         if revisions is None:
             raise CannotRollBack(f"kube-nudge reads no revisions of a {target.kind.resource.kind}")
@@ -77,12 +77,12 @@ class Rollback:
             await self._check_copies_exist(target, baseline, which)
             template, copies = _onto_baseline(template, baseline), dict(baseline.copies)
             which += " with the copies of its config made at adoption"
-        undo: list[dict[str, Any]] = [
+        undo: tuple[dict[str, Any], ...] = (
             {"op": "test", "path": "/metadata/resourceVersion",
              "value": metadata.get("resourceVersion")},
             {"op": "replace", "path": "/spec/template", "value": template},
-        ]  # fmt: skip
-        await patch_workload(self._context, target, undo, PatchType.JSON)
+        )  # fmt: skip
+        changes.replace_by(Operations(undo, metadata.get("annotations") or {}))
         return f"rolled back to {which}: config snapshots {', '.join(copy_names(copies))}"
 
     async def _check_copies_exist(self, target: Target, baseline: Baseline, which: str) -> None:

@@ -46,6 +46,7 @@ from kube_nudge.model.standins import (
     referenced_sources,
 )
 from kube_nudge.strategies.base import NotYet, Refused, StrategyContext
+from kube_nudge.strategies.changes import WorkloadChanges
 from kube_nudge.strategies.snapshot.copies import (
     copy_manifest,
     copy_name,
@@ -64,7 +65,6 @@ from kube_nudge.strategies.snapshot.model import (
 from kube_nudge.strategies.writes import (
     FIELD_MANAGER,
     analysed,
-    patch_fresh,
     record_baseline,
     rollout_annotations,
     workload_preconditions,
@@ -196,7 +196,9 @@ class Roller:
         self._context = context
         self._maker = maker
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Record the baseline (nothing restarts) with copies of the config the pods run,
         unless the template names copies already (its revision keeps them)."""
         # A template naming copies already (adopted again, say after a key change) keeps
@@ -214,7 +216,7 @@ class Roller:
             if copies:
                 mapping = {(kind, copy): source for (kind, source), copy in copies.items()}
                 also[BASELINE_SNAPSHOTS] = format_baseline(Baseline(plan.config_hash, mapping))
-        await record_baseline(self._context, target, plan, assessment, also)
+        record_baseline(self._context, target, plan, assessment, changes, also)
 
     def _adopted_without_copies(self, target: Target, why: str) -> None:
         """Say (a Warning, a log line) that the adopted config has no copy: a failed first
@@ -227,8 +229,12 @@ class Roller:
         log.warning("%s: %s", target, message, extra=target.log_fields("adopted-without-copies"))
         self._context.events.post(target.ref, WARNING, "AdoptedWithoutSnapshot", message)
 
-    async def roll(self, target: Target, plan: Apply, assessment: Assessment) -> None:
-        """Make the copies, point the template at them: the workload rolls."""
+    def roll(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
+        """Make the copies, point the template at them: the workload rolls. Both happen as
+        the pass writes: the copies just before the patch, which is built from a full read
+        of the workload (its template's lists are replaced whole)."""
         what = describe_apply(plan, assessment.states, target.namespace)
         mapping: dict[tuple[SourceKind, str], str] = {}
 
@@ -237,7 +243,14 @@ class Roller:
             patch, mapping = await self._snapshot_patch(target, workload, plan, assessment, what)
             return patch
 
-        await patch_fresh(self._context, target, build)
+        changes.build_fresh(build)
+        changes.then(lambda: self._rolled(target, plan, assessment, what, mapping))
+
+    def _rolled(
+        self, target: Target, plan: Apply, assessment: Assessment, what: str,
+        mapping: Mapping[tuple[SourceKind, str], str],
+    ) -> None:  # fmt: skip
+        """Say the workload rolls onto its copies: the metric, a log line, an Event."""
         self._context.metrics.nudges.labels(kind=target.kind.resource.kind).inc()
         log.info(
             "rolled %s onto snapshots %s: %s",

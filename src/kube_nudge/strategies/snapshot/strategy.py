@@ -18,6 +18,7 @@ from kube_nudge.kube.client import JSON
 from kube_nudge.kube.workloads import Target
 from kube_nudge.model import Adopt, Apply, Assessment
 from kube_nudge.strategies.base import Host, StrategyContext, Webhook
+from kube_nudge.strategies.changes import WorkloadChanges
 from kube_nudge.strategies.snapshot.copies import SNAPSHOT_LABEL, copyable
 from kube_nudge.strategies.snapshot.model import SNAPSHOT_MODEL
 from kube_nudge.strategies.snapshot.rollback import Rollback
@@ -72,21 +73,27 @@ class SnapshotStrategy(AdoptsBaseline):
         (``NamesStandIns``): its template names the sources again (``rolling.leave_copies``)."""
         return leave_copies(target, workload, plan, recorded)
 
-    async def adopt(self, target: Target, plan: Adopt, assessment: Assessment) -> None:
+    async def adopt(
+        self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Record the baseline (nothing restarts) with copies of the config the pods run,
         unless the template names copies already (``Roller.adopt``)."""
-        await self._roller.adopt(target, plan, assessment)
+        await self._roller.adopt(target, plan, assessment, changes)
 
-    async def apply(self, target: Target, plan: Apply, assessment: Assessment) -> None:
+    async def apply(
+        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
+    ) -> None:
         """Make the copies, point the template at them: the workload rolls (``Roller.roll``)."""
-        await self._roller.roll(target, plan, assessment)
+        self._roller.roll(target, plan, assessment, changes)
 
-    async def maintain(self, target: Target, assessment: Assessment) -> float | None:
+    async def maintain(
+        self, target: Target, assessment: Assessment, changes: WorkloadChanges
+    ) -> float | None:
         """Give each of the workload's copies exactly the owners that need it; seconds until
-        it wants another look (``Upkeep.maintain``)."""
+        it wants another look (``Upkeep.maintain``; nothing of the workload's own)."""
         return await self._upkeep.maintain(target, assessment)
 
-    async def rollback(self, target: Target, failed_hash: str) -> str:
+    async def rollback(self, target: Target, failed_hash: str, changes: WorkloadChanges) -> str:
         """Put ``target`` back on the copies of its latest revision that doesn't run
         ``failed_hash``; a description of it (``Rollback.rollback``)."""
-        return await self._rollback.rollback(target, failed_hash)
+        return await self._rollback.rollback(target, failed_hash, changes)
