@@ -8,7 +8,11 @@ a variable, a method named otherwise, the transport called directly). Frames of 
 only forwards its caller's request are skipped (``FORWARDERS``: the client, the tests'
 admin client); the first other frame is the sender:
 
-- ``kube/patches.py``: the writer, allowed;
+- ``kube/patches.py``: the sender, allowed; but a PATCH of a workload (a path under
+  ``/apis/``: every other object kube-nudge patches, a pod, a ConfigMap, a Secret, an Event,
+  is in the core group, ``/api/v1``) goes on: the product frame that called ``send`` must
+  be the workload writer, ``controller/writer.py`` (one PATCH per pass), or the stamp of
+  ``kube-nudge release``/``approve`` (``app/release_command.py``, a person's write);
 - any other product module: refused;
 - the tests, the dev tools, the bench: their own setup and edits, allowed (the rule is
   the product's);
@@ -49,6 +53,10 @@ __all__ = ["PatchRefused", "guarded", "refusals", "refused_sender", "taken"]
 
 PRODUCT = Path(kube_nudge.__file__).parent
 WRITER = str(PRODUCT / "kube" / "patches.py")
+WORKLOAD_WRITERS = frozenset(
+    str(PRODUCT / part) for part in ("controller/writer.py", "app/release_command.py")
+)
+"""The product modules that may ``send`` a PATCH of a workload."""
 CLIENT = str(PRODUCT / "kube" / "client.py")
 ADMIN = str(Path(kube_nudge_dev.__file__).parent / "admin.py")
 FORWARDERS = frozenset({CLIENT, ADMIN})
@@ -65,13 +73,16 @@ class PatchRefused(AssertionError):
     """A PATCH sent by product code other than through ``kube/patches.py``."""
 
 
-def refused_sender(frame: FrameType | None) -> str | None:
-    """Why a PATCH whose sender's stack starts at ``frame`` is refused; None if allowed."""
+def refused_sender(frame: FrameType | None, path: str = "") -> str | None:
+    """Why a PATCH of ``path`` whose sender's stack starts at ``frame`` is refused; None if
+    allowed."""
     forwarded_by = None
     while frame is not None:
         file = frame.f_code.co_filename
         if file in FORWARDERS:
             forwarded_by = file
+        elif file == WRITER and path.startswith("/apis/"):
+            return _workload_sender(frame.f_back)
         elif file == WRITER or file.startswith(TESTS_SIDE):
             return None
         elif file.startswith(f"{PRODUCT}/"):
@@ -85,10 +96,27 @@ def refused_sender(frame: FrameType | None) -> str | None:
     return "sent by a task of its own, whose sender cannot be told"
 
 
+def _workload_sender(frame: FrameType | None) -> str | None:
+    """Why a workload PATCH ``send`` was called for from ``frame`` on is refused; None if
+    the caller is the workload writer (or the tests)."""
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if file in WORKLOAD_WRITERS or file.startswith(TESTS_SIDE):
+            return None
+        if file.startswith(f"{PRODUCT}/"):
+            where = Path(file).relative_to(PRODUCT)
+            return (
+                f"a workload PATCH sent from {where}:{frame.f_lineno} ({frame.f_code.co_name}), "
+                "not by the writer of the pass (controller/writer.py)"
+            )
+        frame = frame.f_back
+    return "a workload PATCH sent by a task of its own, not by the writer of the pass"
+
+
 def _refuse(method: str, path: str, frame: FrameType | None) -> None:
     """Raise ``PatchRefused`` (and keep it) for a PATCH product code sent elsewhere than
     through ``kube/patches.py``."""
-    if method.upper() != "PATCH" or (why := refused_sender(frame)) is None:
+    if method.upper() != "PATCH" or (why := refused_sender(frame, path)) is None:
         return
     message = (
         f"PATCH {path} {why}: kube-nudge sends a PATCH only through kube/patches.py "

@@ -26,6 +26,7 @@ from tests.one_writer_support import PRODUCT, PatchRefused, refusals
 from tests.unit.httpx_support import HttpxTransport
 
 PATH = "/apis/apps/v1/namespaces/a/deployments/web"
+POD = "/api/v1/namespaces/a/pods/web-1"
 Nudge = Callable[[KubeClient, str], Coroutine[Any, Any, Any]]
 
 #: A product module that is not the writer; and the client, where a removed verb lived.
@@ -129,13 +130,14 @@ async def test_the_products_transport_refuses_too() -> None:
 async def test_the_writer_and_the_tests_own_patches_go_through(
     api: tuple[KubeClient, list[str]],
 ) -> None:
-    """``patches.send``, awaited or as a task of its own, and the tests' edits (the admin
-    client's ``merge_patch``, as a task too; a bare request)."""
+    """``patches.send``, awaited or as a task of its own (of a pod: a workload's is the
+    workload writer's, below), and the tests' edits (the admin client's ``merge_patch``, as
+    a task too; a bare request)."""
     client, received = api
     admin = AdminClient(client.http)
     with refusals() as refused:
         await send(client, Patch(PATH, {"metadata": {}}))
-        await asyncio.create_task(send(client, Patch(PATH, {"metadata": {}})))
+        await asyncio.create_task(send(client, Patch(POD, {"metadata": {}})))
         await admin.merge_patch(PATH, {"metadata": {}})
         await asyncio.create_task(admin.merge_patch(PATH, {"metadata": {}}))
         await client.request("PATCH", PATH, body={"metadata": {}})
@@ -152,3 +154,34 @@ async def test_the_writer_is_told_by_its_file_not_its_name(
     with refusals() as refused, pytest.raises(PatchRefused):
         await send_elsewhere(client, PATH)
     assert (len(refused), received) == (1, [])
+
+
+#: ``patches.send`` of ``path``, as a product module would call it.
+SEND = """
+from kube_nudge.kube.patches import Patch, send
+
+async def nudge(client, path):
+    await send(client, Patch(path, {"metadata": {}}))
+"""
+WORKLOAD_WRITER = PRODUCT / "controller" / "writer.py"
+
+
+async def test_a_workload_patch_sent_other_than_by_the_workload_writer_is_refused(
+    api: tuple[KubeClient, list[str]],
+) -> None:
+    """One PATCH per pass holds because one writer sends workload PATCHes: ``send`` called
+    for a workload from any other product module (a strategy, the follower, the gate), or
+    as a task of its own, is refused; a pod's PATCH from there goes through."""
+    client, received = api
+    elsewhere: Nudge = planted(SEND, ELSEWHERE, "nudge")
+    with refusals() as refused, pytest.raises(PatchRefused):
+        await elsewhere(client, PATH)
+    [message] = refused
+    assert "a workload PATCH sent from strategies/planted.py:5 (nudge)" in message
+    with refusals() as refused, pytest.raises(PatchRefused):
+        await asyncio.create_task(send(client, Patch(PATH, {"metadata": {}})))
+    assert len(refused) == 1 and "a task of its own" in refused[0]
+    with refusals() as refused:
+        await elsewhere(client, POD)
+        await planted(SEND, WORKLOAD_WRITER, "nudge")(client, PATH)
+    assert (refused, received) == ([], ["PATCH", "PATCH"])
