@@ -8,11 +8,11 @@ a variable, a method named otherwise, the transport called directly). Frames of 
 only forwards its caller's request are skipped (``FORWARDERS``: the client, the tests'
 admin client); the first other frame is the sender:
 
-- ``kube/patches.py``: the sender, allowed; but a PATCH of a workload (a path under
-  ``/apis/``: every other object kube-nudge patches, a pod, a ConfigMap, a Secret, an Event,
-  is in the core group, ``/api/v1``) goes on: the product frame that called ``send`` must
-  be the workload writer, ``controller/writer.py`` (one PATCH per pass), or the stamp of
-  ``kube-nudge release``/``approve`` (``app/release_command.py``, a person's write);
+- ``kube/patches.py``: the sender, allowed; but a PATCH of a workload (of a kind kube-nudge
+  knows: ``BUILTIN_KINDS``, ``DISCOVERED_KINDS``) goes on: the product frame that called
+  ``send`` must be the workload writer, ``controller/writer.py`` (one PATCH per pass), or
+  the stamp of ``kube-nudge release``/``approve`` (``app/release_command.py``, a person's
+  write), and a task of its own is refused;
 - any other product module: refused;
 - the tests, the dev tools, the bench: their own setup and edits, allowed (the rule is
   the product's);
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -48,6 +49,7 @@ import pytest
 import kube_nudge
 import kube_nudge_dev
 from kube_nudge.kube.transport import Transport
+from kube_nudge.kube.workloads import BUILTIN_KINDS, DISCOVERED_KINDS
 
 __all__ = ["PatchRefused", "guarded", "refusals", "refused_sender", "taken"]
 
@@ -57,6 +59,17 @@ WORKLOAD_WRITERS = frozenset(
     str(PRODUCT / part) for part in ("controller/writer.py", "app/release_command.py")
 )
 """The product modules that may ``send`` a PATCH of a workload."""
+WORKLOAD_PATH = re.compile(
+    "^/apis/(?:"
+    + "|".join(
+        re.escape(f"{k.resource.group}/{k.resource.version}")
+        + "/namespaces/[^/]+/"
+        + re.escape(k.resource.plural)
+        for k in (*BUILTIN_KINDS, *DISCOVERED_KINDS)
+    )
+    + ")/[^/]+$"
+)
+"""The path of a workload of a kind kube-nudge knows."""
 CLIENT = str(PRODUCT / "kube" / "client.py")
 ADMIN = str(Path(kube_nudge_dev.__file__).parent / "admin.py")
 FORWARDERS = frozenset({CLIENT, ADMIN})
@@ -81,7 +94,7 @@ def refused_sender(frame: FrameType | None, path: str = "") -> str | None:
         file = frame.f_code.co_filename
         if file in FORWARDERS:
             forwarded_by = file
-        elif file == WRITER and path.startswith("/apis/"):
+        elif file == WRITER and WORKLOAD_PATH.match(path):
             return _workload_sender(frame.f_back)
         elif file == WRITER or file.startswith(TESTS_SIDE):
             return None
@@ -97,19 +110,17 @@ def refused_sender(frame: FrameType | None, path: str = "") -> str | None:
 
 
 def _workload_sender(frame: FrameType | None) -> str | None:
-    """Why a workload PATCH ``send`` was called for from ``frame`` on is refused; None if
-    the caller is the workload writer (or the tests)."""
-    while frame is not None:
-        file = frame.f_code.co_filename
-        if file in WORKLOAD_WRITERS or file.startswith(TESTS_SIDE):
-            return None
-        if file.startswith(f"{PRODUCT}/"):
-            where = Path(file).relative_to(PRODUCT)
-            return (
-                f"a workload PATCH sent from {where}:{frame.f_lineno} ({frame.f_code.co_name}), "
-                "not by the writer of the pass (controller/writer.py)"
-            )
-        frame = frame.f_back
+    """Why a workload PATCH ``send`` was called for from ``frame`` (its caller's) is
+    refused; None if the caller is the workload writer (or the tests)."""
+    file = frame.f_code.co_filename if frame is not None else ""
+    if file in WORKLOAD_WRITERS or file.startswith(TESTS_SIDE):
+        return None
+    if frame is not None and file.startswith(f"{PRODUCT}/"):
+        where = Path(file).relative_to(PRODUCT)
+        return (
+            f"a workload PATCH sent from {where}:{frame.f_lineno} ({frame.f_code.co_name}), "
+            "not by the writer of the pass (controller/writer.py)"
+        )
     return "a workload PATCH sent by a task of its own, not by the writer of the pass"
 
 

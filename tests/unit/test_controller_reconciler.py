@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import pytest
 
 from kube_nudge.controller.book import RolloutBook
 from kube_nudge.controller.reconciler import Reconciler, WorkloadKey
-from kube_nudge.kube.client import ApiError
+from kube_nudge.kube.client import JSON, ApiError
 from kube_nudge.kube.workloads import BUILTIN_KINDS, Target
 from kube_nudge.model import (
     Adopt,
@@ -22,6 +23,7 @@ from kube_nudge.model import (
     WorkloadView,
     assess,
 )
+from kube_nudge.model.annotations import FAILED
 from kube_nudge.model.progress import Progress
 from kube_nudge.runtime.events import BackgroundEvents
 from kube_nudge.runtime.expectations import EXPECTATION_TTL, WriteExpectations
@@ -44,6 +46,21 @@ DEPLOYMENT = BUILTIN_KINDS[0]
 KEY_OF_APP: WorkloadKey = (DEPLOYMENT, NS, "app")
 
 
+class EchoingApi(FakeApi):
+    """The API server, whose watch echo of a PATCH reaches the cache before the PATCH's
+    response does: ``on_patch`` runs during the request, and its answer is the response."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_patch: Callable[[], Awaitable[JSON]] | None = None
+
+    async def request(self, method: str, path: str, **options: Any) -> JSON:
+        answer = await super().request(method, path, **options)
+        if method == "PATCH" and self.on_patch is not None:
+            return await self.on_patch()
+        return answer
+
+
 class EchoFirstStrategy:
     """A strategy whose write's watch echo reaches the cache before its response does."""
 
@@ -54,18 +71,31 @@ class EchoFirstStrategy:
         self.cluster = cluster
         self.reconciler: Reconciler | None = None
         self.writes: list[str] = []
+        self.pending: WorkloadView | None = None
+        """What the workload looks like once the pass's PATCH is made."""
 
     async def adopt(
         self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
     ) -> None:
         self.writes.append(f"adopt {plan.config_hash}")
-        self._echo(workload(baseline=plan.config_hash))
+        self._write(changes, workload(baseline=plan.config_hash))
 
     async def apply(
         self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
     ) -> None:
         self.writes.append(f"apply {plan.config_hash}")
-        self._echo(workload(template_hash=plan.config_hash))
+        self._write(changes, workload(template_hash=plan.config_hash))
+
+    def _write(self, changes: WorkloadChanges, view: WorkloadView) -> None:
+        changes.annotate({"test.kube-nudge.io/written": "yes"})
+        self.pending = view
+
+    async def during_patch(self) -> JSON:
+        """The PATCH is made: its echo comes first."""
+        if self.pending is not None:
+            view, self.pending = self.pending, None
+            self._echo(view)
+        return {}
 
     def _echo(self, view: WorkloadView) -> None:
         self.cluster[KEY_OF_APP] = view
@@ -92,7 +122,10 @@ def reconciler_of(
     the reconciler's own)."""
     events = BackgroundEvents(recorder.as_recorder(), on_failure=lambda: None)
     clock = FakeClock()
-    client = (api or FakeApi()).as_client()
+    if api is None:
+        api = EchoingApi()
+        api.on_patch = getattr(strategy, "during_patch", None)
+    client = api.as_client()
     context = StrategyContext(client, events, Metrics(), KEY, clock=clock,
                               expectations=WriteExpectations(clock))  # fmt: skip
     strategies = Strategies({"rollout": strategy})
@@ -125,9 +158,7 @@ async def test_present_config_at_first_sight_adopts_once_despite_an_early_echo()
 class CancelledMidWrite(EchoFirstStrategy):
     """The replica stops leading while the write is in flight: the task is cancelled."""
 
-    async def apply(
-        self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
-    ) -> None:
+    async def during_patch(self) -> JSON:
         raise asyncio.CancelledError
 
 
@@ -139,10 +170,13 @@ async def test_a_write_cancelled_in_flight_is_not_remembered_as_done() -> None:
     cancelling = CancelledMidWrite(strategy.cluster)
     cancelling.reconciler = reconciler
     reconciler.strategies = {"rollout": cancelling}
+    api = cast(EchoingApi, reconciler.context.client)
+    api.on_patch = cancelling.during_patch
     with pytest.raises(asyncio.CancelledError):
         await reconciler.reconcile(KEY_OF_APP)
     # The next leader term reconciles again: the change is still to be written.
     reconciler.strategies = {"rollout": strategy}
+    api.on_patch = strategy.during_patch
     assert (await reconciler.reconcile(KEY_OF_APP)).action == "rolled"
     assert strategy.writes[-1].startswith("apply ")
 
@@ -165,10 +199,13 @@ class ConfirmingStrategy(EchoFirstStrategy):
     ) -> float | None:
         if target.view.resource_version == PENDING:
             self.confirmed += 1
-            assert self.reconciler is not None
-            answer = {"metadata": {"resourceVersion": str(PENDING + 1)}}
-            self.reconciler.context.expectations.wrote(target.key, answer)
+            changes.annotate({"test.kube-nudge.io/delivered": None})
         return None
+
+    async def during_patch(self) -> JSON:
+        if self.pending is not None:
+            return await super().during_patch()
+        return {"metadata": {"resourceVersion": str(PENDING + 1)}}  # no echo yet
 
 
 async def test_a_pass_over_a_cache_behind_its_own_write_waits_for_the_echo() -> None:
@@ -177,7 +214,9 @@ async def test_a_pass_over_a_cache_behind_its_own_write_waits_for_the_echo() -> 
     reconciler = reconciler_of(CachedViews(cluster, sources(LEVEL="info")), strategy,
                                RecordedEvents())  # fmt: skip
     strategy.reconciler = reconciler
-    assert (await reconciler.reconcile(KEY_OF_APP)).action == "adopted"
+    adopted = await reconciler.reconcile(KEY_OF_APP)
+    # Its own objects are looked at once the caches show the adoption, not before.
+    assert (adopted.action, adopted.requeue_after, strategy.confirmed) == ("adopted", 1.0, 0)
     cluster[KEY_OF_APP] = dataclasses.replace(cluster[KEY_OF_APP], resource_version=PENDING)
     assert (await reconciler.reconcile(KEY_OF_APP)).action == "none"
     assert strategy.confirmed == 1
@@ -232,6 +271,7 @@ class EchoThenSiblingStrategy:
         self.reconciler: Reconciler | None = None
         self.writes: list[str] = []
         self.high_while_low_in_flight: Any = None
+        self.low_echo: WorkloadView | None = None
 
     async def adopt(
         self, target: Target, plan: Adopt, assessment: Assessment, changes: WorkloadChanges
@@ -242,14 +282,21 @@ class EchoThenSiblingStrategy:
         self, target: Target, plan: Apply, assessment: Assessment, changes: WorkloadChanges
     ) -> None:
         self.writes.append(target.name)
+        changes.annotate({"test.kube-nudge.io/written": "yes"})
+        if target.name == "low":
+            self.low_echo = ordered(1, workload(template_hash=plan.config_hash,
+                                                rolled_at=plan.rolled_at),
+                                    done=False, observed=False)  # fmt: skip
+
+    async def during_patch(self) -> JSON:
+        """Low's PATCH is made: its echo comes, and high is reconciled, before it returns."""
         assert self.reconciler is not None
-        if target.name != "low":
-            return
-        echo = ordered(1, workload(template_hash=plan.config_hash, rolled_at=plan.rolled_at),
-                       done=False, observed=False)  # fmt: skip
-        self.cluster[LOW] = echo
-        self.reconciler.book.observed(LOW, echo)
-        self.high_while_low_in_flight = await self.reconciler.reconcile(HIGH)
+        echo, self.low_echo = self.low_echo, None
+        if echo is not None:
+            self.cluster[LOW] = echo
+            self.reconciler.book.observed(LOW, echo)
+            self.high_while_low_in_flight = await self.reconciler.reconcile(HIGH)
+        return {}
 
 
 async def test_a_higher_order_waits_while_the_lower_ones_new_template_is_not_yet_observed() -> None:
@@ -299,3 +346,33 @@ async def test_a_rollout_whose_failure_could_not_be_recorded_is_announced_when_i
     assert [method for method, p, _ in api.requests if p == path] == ["PATCH"]  # the record
     assert [reason for reason, _ in recorder.posted] == ["WriteFailed", "RolloutComplete"]
     assert strategy.writes == []
+
+
+class UpkeepRefused(EchoFirstStrategy):
+    """A maintaining strategy whose look at its own objects the API refuses (403)."""
+
+    async def maintain(
+        self, target: Target, assessment: Assessment, changes: WorkloadChanges
+    ) -> float | None:
+        raise ApiError(403, "Forbidden", "replicasets is forbidden")
+
+
+async def test_a_failure_is_recorded_even_when_the_strategys_upkeep_then_fails() -> None:
+    """What the read step gathered (the failure's record, which holds the line) is written
+    when the strategy's part fails before sending anything: one PATCH, then the Event."""
+    data = sources(LEVEL="info")
+    api = FakeApi()
+    cluster: dict[WorkloadKey, WorkloadView] = {}
+    strategy = UpkeepRefused(cluster)
+    recorder = RecordedEvents()
+    reconciler = reconciler_of(CachedViews(cluster, data), strategy, recorder, api)
+    rolled_to = assess(workload(), data.get, KEY).desired
+    progress = Progress(done=False, deadline_exceeded=True, detail="0/2", observed=True)
+    view = workload(template_hash=rolled_to, rolled_at=(reconciler.context.clock.now() - 9,))
+    cluster[KEY_OF_APP] = dataclasses.replace(view, progress=progress)
+    assert (await reconciler.reconcile(KEY_OF_APP)).action == "failed"
+    await reconciler.context.events.flush()
+    [(method, _, options)] = [r for r in api.requests if r[1].endswith("/deployments/app")]
+    assert method == "PATCH"
+    assert options["body"]["metadata"]["annotations"][FAILED].startswith(rolled_to)
+    assert [reason for reason, _ in recorder.posted] == ["RolloutFailed", "WriteFailed"]

@@ -72,6 +72,46 @@ async def test_a_rollback_carries_the_failure_record_as_operations_of_the_same_p
     ]
 
 
+async def test_a_rollback_refused_leaves_the_failure_record_written_alone() -> None:
+    """The workload changed since the rollback read it (409): the record (it holds the
+    line) goes alone as a merge patch, the refusal is said, RolledBack is not, and the pass
+    fails (retried)."""
+    said: list[str] = []
+
+    class RefusesOperations(FakeApi):
+        async def request(self, method: str, path: str, **options: Any) -> Any:
+            if options.get("content_type") == PatchType.JSON.value:
+                self.requests.append((method, path, options))
+                raise ApiError(409, "Conflict", "the object has been modified")
+            return await super().request(method, path, **options)
+
+    api = RefusesOperations()
+    changes = WorkloadChanges()
+    changes.annotate({"kube-nudge.io/failed": "h1@5"})
+    changes.then(lambda: said.append("RolloutFailed"))
+    changes.replace_by(Operations(({"op": "test", "path": "/x", "value": 1},), {"a": "b"}))
+    changes.said_of_operations(lambda: said.append("RolledBack"),
+                               lambda exc: said.append(f"RollbackFailed {exc.status}"))  # fmt: skip
+    with pytest.raises(ApiError):
+        await writer_over(api).write(TARGET, changes)
+    assert [kind for _, kind in patches(api)] == [PatchType.JSON.value, PatchType.MERGE.value]
+    assert patches(api)[1][0] == {
+        "metadata": {"annotations": {"kube-nudge.io/failed": "h1@5"}, "uid": TARGET.view.uid}
+    }
+    assert said == ["RollbackFailed 409", "RolloutFailed"]
+
+
+async def test_a_rollback_written_says_so_after_what_came_with_it() -> None:
+    said: list[str] = []
+    changes = WorkloadChanges()
+    changes.annotate({"kube-nudge.io/failed": "h1@5"})
+    changes.then(lambda: said.append("RolloutFailed"))
+    changes.replace_by(Operations((), {"a": "b"}))
+    changes.said_of_operations(lambda: said.append("RolledBack"), lambda exc: None)
+    await writer_over(FakeApi()).write(TARGET, changes)
+    assert said == ["RolloutFailed", "RolledBack"]
+
+
 async def test_a_rollback_of_a_workload_without_annotations_adds_the_map_first() -> None:
     api = FakeApi()
     changes = WorkloadChanges()

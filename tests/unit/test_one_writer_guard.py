@@ -27,6 +27,8 @@ from tests.unit.httpx_support import HttpxTransport
 
 PATH = "/apis/apps/v1/namespaces/a/deployments/web"
 POD = "/api/v1/namespaces/a/pods/web-1"
+#: A copy of a source kind outside the core group (a registered kind may be one): no workload.
+COPY = "/apis/example.com/v1/namespaces/a/settings/web-1a2b"
 Nudge = Callable[[KubeClient, str], Coroutine[Any, Any, Any]]
 
 #: A product module that is not the writer; and the client, where a removed verb lived.
@@ -171,7 +173,7 @@ async def test_a_workload_patch_sent_other_than_by_the_workload_writer_is_refuse
 ) -> None:
     """One PATCH per pass holds because one writer sends workload PATCHes: ``send`` called
     for a workload from any other product module (a strategy, the follower, the gate), or
-    as a task of its own, is refused; a pod's PATCH from there goes through."""
+    as a task of its own, is refused; a pod's or a copy's PATCH from there goes through."""
     client, received = api
     elsewhere: Nudge = planted(SEND, ELSEWHERE, "nudge")
     with refusals() as refused, pytest.raises(PatchRefused):
@@ -183,5 +185,6 @@ async def test_a_workload_patch_sent_other_than_by_the_workload_writer_is_refuse
     assert len(refused) == 1 and "a task of its own" in refused[0]
     with refusals() as refused:
         await elsewhere(client, POD)
+        await elsewhere(client, COPY)
         await planted(SEND, WORKLOAD_WRITER, "nudge")(client, PATH)
-    assert (refused, received) == ([], ["PATCH", "PATCH"])
+    assert (refused, received) == ([], ["PATCH"] * 3)

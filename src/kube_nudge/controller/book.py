@@ -264,13 +264,14 @@ class RolloutBook:
         try:
             yield
         except BaseException:
-            self._update(key, lambda now: replace(
-                now, applied=before.applied, strategy=before.strategy
-            ))  # fmt: skip
-            if followed is None:
-                self._followed.pop(key, None)
-            else:
-                self._followed[key] = followed
+            if key in self._memory:  # not forgotten meanwhile (deleted): nothing to restore
+                self._update(key, lambda now: replace(
+                    now, applied=before.applied, strategy=before.strategy
+                ))  # fmt: skip
+                if followed is None:
+                    self._followed.pop(key, None)
+                else:
+                    self._followed[key] = followed
             raise
 
     def started(self, key: WorkloadKey, strategy: str, config_hash: str, *, followed: bool) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 
 from kube_nudge.controller.announcer import Announcer
 from kube_nudge.kube.client import ApiError
@@ -128,23 +129,21 @@ class RolloutFollower:
     async def _roll_back(
         self, target: Target, strategy: RollingBack, failed_hash: str, changes: WorkloadChanges
     ) -> None:
-        """Put ``target`` back (the pass's write), and say so once written; or say why not."""
+        """Put ``target`` back (the pass's write), and say so once written; or say why not
+        (once the failure's record is written)."""
         try:
             done = await strategy.rollback(target, failed_hash, changes)
         except CannotRollBack as exc:
             # Never "RolledBack" when the earlier config is not what the pods get back.
             message = f"not rolled back: {exc}; held on the failed config"
             log.warning("%s: %s", target, message, extra=target.log_fields("rollback-impossible"))
-            self._announcer.post(target, WARNING, "RollbackImpossible", message)
+            changes.then(lambda: self._announcer.post(target, WARNING, "RollbackImpossible",
+                                                      message))  # fmt: skip
             return
         except ApiError as exc:
             if exc.not_found:
                 return
-            log.warning("%s: rollback failed: %s", target, exc)
-            self._announcer.post(
-                target, WARNING, "RollbackFailed",
-                f"could not roll back (tried again at the next look): {exc}",
-            )  # fmt: skip
+            changes.then(partial(self._rollback_failed, target, exc))
             changes.failure = exc  # the failure's record is written all the same
             return
         message = f"{done}, after a failed rollout"
@@ -155,4 +154,12 @@ class RolloutFollower:
             self._announcer.announce(target, NotificationKind.ROLLED_BACK, "RolledBack",
                                      message, failed_hash)  # fmt: skip
 
-        changes.then(rolled_back)
+        changes.said_of_operations(rolled_back, partial(self._rollback_failed, target))
+
+    def _rollback_failed(self, target: Target, exc: ApiError) -> None:
+        """Say a rollback could not be read or written: it is tried again at the next look."""
+        log.warning("%s: rollback failed: %s", target, exc)
+        self._announcer.post(
+            target, WARNING, "RollbackFailed",
+            f"could not roll back (tried again at the next look): {exc}",
+        )  # fmt: skip

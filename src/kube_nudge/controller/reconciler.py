@@ -193,7 +193,7 @@ class Reconciler:
         with self.writer.pass_of(key):
             reading = await self._read(key, changes)
             if isinstance(reading, Outcome):
-                return reading  # gone, lagging, or following its rollout failed
+                return reading  # gone, or lagging behind our own write
             if changes.operations is not None or changes.failure is not None:
                 # Rolled back (or tried to): a decision now would be made on the template
                 # the rollback replaces. The write's echo brings the next pass.
@@ -244,12 +244,9 @@ class Reconciler:
             self.announcer.post(target, WARNING, reason, message)
         memory, tracking = page.memory, page.tracking
         news = rollout_news(page.followed, tracking)
-        try:
-            if news is not None:  # the follower's predicate: a pass with no news skips it
-                await self.follower.follow(target, tracking, news, strategy, changes)
-            follow_up = await self._analyse(target, tracking, changes)
-        except ApiError as exc:
-            return self._failed(target, exc)
+        if news is not None:  # the follower's predicate: a pass with no news skips it
+            await self.follower.follow(target, tracking, news, strategy, changes)
+        follow_up = await self._analyse(target, tracking, changes)
         oldest = await self._oldest_pod_start(target, memory)
         return Reading(key, target, assessment, strategy, tracking, follow_up, oldest)
 
@@ -315,43 +312,51 @@ class Reconciler:
         its response resumes this pass, and an echo not recognised as ours queues a
         reconcile whose earlier ready time would cut the next change's debounce window
         short); if the write raises, it is forgotten again (``RolloutBook.writing``). A
-        strategy that refuses leaves what the read step gathered to be written alone."""
+        strategy that refuses or fails before anything is sent leaves what the read step
+        gathered (an analysis's measurement, say) to be written alone."""
         target, gathered = reading.target, changes.copy()
         try:
             with self.book.writing(reading.key):
                 acted = await self._carry_out(reading, decision, changes)
                 await self.writer.write(target, changes)
-                self._written(reading, acted)
-                return acted
         except ApiError as exc:
-            return self._failed(target, exc)
+            return await self._gathered(reading, gathered) or self._failed(target, exc)
         except Refused as refusal:
-            try:
-                await self.writer.write(target, gathered)
-            except ApiError as exc:
-                return self._failed(target, exc)
-            return Acted(Action.NONE, refusal.hold, target.view)
+            failed = await self._gathered(reading, gathered)
+            return failed or Acted(Action.NONE, refusal.hold, target.view)
         except NotYet as exc:
             log.debug("%s: not yet (%s); trying again shortly", target, exc)
-            return Outcome(Action.FAILED)
+            return await self._gathered(reading, gathered) or Outcome(Action.FAILED)
+        self._written(reading, acted)
+        return acted
+
+    async def _gathered(self, reading: Reading, gathered: WorkloadChanges) -> Outcome | None:
+        """After the strategy's part failed before any PATCH was sent (a refusal, a read
+        that failed), write what the read step gathered; a failed outcome if that write
+        fails too. A PATCH the API refused is not sent again, without the strategy's part
+        or with it: the pass is retried."""
+        if self.writer.tried(reading.key):
+            return None
+        try:
+            await self.writer.write(reading.target, gathered)
+        except ApiError as exc:
+            return self._failed(reading.target, exc)
+        return None
 
     async def _carry_out(
         self, reading: Reading, decision: Decision, changes: WorkloadChanges
     ) -> Acted:
         """The strategy's part of the pass, added to ``changes``; a maintaining strategy's
-        look at its own objects when nothing rolled."""
+        look at its own objects when nothing changes the workload."""
         key, target, assessment = reading.key, reading.target, reading.assessment
         strategy, book = reading.strategy, self.book
         view, action = target.view, Action.NONE
         if isinstance(decision, Adopt):
             book.applying(key, strategy.name, decision.config_hash)
             await strategy.adopt(target, decision, assessment, changes)
-            book.runs(key, assessment.states)
             action = Action.ADOPTED
-            # Adopted what runs now; only a hold for missing config can follow. Decide
-            # on the view and the record as they are now: the adopted hash is in one of
-            # them (in the view, if an echo came in meanwhile).
-            view = self.reader.workload(key) or view
+            # Adopted what runs now; only a hold for missing config can follow. Decide on
+            # the record as it is now: the adopted hash is in it.
             decision = self._decision(view, assessment, book.memory(key) or WorkloadMemory(),
                                       strategy)  # fmt: skip
         if isinstance(decision, Apply):
@@ -359,20 +364,24 @@ class Reconciler:
             book.started(key, strategy.name, decision.config_hash, followed=strategy.capped)
             await strategy.apply(target, decision, assessment, changes)
             return Acted(Action.ROLLED, decision, view)
-        if isinstance(decision, Hold):
-            return Acted(action, decision, view)
         # The same test as isinstance(strategy, Maintaining), whose runtime protocol check
         # cost 2-3% of the CPU of a fan-out of 1,000 (py-spy).
-        if getattr(strategy, "maintain", None) is None:
+        if isinstance(decision, Hold) or getattr(strategy, "maintain", None) is None:
             return Acted(action, decision, view)
+        if action is Action.ADOPTED:
+            # Its objects are kept by what the adoption writes (snapshot's copies of the
+            # config the pods run): looked at once the caches show it.
+            return Acted(action, decision, view, MAINTAIN_AFTER_APPLY)
         assert isinstance(strategy, Maintaining)  # nosec B101 # narrowing, after the cheap test
         maintained = await strategy.maintain(target, assessment, changes)
         return Acted(action, decision, view, maintained)
 
     def _written(self, reading: Reading, acted: Acted) -> None:
-        """Once the pass's write is made: a rollout counts for the flap cap and, if its
-        strategy restarts pods, is announced."""
+        """Once the pass's write is made: what an adoption's pods run is remembered; a
+        rollout counts for the flap cap and, if its strategy restarts pods, is announced."""
         decision = acted.decision
+        if acted.action is Action.ADOPTED:
+            self.book.runs(reading.key, reading.assessment.states)
         if acted.action is not Action.ROLLED or not isinstance(decision, Apply):
             return
         target = reading.target

@@ -41,6 +41,8 @@ class WorkloadWriter:
         self._context = context
         self._passes: dict[WorkloadKey, int] = {}
         """PATCHes sent in each pass under way (the queue never runs two passes of a key)."""
+        self._tried: set[WorkloadKey] = set()
+        """The passes under way that sent a PATCH, taken or refused."""
 
     @contextmanager
     def pass_of(self, key: WorkloadKey) -> Iterator[None]:
@@ -50,18 +52,47 @@ class WorkloadWriter:
             yield
         finally:
             self._passes.pop(key, None)
+            self._tried.discard(key)
+
+    def tried(self, key: WorkloadKey) -> bool:
+        """Whether the pass under way over ``key`` sent a PATCH of it, taken or refused."""
+        return key in self._tried
 
     async def write(self, target: Target, changes: WorkloadChanges) -> None:
         """Send ``changes`` (nothing when there are none), then run their effects."""
-        if changes.writes:
-            if changes.operations is not None:
-                await self._send(target, changes.json_operations(), PatchType.JSON)
-            elif changes.fresh is not None:
-                await self._send_fresh(target, changes)
-            else:
-                uid = {"metadata": {"uid": target.view.uid}}
-                await self._send(target, merged(changes.merge, uid))
+        if changes.operations is not None:
+            await self._send_operations(target, changes)
+            return
+        if changes.fresh is not None:
+            await self._send_fresh(target, changes)
+        elif changes.merge:
+            await self._send(target, self._with_uid(target, changes))
         await changes.run_effects()
+
+    async def _send_operations(self, target: Target, changes: WorkloadChanges) -> None:
+        """Send the JSON patch operations (a rollback) with the pass's annotations; if the
+        API refuses them (the workload changed since they were read, most often), the
+        annotations (a failure's record: it holds the line) go alone as a merge patch, the
+        refusal is said, and the pass is retried."""
+        operations = changes.operations
+        assert operations is not None  # nosec B101 # the caller checked
+        try:
+            await self._send(target, changes.json_operations(), PatchType.JSON)
+        except ApiError as exc:
+            if exc.not_found:
+                raise
+            operations.refused(exc)
+            if changes.merge:
+                await self._send(target, self._with_uid(target, changes))
+            await changes.run_effects()
+            raise
+        changes.then(operations.done)
+        await changes.run_effects()
+
+    @staticmethod
+    def _with_uid(target: Target, changes: WorkloadChanges) -> dict[str, Any]:
+        """The pass's merge patch, preconditioned on the workload's uid."""
+        return merged(changes.merge, {"metadata": {"uid": target.view.uid}})
 
     async def _send_fresh(self, target: Target, changes: WorkloadChanges) -> None:
         """Read the workload in full, build the patch from it (preconditioned on its
@@ -90,6 +121,8 @@ class WorkloadWriter:
         if self._passes.get(key):
             raise SecondWrite(f"{target}: a second PATCH in one pass")
         path = target.kind.resource.path(target.namespace, target.name)
+        if key in self._passes:
+            self._tried.add(key)
         written = await send(self._context.client, Patch(path, body, patch_type))
         if key in self._passes:  # counted once made: a refused precondition wrote nothing
             self._passes[key] += 1

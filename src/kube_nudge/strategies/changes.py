@@ -18,11 +18,14 @@ pass's (``docs/design.md``).
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kube_nudge.kube.client import JSON, ApiError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Effect", "FreshBuild", "Operations", "WorkloadChanges", "merged"]
 
@@ -36,10 +39,14 @@ FreshBuild = Callable[[JSON], Awaitable[dict[str, Any]]]
 class Operations:
     """JSON patch operations built from one read of the workload (their ``test`` ones
     check that read still stands), and that read's metadata annotations: the pass's
-    annotations go in the same request as operations of their own."""
+    annotations go in the same request as operations of their own. What to say once
+    they are written (``done``), or when the API refuses them (``refused``: the pass's
+    annotations are then written without them, and the pass is retried)."""
 
     operations: tuple[dict[str, Any], ...]
     annotations: Mapping[str, Any]
+    done: Effect = lambda: None
+    refused: Callable[[ApiError], None] = lambda _: None
 
 
 @dataclass(slots=True)
@@ -75,6 +82,14 @@ class WorkloadChanges:
         """Send ``operations`` (a rollback's), with the pass's annotations."""
         self.operations = operations
 
+    def said_of_operations(self, done: Effect, refused: Callable[[ApiError], None]) -> None:
+        """What to say once the operations are written (``done``; with none, once the pass
+        is), or when the API refuses them (``refused``)."""
+        if self.operations is None:
+            self.then(done)
+        else:
+            self.operations = replace(self.operations, done=done, refused=refused)
+
     def then(self, effect: Effect) -> None:
         """Run ``effect`` once the write is made: what says it happened comes after it."""
         self.effects.append(effect)
@@ -83,11 +98,6 @@ class WorkloadChanges:
         """What has been gathered so far, unchanged by what is added from here."""
         return WorkloadChanges(merged({}, self.merge), self.fresh, self.operations,
                                list(self.effects), self.failure)  # fmt: skip
-
-    @property
-    def writes(self) -> bool:
-        """Whether there is anything to send."""
-        return bool(self.merge) or self.fresh is not None or self.operations is not None
 
     def json_operations(self) -> list[dict[str, Any]]:
         """``operations`` followed by the pass's annotations as operations on the annotations
@@ -112,12 +122,17 @@ class WorkloadChanges:
         return ops
 
     async def run_effects(self) -> None:
-        """Run the effects, in the order they were added."""
-        for effect in self.effects:
-            result = effect()
-            if inspect.isawaitable(result):
-                await result
-        self.effects.clear()
+        """Run the effects, in the order they were added, once. One the API refuses (hot's
+        nudge of a pod) is logged and the others still run: the write they follow stands."""
+        effects, self.effects = self.effects, []
+        for effect in effects:
+            try:
+                result = effect()
+                if inspect.isawaitable(result):
+                    await result
+            except ApiError as exc:
+                log.warning("after a write: %s failed: %s", getattr(effect, "__qualname__",
+                                                                    "an effect"), exc)  # fmt: skip
 
 
 def merged(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,9 +7,9 @@ They name no strategy: what a rollout owes the others (removing their records of
 delivered in place, taking their stand-ins off the template) comes through
 ``StrategyContext.rollouts`` from the strategies' hooks.
 
-Writes are JSON merge patches that touch kube-nudge's annotations only, carry the
-workload's uid as a precondition (a deleted-and-recreated workload answers 409 instead of
-being patched) and name kube-nudge as field manager. They cannot clobber a concurrent
+Writes are JSON merge patches that touch kube-nudge's annotations only; the writer gives
+them the workload's uid as a precondition (a deleted-and-recreated workload answers 409
+instead of being patched) and kube-nudge as field manager. They cannot clobber a concurrent
 edit of anything else, and unlike server-side apply a patch never creates an object that
 was deleted meanwhile.
 """
