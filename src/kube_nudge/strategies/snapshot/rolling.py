@@ -211,7 +211,8 @@ class Roller:
             try:
                 copies = await self._maker.make_copies(target, workload, assessment, {})
             except Refused as refusal:  # adopted all the same: opting in must not wait
-                self._adopted_without_copies(target, refusal.hold.message)
+                why = refusal.hold.message
+                changes.then(lambda: self._adopted_without_copies(target, why))
                 copies = {}
             if copies:
                 mapping = {(kind, copy): source for (kind, source), copy in copies.items()}
